@@ -1,0 +1,35 @@
+"""attention_core: a small, exact, documented reference for masked scaled dot-product attention.
+
+Needs only numpy at import time. Public names (see PRODUCT.md): ``scaled_dot_product_attention``,
+``stable_softmax``, the failure modes, the checks, experiment records and the run store.
+"""
+
+from attention_core.attention import AttentionResult, scaled_dot_product_attention
+from attention_core.checks import CHECK_NAMES, Check, is_row_stochastic, run_checks
+from attention_core.masks import additive_mask, causal_mask, combine_masks, future_cells, padding_mask
+from attention_core.modes import FAILURE_MODES, FailureMode, get_mode
+from attention_core.softmax import naive_softmax, stable_softmax
+from attention_core.validation import MAX_TOKENS, AttentionInputError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AttentionInputError",
+    "AttentionResult",
+    "CHECK_NAMES",
+    "Check",
+    "FAILURE_MODES",
+    "FailureMode",
+    "MAX_TOKENS",
+    "additive_mask",
+    "causal_mask",
+    "combine_masks",
+    "future_cells",
+    "get_mode",
+    "is_row_stochastic",
+    "naive_softmax",
+    "padding_mask",
+    "run_checks",
+    "scaled_dot_product_attention",
+    "stable_softmax",
+]

@@ -1,0 +1,215 @@
+"""The invariants of masked attention as small named checks, in the audit order of seed 004.
+
+Seed 004 ("Audit Order") says to inspect the first incorrect object in dependency order:
+input shapes; score shape and scale; allowed and forbidden mask entries; finite softmax values
+and row sums; exact zeros at forbidden positions; weighted value shape. Each check here
+recomputes what it needs from the inputs instead of trusting the pipeline, so a failure mode
+that corrupts one stage is caught at that stage. The UI checklist and the tests call these same
+functions. Batch independence is left out: the core takes one sequence at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from attention_core.attention import AttentionResult
+
+ROW_SUM_TOLERANCE = 1e-9
+
+CHECK_TITLES: dict[str, str] = {
+    "input_shapes": "Input shapes",
+    "score_scale": "Score shape and scale",
+    "mask": "Mask applied before softmax",
+    "finite_weights": "Finite weights",
+    "row_sums": "Row sums equal 1",
+    "forbidden_zeros": "Exact zeros at forbidden cells",
+    "output": "Output shape and values",
+}
+CHECK_NAMES: tuple[str, ...] = tuple(CHECK_TITLES)
+
+
+@dataclass(frozen=True)
+class Check:
+    """The outcome of one check.
+
+    Attributes
+    ----------
+    name : str
+        Stable identifier, one of :data:`CHECK_NAMES`.
+    title : str
+        Short title for a checklist.
+    passed : bool or None
+        ``None`` when the check does not apply (no values were given).
+    message : str
+        One human sentence saying why it passed or failed.
+    rows : tuple of int
+        Offending query rows, counted from 1.
+    cells : tuple of (int, int)
+        Offending (row, column) cells, counted from 1.
+    """
+
+    name: str
+    title: str
+    passed: bool | None
+    message: str
+    rows: tuple[int, ...] = ()
+    cells: tuple[tuple[int, int], ...] = ()
+
+
+def _check(name: str, passed: bool | None, message: str, rows=(), cells=()) -> Check:
+    return Check(name, CHECK_TITLES[name], passed, message, tuple(rows), tuple(cells))
+
+
+def _cells(where: np.ndarray) -> list[tuple[int, int]]:
+    return [(int(i) + 1, int(j) + 1) for i, j in np.argwhere(where)]
+
+
+def _list(items) -> str:
+    items = list(items)
+    shown = ", ".join(str(x) for x in items[:6])
+    return shown + (f" and {len(items) - 6} more" if len(items) > 6 else "")
+
+
+def is_row_stochastic(weights: np.ndarray, allowed: np.ndarray, tol: float = ROW_SUM_TOLERANCE) -> np.ndarray:
+    """Which rows are valid distributions over their allowed keys.
+
+    Parameters
+    ----------
+    weights, allowed : numpy.ndarray, shape (T, T)
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (T,)
+        ``True`` where the row is finite, non-negative and sums to 1 within ``tol``. A row with
+        no allowed key is never stochastic.
+    """
+    finite = np.isfinite(weights).all(axis=-1)
+    with np.errstate(invalid="ignore"):
+        sums_ok = np.abs(weights.sum(axis=-1) - 1.0) <= tol
+        nonneg = (weights >= 0).all(axis=-1)
+    return finite & sums_ok & nonneg & allowed.any(axis=-1)
+
+
+def check_input_shapes(r: AttentionResult) -> Check:
+    """Queries and keys are (T, d_k) with equal shapes; values, if any, have T rows."""
+    q, k, v = r.queries_2d, r.keys_2d, r.values_2d
+    if q.shape != k.shape:
+        return _check("input_shapes", False, f"queries {q.shape} and keys {k.shape} differ in shape")
+    if v is not None and v.shape[0] != q.shape[0]:
+        return _check("input_shapes", False, f"values have {v.shape[0]} rows for {q.shape[0]} tokens")
+    widths = f"d_k = {q.shape[1]}" + ("" if v is None else f", d_v = {v.shape[1]}")
+    return _check("input_shapes", True, f"{q.shape[0]} tokens, {widths}.")
+
+
+def check_score_scale(r: AttentionResult) -> Check:
+    """Scores are (T, T) and equal ``Q K^T / sqrt(d_k)`` (seed 000, ``S = QK^T / sqrt(d_k)``)."""
+    T = r.T
+    if r.scores.shape != (T, T):
+        return _check("score_scale", False, f"scores have shape {r.scores.shape}, expected ({T}, {T})")
+    expected = r.queries_2d @ r.keys_2d.T / np.sqrt(r.d_k)
+    wrong = ~np.isclose(r.scores, expected, rtol=1e-12, atol=1e-300)
+    if wrong.any():
+        return _check(
+            "score_scale", False,
+            f"scores differ from q·k / sqrt({r.d_k}) at cells {_list(_cells(wrong))}",
+            cells=_cells(wrong),
+        )
+    return _check("score_scale", True, f"Scores are {T}×{T} and equal q·k / sqrt({r.d_k}).")
+
+
+def check_mask(r: AttentionResult) -> Check:
+    """Softmax received ``-inf`` at exactly the forbidden cells (seed 003, step 2)."""
+    received_masked = np.isneginf(r.masked_scores)
+    leaked = ~r.allowed & ~received_masked
+    extra = r.allowed & received_masked
+    if leaked.any():
+        return _check(
+            "mask", False,
+            f"softmax saw finite scores at forbidden cells {_list(_cells(leaked))}: "
+            "the mask was not applied before softmax",
+            cells=_cells(leaked),
+        )
+    if extra.any():
+        return _check("mask", False, f"allowed cells {_list(_cells(extra))} were masked", cells=_cells(extra))
+    forbidden = int((~r.allowed).sum())
+    if forbidden == 0:
+        return _check("mask", True, "No cell is forbidden, so softmax sees every score.")
+    return _check("mask", True, f"All {forbidden} forbidden cells were -inf before softmax.")
+
+
+def check_finite_weights(r: AttentionResult) -> Check:
+    """Every weight is a finite number (no overflow to inf or nan)."""
+    bad = ~np.isfinite(r.weights)
+    if bad.any():
+        rows = sorted({i for i, _ in _cells(bad)})
+        return _check(
+            "finite_weights", False,
+            f"weights are not finite numbers in rows {_list(rows)} (softmax overflowed)",
+            rows=rows, cells=_cells(bad),
+        )
+    return _check("finite_weights", True, "Every weight is a finite number.")
+
+
+def check_row_sums(r: AttentionResult) -> Check:
+    """Every row with a visible key sums to 1; a row with none is named as failed (seed 003)."""
+    no_key = ~r.allowed.any(axis=-1)
+    bad = ~is_row_stochastic(r.weights, r.allowed)
+    if no_key.any():
+        rows = [int(i) + 1 for i in np.flatnonzero(no_key)]
+        return _check(
+            "row_sums", False,
+            f"rows {_list(rows)} have no visible key, so their weights are all zero",
+            rows=[int(i) + 1 for i in np.flatnonzero(bad)],
+        )
+    if bad.any():
+        rows = [int(i) + 1 for i in np.flatnonzero(bad)]
+        detail = ", ".join(f"row {i} sums to {r.row_sums[i - 1]:.6g}" for i in rows[:4])
+        return _check("row_sums", False, f"rows do not sum to 1: {detail}", rows=rows)
+    return _check("row_sums", True, "Every row sums to 1.")
+
+
+def check_forbidden_zeros(r: AttentionResult) -> Check:
+    """Forbidden cells hold exactly 0.0 weight (seed 003, "Inspect the invariants")."""
+    bad = ~r.allowed & (r.weights != 0.0)
+    if bad.any():
+        return _check(
+            "forbidden_zeros", False,
+            f"forbidden cells {_list(_cells(bad))} carry weight",
+            cells=_cells(bad),
+        )
+    return _check("forbidden_zeros", True, "Every forbidden cell has exactly 0 weight.")
+
+
+def check_output(r: AttentionResult) -> Check:
+    """Output is (T, d_v) and equals ``weights @ values`` (seed 003, step 4)."""
+    if r.values is None:
+        return _check("output", None, "No values given, so there is no output to check.")
+    out = r.output.reshape(r.T, -1)
+    expected = r.weights @ r.values_2d
+    if out.shape != expected.shape:
+        return _check("output", False, f"output has shape {out.shape}, expected {expected.shape}")
+    wrong = ~np.isclose(out, expected, rtol=1e-12, atol=1e-12, equal_nan=True).all(axis=-1)
+    if wrong.any():
+        rows = [int(i) + 1 for i in np.flatnonzero(wrong)]
+        return _check("output", False, f"output rows {_list(rows)} are not weights × values", rows=rows)
+    return _check("output", True, "Each output row is its weights times the values.")
+
+
+CHECKS = (
+    check_input_shapes,
+    check_score_scale,
+    check_mask,
+    check_finite_weights,
+    check_row_sums,
+    check_forbidden_zeros,
+    check_output,
+)
+
+
+def run_checks(result: AttentionResult) -> tuple[Check, ...]:
+    """Run every check on ``result`` in audit order (seed 004); returns one :class:`Check` each."""
+    return tuple(check(result) for check in CHECKS)

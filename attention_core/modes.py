@@ -1,0 +1,129 @@
+"""Failure modes of masked attention, expressed as data.
+
+Each mode is a frozen description of how one pipeline deviates from correct masked scaled
+dot-product attention, plus the names of the checks it is expected to break on an input that
+exposes it. The pipeline in :mod:`attention_core.attention` reads these knobs; there is no
+forked copy of the pipeline per mode. The list follows the "Common failure modes" of seed 003.
+
+Left out: modes that need more than one head or a batch axis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class FailureMode:
+    """One way to compute attention, right or wrong.
+
+    Attributes
+    ----------
+    name : str
+        Stable identifier used in JSON records and on the command line.
+    title : str
+        Short human title shown in the UI.
+    description : str
+        One sentence saying what goes wrong (or that nothing does).
+    breaks : frozenset of str
+        Names of the checks (see :mod:`attention_core.checks`) this mode fails on an input
+        that exposes it, and no others.
+    scale : bool
+        Divide scores by ``sqrt(d_k)``.
+    mask : {"before", "after", "none"}
+        Where the mask is applied: to softmax's input (correct), to its output without
+        renormalising (broken), or not at all.
+    softmax : {"stable", "naive"}
+        Stable softmax subtracts the row maximum; naive exponentiates raw scores.
+    softmax_axis : int
+        Axis softmax normalises over: -1 (key axis, correct) or 0 (query axis, wrong).
+    mix : {"values", "keys"}
+        What the weights mix into the output.
+    """
+
+    name: str
+    title: str
+    description: str
+    breaks: frozenset[str]
+    scale: bool = True
+    mask: Literal["before", "after", "none"] = "before"
+    softmax: Literal["stable", "naive"] = "stable"
+    softmax_axis: int = -1
+    mix: Literal["values", "keys"] = "values"
+
+
+CORRECT = FailureMode(
+    "correct", "Correct", "Mask before a stable softmax over each row; mix values.", frozenset()
+)
+MASK_AFTER_SOFTMAX = FailureMode(
+    "mask_after_softmax",
+    "Mask after softmax (broken)",
+    "Softmax sees the future scores, then future weights are zeroed without renormalising, "
+    "so rows sum to less than 1.",
+    frozenset({"mask", "row_sums"}),
+    mask="after",
+)
+NO_MASK = FailureMode(
+    "no_mask",
+    "No mask",
+    "The causal mask is forgotten, so future tokens receive weight.",
+    frozenset({"mask", "forbidden_zeros"}),
+    mask="none",
+)
+NO_SCALING = FailureMode(
+    "no_scaling",
+    "No sqrt(d_k) scaling",
+    "Scores are not divided by sqrt(d_k), so wider heads give sharper weights.",
+    frozenset({"score_scale"}),
+    scale=False,
+)
+NAIVE_SOFTMAX = FailureMode(
+    "naive_softmax",
+    "Naive softmax",
+    "Exponentials of large scores overflow to infinity and give invalid weights.",
+    frozenset({"finite_weights", "row_sums"}),
+    softmax="naive",
+)
+WRONG_AXIS = FailureMode(
+    "wrong_axis",
+    "Softmax over the wrong axis",
+    "Softmax normalises down each key column instead of across each query row.",
+    frozenset({"row_sums"}),
+    softmax_axis=0,
+)
+KEYS_AS_VALUES = FailureMode(
+    "keys_as_values",
+    "Keys mixed instead of values",
+    "The weights mix the key vectors, so the output carries the wrong information.",
+    frozenset({"output"}),
+    mix="keys",
+)
+
+FAILURE_MODES: dict[str, FailureMode] = {
+    m.name: m
+    for m in (
+        CORRECT,
+        MASK_AFTER_SOFTMAX,
+        NO_MASK,
+        NO_SCALING,
+        NAIVE_SOFTMAX,
+        WRONG_AXIS,
+        KEYS_AS_VALUES,
+    )
+}
+
+
+def get_mode(name: str) -> FailureMode:
+    """Return the failure mode called ``name``.
+
+    Raises
+    ------
+    ValueError
+        If no mode has that name; the message lists the known names.
+    """
+    try:
+        return FAILURE_MODES[name]
+    except KeyError:
+        known = ", ".join(FAILURE_MODES)
+        raise ValueError(f"unknown failure mode {name!r}; known modes: {known}") from None

@@ -1,0 +1,86 @@
+"""Softmax over one axis, the stable way and the naive way.
+
+``stable_softmax`` is what the workbench teaches; ``naive_softmax`` exists only so the
+"naive softmax" failure mode can show what overflow does. Both take ``-inf`` as "masked".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def stable_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Normalise ``x`` into non-negative weights that sum to 1 along ``axis``.
+
+    ``softmax(x)_j = exp(x_j - m) / sum_k exp(x_k - m)`` with ``m`` the largest finite entry
+    of the slice.
+
+    Parameters
+    ----------
+    x : array_like of float, any shape
+        Scores; ``-inf`` marks a masked entry. ``nan`` and ``+inf`` are not accepted.
+    axis : int, default -1
+        Axis to normalise over. For attention this is the last (key) axis, seed 000:
+        ``A = softmax_last(S + M)``.
+
+    Returns
+    -------
+    numpy.ndarray of float64, same shape as ``x``
+        Masked entries are exactly ``0.0``. A slice whose entries are all ``-inf`` (a row with no
+        visible key) is all zeros, never ``nan``.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` holds ``nan`` or ``+inf``.
+
+    Notes
+    -----
+    Subtracting the slice maximum leaves the result unchanged (the factor ``exp(-m)`` cancels)
+    but keeps every exponent ``<= 0``, so scores such as 1000 do not overflow (seed 003,
+    "Stable softmax subtracts the largest finite score before exponentiating").
+
+    Examples
+    --------
+    >>> w = stable_softmax(np.array([[1000.0, 0.0, 0.0], [1.0, 2.0, -np.inf]]))
+    >>> w[0].tolist()
+    [1.0, 0.0, 0.0]
+    >>> np.round(w[1], 3).tolist()
+    [0.269, 0.731, 0.0]
+    >>> w.sum(axis=-1).tolist()
+    [1.0, 1.0]
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if np.isnan(x).any() or np.isposinf(x).any():
+        raise ValueError("stable_softmax takes finite numbers or -inf (masked); got nan or +inf")
+    visible = np.isfinite(x)
+    has_visible = visible.any(axis=axis, keepdims=True)
+    # The max over visible entries only; a fully masked slice gets 0 so the shift stays finite.
+    row_max = np.max(np.where(visible, x, -np.inf), axis=axis, keepdims=True)
+    row_max = np.where(has_visible, row_max, 0.0)
+    exps = np.where(visible, np.exp(np.where(visible, x - row_max, 0.0)), 0.0)
+    totals = exps.sum(axis=axis, keepdims=True)
+    return np.where(has_visible, exps / np.where(has_visible, totals, 1.0), 0.0)
+
+
+def naive_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Softmax without the max shift: ``exp(x) / sum(exp(x))``.
+
+    Parameters
+    ----------
+    x : array_like of float, any shape
+        Scores; ``-inf`` gives ``exp(-inf) = 0``.
+    axis : int, default -1
+        Axis to normalise over.
+
+    Returns
+    -------
+    numpy.ndarray of float64, same shape as ``x``
+        For scores above about 709 ``exp`` overflows to ``inf`` and the slice becomes
+        ``nan``; this is the failure seed 003 warns about ("Using naive exponentials: large
+        scores overflow to Infinity"). Floating-point warnings are silenced; nothing raises.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        exps = np.exp(x)
+        return exps / exps.sum(axis=axis, keepdims=True)

@@ -1,0 +1,108 @@
+"""Turning what a caller passed into checked float64 arrays, or a clear refusal.
+
+Every refusal is an :class:`AttentionInputError` (a ``ValueError``) that names the field
+(``queries``, ``keys``, ``values``, ``padding_mask``) and, where one token is at fault, its
+position counted from 1, so a UI can put the message next to the right input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_TOKENS = 16
+
+_SINGULAR = {"queries": "query", "keys": "key", "values": "value", "padding_mask": "padding mask"}
+
+
+class AttentionInputError(ValueError):
+    """Input the attention maths cannot take.
+
+    Attributes
+    ----------
+    field : str
+        ``"queries"``, ``"keys"``, ``"values"`` or ``"padding_mask"``.
+    token : int or None
+        Position of the offending token, counted from 1, or ``None`` when the whole field is
+        at fault (shape, emptiness).
+    """
+
+    def __init__(self, field: str, message: str, token: int | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.token = token
+
+
+def token_array(field: str, data: object) -> np.ndarray:
+    """Check one input field and return it as float64.
+
+    Parameters
+    ----------
+    field : str
+        ``"queries"``, ``"keys"`` or ``"values"``; used in messages.
+    data : array_like
+        Shape (T,) (scalar mode, one number per token) or (T, d).
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (T,) or (T, d)
+
+    Raises
+    ------
+    AttentionInputError
+        Empty, ragged, more than 3-D, more than :data:`MAX_TOKENS` tokens, text, ``nan`` or
+        ``±inf``; the message names the field and the token position (from 1).
+    """
+    name = _SINGULAR.get(field, field)
+    if isinstance(data, np.ndarray) and data.dtype.kind in "biuf":
+        arr = data.astype(np.float64, copy=False)
+    else:
+        try:
+            arr = np.array(data, dtype=object)
+        except ValueError:
+            raise AttentionInputError(field, f"{field} are ragged: every token needs the same width") from None
+        if arr.dtype == object and arr.ndim >= 1 and arr.size:
+            for index, item in np.ndenumerate(arr):
+                if isinstance(item, (list, tuple, np.ndarray)):
+                    raise AttentionInputError(
+                        field, f"{field} are ragged: every token needs the same width"
+                    )
+                if isinstance(item, bool) or not isinstance(item, (int, float, np.number)):
+                    token = index[0] + 1
+                    raise AttentionInputError(
+                        field, f"{name.capitalize()} {token} is not a number: {item!r}", token
+                    )
+        arr = arr.astype(np.float64)
+    if arr.ndim == 0 or arr.size == 0:
+        raise AttentionInputError(field, f"{field} are empty: give at least one token")
+    if arr.ndim > 2:
+        raise AttentionInputError(
+            field, f"{field} must be 1-D (one number per token) or 2-D (tokens × width), got {arr.ndim}-D"
+        )
+    if arr.shape[0] > MAX_TOKENS:
+        raise AttentionInputError(
+            field, f"{field} have {arr.shape[0]} tokens; the workbench takes at most {MAX_TOKENS}"
+        )
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        position = np.argwhere(bad)[0]
+        token = int(position[0]) + 1
+        raise AttentionInputError(
+            field, f"{name.capitalize()} {token} is not a finite number: {arr[tuple(position)]!r}", token
+        )
+    return arr
+
+
+def key_padding(data: object, T: int) -> np.ndarray:
+    """Check a key-padding mask: bool, shape (T,), ``True`` = real token.
+
+    Raises
+    ------
+    AttentionInputError
+        Wrong length or not booleans.
+    """
+    arr = np.asarray(data)
+    if arr.shape != (T,) or arr.dtype != bool:
+        raise AttentionInputError(
+            "padding_mask", f"padding_mask must be {T} booleans (True = real token), got {arr.shape} {arr.dtype}"
+        )
+    return arr
