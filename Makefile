@@ -1,0 +1,49 @@
+# Every target bootstraps .venv on a fresh machine: `make serve` and `make test` are all you need.
+# The install is editable, so the code (and assets/) are used straight from this checkout.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# Touched after a successful install; reinstalls whenever pyproject.toml changes.
+STAMP  := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help serve test lint browser bench clean distclean
+
+help:
+	@echo "make serve   set up .venv and start the workbench (ARGS='--port 5007' passes options)"
+	@echo "make test    set up .venv, make sure a Chromium exists, run ruff and every test"
+	@echo "make lint    ruff only"
+	@echo "make bench   run bench/run.py"
+	@echo "make clean   remove caches and build output (make distclean also removes .venv)"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "make: $(PYTHON) is older than 3.11; run e.g. 'make PYTHON=python3.11 ...'" >&2; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -e '.[test]'
+	touch $@
+
+serve: $(STAMP)
+	$(BIN)/attention-workbench serve $(ARGS)
+
+# Finds a system or Playwright Chromium, installing one (apt-get as root, else Playwright) if none.
+browser: $(STAMP)
+	$(BIN)/python tests/find_browser.py --install
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: browser lint
+	$(BIN)/python -m pytest $(ARGS)
+
+bench: $(STAMP)
+	@test -f bench/run.py || { echo "make: bench/run.py does not exist yet" >&2; exit 1; }
+	$(BIN)/python bench/run.py $(ARGS)
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache test-results
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

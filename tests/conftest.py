@@ -1,0 +1,48 @@
+"""Shared pytest setup: point pytest-playwright at a Chromium that works on this machine.
+
+Browser tests never skip for a missing browser: if none is found, every test that needs one fails
+with a message saying how to get one (``make test`` installs one first, see tests/find_browser.py).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from find_browser import HOW_TO_FIX, find_chromium
+
+# Our machines have no network. Without these flags Chromium keeps dialling Google services
+# (refused connections, noisy logs, slow start). --no-sandbox because tests run as root in CI,
+# where Chromium refuses to start sandboxed; the pages loaded are only our own local server's.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+BROWSER_FIXTURES = {"page", "context", "new_context", "browser", "launch_browser"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses a Playwright browser fixture as ``browser``."""
+    for item in items:
+        if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
+    """pytest-playwright's launch options plus our Chromium's path and the offline flags."""
+    path = os.environ.get("ATTENTION_WORKBENCH_CHROMIUM") or find_chromium()
+    if path is None:
+        pytest.fail(
+            "No Chromium for the browser tests (looked for /usr/bin/chromium, chromium, "
+            "chromium-browser, google-chrome on PATH, and Playwright's download). " + HOW_TO_FIX,
+            pytrace=False,
+        )
+    args = [*browser_type_launch_args.get("args", []), *CHROMIUM_ARGS]
+    return {**browser_type_launch_args, "executable_path": path, "args": args}

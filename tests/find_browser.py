@@ -1,0 +1,106 @@
+"""Find a Chromium for the browser tests, and with ``--install`` get one if there is none.
+
+Used by ``make test`` (``python tests/find_browser.py --install``) and by ``tests/conftest.py``
+(``find_chromium()``), so both look in the same places, in this order:
+
+1. a system Chromium: ``/usr/bin/chromium``, then ``chromium``, ``chromium-browser``,
+   ``google-chrome`` on ``PATH`` (``playwright install`` cannot download on our machines);
+2. the Chromium that ``python -m playwright install chromium`` downloaded.
+
+Installing (only with ``--install``) tries Debian's ``apt-get install chromium`` when running as
+root, then ``python -m playwright install chromium``. It never decides to skip browser tests: if
+nothing works it exits non-zero saying what it tried and how to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+SYSTEM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
+
+HOW_TO_FIX = (
+    "Install a Chromium and run `make test` again: `sudo apt-get install chromium` (Debian/Ubuntu), "
+    "or `.venv/bin/python -m playwright install chromium` where downloads are allowed."
+)
+
+
+def system_chromium() -> str | None:
+    """Path of a Chromium installed on the system, or None."""
+    if os.access("/usr/bin/chromium", os.X_OK):
+        return "/usr/bin/chromium"
+    for name in SYSTEM_CANDIDATES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def playwright_chromium() -> str | None:
+    """Path of Playwright's own downloaded Chromium if it is on disk, or None."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    try:
+        with sync_playwright() as pw:
+            path = pw.chromium.executable_path
+    except Exception:  # the driver failing to start means no usable browser either
+        return None
+    return path if path and os.access(path, os.X_OK) else None
+
+
+def find_chromium() -> str | None:
+    """Path of the Chromium the browser tests will launch: system first, then Playwright's."""
+    return system_chromium() or playwright_chromium()
+
+
+def _run(cmd: list[str], tried: list[str], env: dict[str, str] | None = None) -> None:
+    print("find_browser: running " + " ".join(cmd), file=sys.stderr)
+    try:
+        code = subprocess.run(cmd, stdin=subprocess.DEVNULL, env=env).returncode
+    except OSError as exc:
+        code = f"could not start ({exc})"
+    tried.append(f"`{' '.join(cmd)}` -> exit {code}")
+
+
+def install_chromium() -> tuple[str | None, list[str]]:
+    """Try to install a Chromium; return its path (or None) and what was tried."""
+    tried: list[str] = []
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        _run(["apt-get", "update"], tried, env)
+        _run(["apt-get", "install", "-y", "--no-install-recommends", "chromium"], tried, env)
+        if path := find_chromium():
+            return path, tried
+    else:
+        tried.append("apt-get: skipped (needs root and apt-get)")
+    _run([sys.executable, "-m", "playwright", "install", "chromium"], tried)
+    return find_chromium(), tried
+
+
+def main(argv: list[str]) -> int:
+    path = find_chromium()
+    if path is None and "--install" in argv:
+        print("find_browser: no Chromium found; trying to install one", file=sys.stderr)
+        path, tried = install_chromium()
+        if path is None:
+            print(
+                "find_browser: no Chromium for the browser tests, and installing one failed.\n"
+                "  Looked for: /usr/bin/chromium, " + ", ".join(SYSTEM_CANDIDATES) + " on PATH, "
+                "and Playwright's downloaded chromium.\n  Tried:\n    " + "\n    ".join(tried)
+                + "\n  " + HOW_TO_FIX,
+                file=sys.stderr,
+            )
+            return 1
+    if path is None:
+        print("find_browser: no Chromium found. " + HOW_TO_FIX, file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
