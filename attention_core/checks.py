@@ -79,7 +79,12 @@ def is_row_stochastic(weights: np.ndarray, allowed: np.ndarray, tol: float = ROW
 
     Parameters
     ----------
-    weights, allowed : numpy.ndarray, shape (T, T)
+    weights : numpy.ndarray of float, shape (T, T)
+        Attention weights, rows are query positions.
+    allowed : numpy.ndarray of bool, shape (T, T)
+        Cells the masks allow; a row with none cannot be a distribution.
+    tol : float, default ROW_SUM_TOLERANCE (1e-9)
+        Largest accepted ``|row sum - 1|``.
 
     Returns
     -------
@@ -110,6 +115,8 @@ def check_score_scale(r: AttentionResult) -> Check:
     T = r.T
     if r.scores.shape != (T, T):
         return _check("score_scale", False, f"scores have shape {r.scores.shape}, expected ({T}, {T})")
+    if r.queries_2d.shape != r.keys_2d.shape:  # reported by input_shapes; q·k is undefined here
+        return _check("score_scale", False, "scores cannot be recomputed: queries and keys differ in shape")
     expected = r.queries_2d @ r.keys_2d.T / np.sqrt(r.d_k)
     wrong = ~np.isclose(r.scores, expected, rtol=1e-12, atol=1e-300)
     if wrong.any():
@@ -188,6 +195,8 @@ def check_output(r: AttentionResult) -> Check:
     """Output is (T, d_v) and equals ``weights @ values`` (seed 003, step 4)."""
     if r.values is None:
         return _check("output", None, "No values given, so there is no output to check.")
+    if r.values_2d.shape[0] != r.T:  # reported by input_shapes; weights @ values is undefined
+        return _check("output", False, f"output cannot be recomputed: values have {r.values_2d.shape[0]} rows")
     out = r.output.reshape(r.T, -1)
     expected = r.weights @ r.values_2d
     if out.shape != expected.shape:
@@ -211,5 +220,16 @@ CHECKS = (
 
 
 def run_checks(result: AttentionResult) -> tuple[Check, ...]:
-    """Run every check on ``result`` in audit order (seed 004); returns one :class:`Check` each."""
+    """Run every check on ``result`` in the audit order of seed 004.
+
+    Parameters
+    ----------
+    result : AttentionResult
+        A computed result; its ``checks`` field is ignored.
+
+    Returns
+    -------
+    tuple of Check
+        One per name in :data:`CHECK_NAMES`, in that order.
+    """
     return tuple(check(result) for check in CHECKS)

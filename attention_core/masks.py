@@ -28,7 +28,18 @@ def causal_mask(T: int) -> np.ndarray:
 
 
 def future_cells(T: int) -> np.ndarray:
-    """Future cells ``j > i`` as a bool matrix of shape (T, T) (strict upper triangle)."""
+    """Future cells ``j > i``: the cells a causal mask forbids (seed 003, "Inspect the invariants").
+
+    Parameters
+    ----------
+    T : int
+        Number of tokens, ``T >= 1``.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (T, T)
+        Strict upper triangle ``True``; the complement of :func:`causal_mask`.
+    """
     return np.triu(np.ones((T, T), dtype=bool), k=1)
 
 
@@ -52,9 +63,19 @@ def padding_mask(key_is_real: np.ndarray) -> np.ndarray:
 def combine_masks(T: int, *, causal: bool, key_is_real: np.ndarray | None = None) -> np.ndarray:
     """The allowed cells under a causal mask, a padding mask, both or neither.
 
+    Parameters
+    ----------
+    T : int
+        Number of tokens, ``T >= 1``.
+    causal : bool
+        Forbid future cells ``j > i``.
+    key_is_real : array_like of bool, shape (T,), optional
+        Key-padding mask, ``True`` for a real token; ``None`` for no padding.
+
     Returns
     -------
     numpy.ndarray of bool, shape (T, T)
+        ``True`` where query row ``i`` may read key column ``j`` (logical *and* of the masks).
     """
     allowed = causal_mask(T) if causal else np.ones((T, T), dtype=bool)
     if key_is_real is not None:
@@ -63,5 +84,16 @@ def combine_masks(T: int, *, causal: bool, key_is_real: np.ndarray | None = None
 
 
 def additive_mask(allowed: np.ndarray) -> np.ndarray:
-    """Seed 000's ``M``: ``0`` where allowed, ``-inf`` where forbidden (float64, same shape)."""
+    """Seed 000's additive mask ``M``, so that ``softmax_last(S + M)`` is the masked softmax.
+
+    Parameters
+    ----------
+    allowed : array_like of bool, shape (T, T)
+        ``True`` where a query row may read a key column.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (T, T)
+        ``0.0`` where allowed, ``-inf`` where forbidden.
+    """
     return np.where(allowed, 0.0, -np.inf)

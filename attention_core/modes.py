@@ -117,6 +117,15 @@ FAILURE_MODES: dict[str, FailureMode] = {
 def get_mode(name: str) -> FailureMode:
     """Return the failure mode called ``name``.
 
+    Parameters
+    ----------
+    name : str
+        A key of :data:`FAILURE_MODES`, e.g. ``"correct"`` or ``"mask_after_softmax"``.
+
+    Returns
+    -------
+    FailureMode
+
     Raises
     ------
     ValueError

@@ -32,6 +32,12 @@ class AttentionInputError(ValueError):
         self.token = token
 
 
+def _ragged_token(tokens: np.ndarray) -> int:
+    """Position (from 1) of the first token whose width differs from token 1's."""
+    widths = [len(t) if isinstance(t, (list, tuple, np.ndarray)) else None for t in tokens]
+    return next((i + 1 for i, w in enumerate(widths) if w != widths[0]), 1)
+
+
 def token_array(field: str, data: object) -> np.ndarray:
     """Check one input field and return it as float64.
 
@@ -54,25 +60,40 @@ def token_array(field: str, data: object) -> np.ndarray:
     """
     name = _SINGULAR.get(field, field)
     if isinstance(data, np.ndarray) and data.dtype.kind in "biuf":
-        arr = data.astype(np.float64, copy=False)
+        # A copy, so a caller who later edits their array cannot change a stored result.
+        arr = np.array(data, dtype=np.float64)
     else:
         try:
             arr = np.array(data, dtype=object)
         except ValueError:
             raise AttentionInputError(field, f"{field} are ragged: every token needs the same width") from None
-        if arr.dtype == object and arr.ndim >= 1 and arr.size:
-            for index, item in np.ndenumerate(arr):
-                if isinstance(item, (list, tuple, np.ndarray)):
-                    raise AttentionInputError(
-                        field, f"{field} are ragged: every token needs the same width"
-                    )
-                if isinstance(item, bool) or not isinstance(item, (int, float, np.number)):
-                    token = index[0] + 1
-                    raise AttentionInputError(
-                        field, f"{name.capitalize()} {token} is not a number: {item!r}", token
-                    )
+        if arr.ndim == 0:
+            # A bare number, string or None is not a list of tokens; astype would raise an
+            # unlabelled ValueError (text) or TypeError (None) instead.
+            raise AttentionInputError(
+                field, f"{field} must be a list with one number (or one row) per token, got {data!r}"
+            )
+        for index, item in np.ndenumerate(arr):
+            token = index[0] + 1
+            if isinstance(item, (list, tuple, np.ndarray)):
+                if arr.ndim == 1:
+                    token = _ragged_token(arr)
+                    problem = f"{name} {token} has a different width from {name} 1"
+                else:
+                    problem = f"{name} {token} holds a list where a number belongs"
+                raise AttentionInputError(field, f"{field} are ragged: {problem}", token)
+            if isinstance(item, bool) or not isinstance(item, (int, float, np.integer, np.floating)):
+                raise AttentionInputError(
+                    field, f"{name.capitalize()} {token} is not a number: {item!r}", token
+                )
+            try:
+                float(item)
+            except OverflowError:  # a Python int beyond float64, e.g. 10**400
+                raise AttentionInputError(
+                    field, f"{name.capitalize()} {token} is too large for float64 (beyond ±1.8e308)", token
+                ) from None
         arr = arr.astype(np.float64)
-    if arr.ndim == 0 or arr.size == 0:
+    if arr.size == 0:
         raise AttentionInputError(field, f"{field} are empty: give at least one token")
     if arr.ndim > 2:
         raise AttentionInputError(
@@ -87,7 +108,7 @@ def token_array(field: str, data: object) -> np.ndarray:
         position = np.argwhere(bad)[0]
         token = int(position[0]) + 1
         raise AttentionInputError(
-            field, f"{name.capitalize()} {token} is not a finite number: {arr[tuple(position)]!r}", token
+            field, f"{name.capitalize()} {token} is not a finite number: {float(arr[tuple(position)])}", token
         )
     return arr
 
@@ -95,12 +116,26 @@ def token_array(field: str, data: object) -> np.ndarray:
 def key_padding(data: object, T: int) -> np.ndarray:
     """Check a key-padding mask: bool, shape (T,), ``True`` = real token.
 
+    Parameters
+    ----------
+    data : array_like of bool, shape (T,)
+        The mask as given.
+    T : int
+        Number of tokens.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (T,)
+
     Raises
     ------
     AttentionInputError
         Wrong length or not booleans.
     """
-    arr = np.asarray(data)
+    try:
+        arr = np.asarray(data)
+    except ValueError:  # ragged nested lists
+        arr = np.asarray(data, dtype=object)
     if arr.shape != (T,) or arr.dtype != bool:
         raise AttentionInputError(
             "padding_mask", f"padding_mask must be {T} booleans (True = real token), got {arr.shape} {arr.dtype}"
