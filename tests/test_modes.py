@@ -1,0 +1,117 @@
+"""Every failure mode breaks exactly the checks it names, through the one pipeline."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from attention_core import (
+    CHECK_NAMES,
+    FAILURE_MODES,
+    FailureMode,
+    get_mode,
+    scaled_dot_product_attention,
+)
+
+# An input that exposes each mode: d_k = 2 so sqrt(d_k) != 1, distinct keys and values (of a
+# different width) so mixing keys shows, causal so masking matters, and, for the naive softmax,
+# scores near 1000 so exp overflows.
+QUERIES = np.array([[1.0, 0.5], [0.0, 1.0], [1.0, 1.0], [-1.0, 2.0]])
+KEYS = np.array([[1.0, 0.0], [0.5, 1.0], [1.0, -1.0], [2.0, 1.0]])
+VALUES = np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 4.0], [5.0, 1.0, -2.0], [0.0, 3.0, 1.0]])
+EXPOSING_INPUTS: dict[str, dict] = {name: {} for name in FAILURE_MODES}
+EXPOSING_INPUTS["naive_softmax"] = {"queries": QUERIES * 40.0, "keys": KEYS * 40.0}
+
+
+def run(mode_name: str, **overrides) -> object:
+    inputs = {"queries": QUERIES, "keys": KEYS, "values": VALUES, "causal": True}
+    inputs.update(EXPOSING_INPUTS[mode_name])
+    inputs.update(overrides)
+    return scaled_dot_product_attention(failure_mode=mode_name, **inputs)
+
+
+def test_every_mode_has_an_exposing_input() -> None:
+    assert set(EXPOSING_INPUTS) == set(FAILURE_MODES)
+
+
+@pytest.mark.parametrize("mode", FAILURE_MODES.values(), ids=list(FAILURE_MODES))
+def test_mode_breaks_exactly_what_it_claims(mode: FailureMode) -> None:
+    assert mode.breaks <= set(CHECK_NAMES)
+    r = run(mode.name)
+    assert r.mode == mode
+    assert set(r.failed_checks) == mode.breaks
+    # The claim is what the checks report, not the mode's own say-so; and checks never go missing.
+    assert [c.name for c in r.checks] == list(CHECK_NAMES)
+
+
+@pytest.mark.parametrize("mode", FAILURE_MODES.values(), ids=list(FAILURE_MODES))
+def test_exposing_input_passes_every_check_when_computed_correctly(mode: FailureMode) -> None:
+    # The exposing input is honest: the correct pipeline passes every check on it.
+    r = scaled_dot_product_attention(
+        **{"queries": QUERIES, "keys": KEYS, "values": VALUES, **EXPOSING_INPUTS[mode.name]}
+    )
+    assert r.failed_checks == ()
+    assert all(c.passed for c in r.checks)
+
+
+def test_correct_mode_passes_on_many_inputs() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        T, d = rng.integers(1, 9), rng.integers(1, 5)
+        r = scaled_dot_product_attention(
+            rng.normal(scale=5, size=(T, d)), rng.normal(scale=5, size=(T, d)),
+            rng.normal(size=(T, 2)), causal=bool(rng.integers(2)),
+        )
+        assert r.failed_checks == ()
+
+
+def test_no_values_means_output_check_does_not_apply() -> None:
+    r = scaled_dot_product_attention(QUERIES, KEYS)
+    output = next(c for c in r.checks if c.name == "output")
+    assert output.passed is None
+    assert r.failed_checks == ()
+
+
+def test_mask_after_softmax_flag_equals_the_mode() -> None:
+    by_flag = run("correct", mask_after_softmax=True)
+    by_mode = run("mask_after_softmax")
+    both = run("mask_after_softmax", mask_after_softmax=True)
+    assert by_flag.mode is by_mode.mode is both.mode is FAILURE_MODES["mask_after_softmax"]
+    for field in ("scores", "masked_scores", "weights", "row_sums", "future_weight", "output"):
+        np.testing.assert_array_equal(getattr(by_flag, field), getattr(by_mode, field))
+        np.testing.assert_array_equal(getattr(both, field), getattr(by_mode, field))
+    assert by_flag.failed_checks == by_mode.failed_checks
+
+
+def test_mode_object_and_name_are_interchangeable() -> None:
+    by_name = scaled_dot_product_attention(QUERIES, KEYS, VALUES, failure_mode="wrong_axis")
+    wrong_axis = get_mode("wrong_axis")
+    by_object = scaled_dot_product_attention(QUERIES, KEYS, VALUES, failure_mode=wrong_axis)
+    np.testing.assert_array_equal(by_name.weights, by_object.weights)
+
+
+CONTRADICTING = [n for n in FAILURE_MODES if n not in ("correct", "mask_after_softmax")]
+
+
+@pytest.mark.parametrize("name", CONTRADICTING)
+def test_contradictory_combination_raises(name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        scaled_dot_product_attention(QUERIES, KEYS, mask_after_softmax=True, failure_mode=name)
+
+
+def test_unknown_mode_lists_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="known modes: correct, mask_after_softmax"):
+        get_mode("mask_before_softmax")
+    with pytest.raises(ValueError, match="unknown failure mode"):
+        scaled_dot_product_attention(QUERIES, KEYS, failure_mode="nope")
+
+
+def test_modes_are_frozen_data() -> None:
+    mode = FAILURE_MODES["no_mask"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        mode.mask = "before"  # type: ignore[misc]
+    assert {m.name for m in FAILURE_MODES.values()} == set(FAILURE_MODES)
+    assert FAILURE_MODES["correct"].breaks == frozenset()
+    assert all(m.breaks for name, m in FAILURE_MODES.items() if name != "correct")
