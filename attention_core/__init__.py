@@ -33,3 +33,31 @@ __all__ = [
     "scaled_dot_product_attention",
     "stable_softmax",
 ]
+
+from attention_core.records import (  # noqa: E402  (appended after the core exports)
+    ExperimentRecord,
+    NewerSchemaError,
+    RecordError,
+    validate_record,
+)
+from attention_core.store import (  # noqa: E402
+    Listing,
+    RunStore,
+    StoreError,
+    export_csv,
+    export_json,
+    resolve_runs_dir,
+)
+
+__all__ += [
+    "ExperimentRecord",
+    "Listing",
+    "NewerSchemaError",
+    "RecordError",
+    "RunStore",
+    "StoreError",
+    "export_csv",
+    "export_json",
+    "resolve_runs_dir",
+    "validate_record",
+]

@@ -1,0 +1,120 @@
+"""The ``attention-workbench`` command: ``serve`` the app, ``export`` the saved runs.
+
+``export`` needs only :mod:`attention_core`; Panel is imported by ``serve`` alone, so exporting
+works on a machine (or in a CI job) without the app's dependencies loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from attention_core.store import RunStore, export_csv, export_json, resolve_runs_dir
+
+EXIT_OK, EXIT_WRITE_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for both subcommands."""
+    parser = argparse.ArgumentParser(
+        prog="attention-workbench", description="Self-attention workbench: serve it, export runs."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,export}")
+    runs_help = "runs directory (default: $ATTENTION_WORKBENCH_RUNS_DIR, else ./runs)"
+
+    serve = sub.add_parser("serve", help="start the workbench in a browser-facing server")
+    serve.add_argument("--runs-dir", help=runs_help)
+    serve.add_argument("--port", type=int, default=5006, help="TCP port (default 5006)")
+    serve.add_argument("--address", default="localhost",
+                       help="interface to bind (default localhost; 0.0.0.0 for a class server)")
+
+    export = sub.add_parser("export", help="write every readable run as JSON or CSV")
+    export.add_argument("--runs-dir", help=runs_help)
+    export.add_argument("--format", choices=("json", "csv"), required=True)
+    export.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status.
+
+    Exit status: 0 done (``export``: every readable run written, skipped files listed on
+    stderr); 1 the output file could not be written; 2 bad usage or a missing runs directory.
+    """
+    args = build_parser().parse_args(argv)
+    runs_dir = resolve_runs_dir(args.runs_dir)
+    if args.command == "serve":
+        # Lazily: Panel is heavy and export does not need it.
+        server = importlib.import_module("app.server")
+        server.serve(runs_dir=runs_dir, port=args.port, address=args.address)
+        return EXIT_OK
+    return _export(runs_dir, args.format, args.output)
+
+
+def _export(runs_dir: Path, fmt: str, output: Path | None) -> int:
+    if not runs_dir.is_dir():
+        print(f"attention-workbench export: error: runs directory {runs_dir} does not exist",
+              file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        listing = RunStore(runs_dir, create=False).list()
+    except OSError as error:
+        print(f"attention-workbench export: error: cannot list {runs_dir}: "
+              f"{error.strerror or error}", file=sys.stderr)
+        return EXIT_USAGE
+    for name, reason in listing.problems:
+        print(f"skipped {name}: {reason}", file=sys.stderr)
+    if fmt == "json":
+        text = export_json(listing.records, listing.problems)
+    else:
+        text = export_csv(listing.records)
+    if output is None:
+        _write_stdout(text)
+    else:
+        try:
+            _write_atomically(output, text.encode("utf-8"))
+        except OSError as error:
+            print(f"attention-workbench export: error: cannot write {output}: "
+                  f"{error.strerror or error}", file=sys.stderr)
+            return EXIT_WRITE_FAILED
+    print(f"exported {len(listing.records)} runs, skipped {len(listing.problems)} files",
+          file=sys.stderr)
+    return EXIT_OK
+
+
+def _write_stdout(text: str) -> None:
+    # As UTF-8 bytes whatever the locale says, so learners' text never fails to encode.
+    binary = getattr(sys.stdout, "buffer", None)
+    if binary is None:
+        sys.stdout.write(text)
+    else:
+        sys.stdout.flush()
+        binary.write(text.encode("utf-8"))
+        binary.flush()
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so readers see the old file or the whole new one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+"""The run store: one strict-JSON file per saved run, safe against crashes and a dirty directory.
+
+A save writes a hidden temp file in the runs directory, fsyncs it, then hard-links it to
+``<id>.json`` (``os.link`` fails rather than overwrite, so two savers never clobber a run) and
+fsyncs the directory: a ``.json`` file is either complete or absent, even after SIGKILL or power
+loss. Listing never fails on a bad file: corrupt, empty, foreign, newer-schema, oversized (judged
+by ``stat``, never read), non-regular and oddly named files are reported as problems and skipped.
+Parsed files are cached by (name, mtime_ns, size, inode), so re-listing thousands of unchanged
+runs reads nothing. Exports (JSON bundle, CSV) are pure functions of the records.
+
+Left out: locking between processes (not needed: every write is a new, uniquely named file).
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import io
+import json
+import os
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from attention_core.records import ID_PATTERN, SCHEMA_VERSION, ExperimentRecord, RecordError
+
+RUNS_DIR_ENV = "ATTENTION_WORKBENCH_RUNS_DIR"
+MAX_RECORD_BYTES = 2 * 1024 * 1024
+EXPORT_FORMAT = "attention-workbench-runs"
+CSV_COLUMNS = ("id", "created_at", "learner", "label", "causal", "mask_after_softmax",
+               "failure_mode", "T", "total_future_weight", "min_row_sum", "max_row_sum_error",
+               "failed_checks", "prediction", "explanation", "notes")
+_WHY_NOT_SAVED = {
+    errno.ENOSPC: "the runs directory {} is full", errno.EDQUOT: "the runs directory {} is full",
+    errno.EROFS: "the runs directory {} is read-only",
+    errno.EACCES: "no permission to write to the runs directory {}",
+    errno.EPERM: "no permission to write to the runs directory {}",
+    errno.ENOENT: "the runs directory {} does not exist",
+}
+
+
+class StoreError(OSError):
+    """A run could not be saved; ``str(error)`` is a sentence to show the learner.
+
+    Parameters
+    ----------
+    message : str
+        E.g. ``"Run not saved: the runs directory /srv/runs is full."``. ``errno`` is set to
+        the underlying error's code when there is one.
+    """
+
+
+@dataclass
+class Listing:
+    """What :meth:`RunStore.list` found.
+
+    Attributes
+    ----------
+    records : list of ExperimentRecord
+        The readable runs, sorted by ``created_at`` then id.
+    problems : list of (str, str)
+        ``(file name, reason)`` for every file skipped, sorted by file name.
+    """
+
+    records: list[ExperimentRecord] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+
+def resolve_runs_dir(cli_value: str | os.PathLike | None = None) -> Path:
+    """The runs directory: ``--runs-dir``, else ``$ATTENTION_WORKBENCH_RUNS_DIR``, else ``runs``.
+
+    Parameters
+    ----------
+    cli_value : str or path-like, optional
+        The ``--runs-dir`` option; empty or None falls through to the environment.
+
+    Returns
+    -------
+    pathlib.Path
+        Relative to the working directory when relative; ``~`` expanded. Not created.
+    """
+    return Path(cli_value or os.environ.get(RUNS_DIR_ENV) or "runs").expanduser()
+
+
+class RunStore:
+    """A directory of experiment records, one ``<id>.json`` file per run.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        Created (with parents) unless ``create=False``.
+
+    Raises
+    ------
+    StoreError
+        The directory cannot be created.
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, create: bool = True) -> None:
+        self.directory = Path(directory)
+        self._cache: dict[str, tuple[tuple[int, int, int], ExperimentRecord | str]] = {}
+        self._lock = threading.Lock()
+        if create:
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise _store_error(error, self.directory, "Runs directory not created") from error
+
+    def save(self, record: ExperimentRecord) -> Path:
+        """Write ``record`` as ``<id>.json`` atomically and durably; never overwrite a run.
+
+        Returns
+        -------
+        pathlib.Path
+            The new file.
+
+        Raises
+        ------
+        StoreError
+            The directory is full, read-only, not writable or gone, or a run with this id
+            already exists; no partial file is left behind.
+        """
+        data = record.to_json().encode("utf-8")
+        final = self.directory / f"{record.id}.json"
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), 0o644)  # like a file made by open(): readable by the server
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(tmp, final)
+        except FileExistsError as error:
+            raise StoreError(f"Run not saved: a run with id {record.id} already exists") from error
+        except OSError as error:
+            raise _store_error(error, self.directory) from error
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass  # cleanup_temp_files removes it on the next start
+        _fsync_directory(self.directory)
+        return final
+
+    def get(self, run_id: str) -> ExperimentRecord:
+        """The run called ``run_id``.
+
+        Raises
+        ------
+        ValueError
+            ``run_id`` is not ``[A-Za-z0-9_-]{1,64}`` (so no path can escape the directory).
+        KeyError
+            No such run.
+        RecordError
+            The file is not a readable record (the reason says why).
+        """
+        if not isinstance(run_id, str) or not ID_PATTERN.fullmatch(run_id):
+            raise ValueError(f"not a run id: {run_id!r}")
+        name = f"{run_id}.json"
+        try:
+            st = os.lstat(self.directory / name)
+        except FileNotFoundError:
+            raise KeyError(run_id) from None
+        loaded = self._load(name, st)
+        if isinstance(loaded, str):
+            raise RecordError(f"{name}: {loaded}")
+        return loaded
+
+    def list(self) -> Listing:
+        """Every readable run, sorted by ``created_at`` then id, and the files skipped.
+
+        Never raises for a bad file; an unreadable directory raises ``OSError``. Temp files
+        (``.*.tmp``) are ignored. Unchanged files are not read again (cached by stat).
+        """
+        listing, seen = Listing(), set()
+        with os.scandir(self.directory) as entries:
+            for entry in entries:
+                if entry.name.startswith(".") and entry.name.endswith(".tmp"):
+                    continue
+                seen.add(entry.name)
+                try:
+                    loaded = self._load(entry.name, entry.stat(follow_symlinks=False))
+                except OSError as error:  # vanished or unreadable between scandir and stat
+                    loaded = f"could not be read ({error.strerror or error})"
+                if isinstance(loaded, str):
+                    listing.problems.append((entry.name, loaded))
+                else:
+                    listing.records.append(loaded)
+        with self._lock:
+            for name in set(self._cache) - seen:
+                del self._cache[name]
+        listing.records.sort(key=lambda r: (r.created_datetime, r.id))
+        listing.problems.sort()
+        return listing
+
+    def _load(self, name: str, st: os.stat_result) -> ExperimentRecord | str:
+        """The record in file ``name`` or the reason it is skipped (cached by its stat)."""
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        cached = self._cache.get(name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        loaded = _read_record(self.directory, name, st)
+        with self._lock:
+            self._cache[name] = (key, loaded)
+        return loaded
+
+    def cleanup_temp_files(self, older_than_seconds: float = 300.0) -> int:
+        """Remove temp files (``.*.tmp``) left by interrupted saves; return how many.
+
+        Only files older than ``older_than_seconds`` go, so another process's save in progress
+        is left alone. Call it when the app starts.
+        """
+        removed, cutoff = 0, time.time() - older_than_seconds
+        with os.scandir(self.directory) as entries:
+            for entry in entries:
+                if not (entry.name.startswith(".") and entry.name.endswith(".tmp")):
+                    continue
+                try:
+                    if entry.is_file(follow_symlinks=False) and entry.stat(
+                        follow_symlinks=False
+                    ).st_mtime < cutoff:
+                        os.unlink(entry.path)
+                        removed += 1
+                except OSError:
+                    pass  # already gone, or not ours to remove
+        return removed
+
+
+def _read_record(directory: Path, name: str, st: os.stat_result) -> ExperimentRecord | str:
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if not (name.endswith(".json") and ID_PATTERN.fullmatch(name[:-5])):
+        return "not a run file (run files are named <id>.json)"
+    if st.st_size == 0:
+        return "empty file"
+    if st.st_size > MAX_RECORD_BYTES:
+        return f"larger than {MAX_RECORD_BYTES // 1024 // 1024} MiB ({st.st_size} bytes), not read"
+    try:
+        fd = os.open(directory / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the stat
+                return "not a regular file"
+            data = f.read(MAX_RECORD_BYTES + 1)
+        if len(data) > MAX_RECORD_BYTES:
+            return f"larger than {MAX_RECORD_BYTES // 1024 // 1024} MiB, not read"
+        record = ExperimentRecord.from_json(data)
+    except OSError as error:
+        return f"could not be read ({error.strerror or error})"
+    except RecordError as error:
+        return str(error)
+    if record.id != name[:-5]:
+        return f"holds run {record.id}, which does not match its file name"
+    return record
+
+
+def _store_error(error: OSError, directory: Path, what: str = "Run not saved") -> StoreError:
+    why = _WHY_NOT_SAVED.get(error.errno)
+    where = directory.absolute()
+    why = why.format(where) if why else f"{where} could not be written ({error.strerror})"
+    result = StoreError(f"{what}: {why}.")
+    result.errno = error.errno
+    return result
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the new name durable; best effort (some file systems cannot fsync a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def export_json(records: Iterable[ExperimentRecord],
+                problems: Sequence[tuple[str, str]] = ()) -> str:
+    """A strict-JSON bundle of ``records``, lossless (free text exactly as saved).
+
+    Parameters
+    ----------
+    records : iterable of ExperimentRecord
+        In the order to write them.
+    problems : sequence of (str, str), optional
+        ``(file name, reason)`` pairs from :attr:`Listing.problems`, kept as ``skipped``.
+
+    Returns
+    -------
+    str
+        ``{"format": "attention-workbench-runs", "schema_version": 1, "exported_at": <UTC ISO
+        8601>, "runs": [record, ...], "skipped": [{"file": ..., "reason": ...}, ...]}`` with a
+        final newline; no ``NaN``/``Infinity`` tokens.
+    """
+    bundle = {
+        "format": EXPORT_FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "exported_at": datetime.now(UTC).isoformat(timespec="microseconds"),
+        "runs": [r.to_dict() for r in records],
+        "skipped": [{"file": name, "reason": reason} for name, reason in problems],
+    }
+    return json.dumps(bundle, allow_nan=False, ensure_ascii=False, indent=1) + "\n"
+
+
+def _csv_text(value: str | None) -> str:
+    if value is None:
+        return ""
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
+def _csv_number(value: float | int | None) -> str:
+    return "" if value is None else repr(value)
+
+
+def export_csv(records: Iterable[ExperimentRecord]) -> str:
+    """One CSV row per run (columns :data:`CSV_COLUMNS`, RFC 4180 quoting, ``\\r\\n`` lines).
+
+    Parameters
+    ----------
+    records : iterable of ExperimentRecord
+
+    Returns
+    -------
+    str
+        A header row, then one row per run. Booleans are ``true``/``false``; a number that was
+        not finite is an empty cell; failed checks are joined by ``;``.
+
+    Notes
+    -----
+    Free-text cells (learner, label, prediction, explanation, notes) starting with ``=``,
+    ``+``, ``-``, ``@``, tab or CR get a leading ``'`` so spreadsheets do not run them as
+    formulas (OWASP "CSV injection"); number cells are never changed. The JSON export keeps
+    text exactly as saved.
+    """
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(CSV_COLUMNS)
+    for r in records:
+        writer.writerow([
+            r.id, r.created_at, _csv_text(r.learner), _csv_text(r.label),
+            str(r.causal).lower(), str(r.mask_after_softmax).lower(), r.failure_mode, r.T,
+            _csv_number(r.total_future_weight), _csv_number(r.min_row_sum),
+            _csv_number(r.max_row_sum_error), ";".join(r.failed_checks),
+            _csv_text(r.prediction), _csv_text(r.explanation), _csv_text(r.notes),
+        ])
+    return out.getvalue()
+
+
+__all__ = ["CSV_COLUMNS", "MAX_RECORD_BYTES", "RUNS_DIR_ENV", "Listing", "RunStore", "StoreError",
+           "export_csv", "export_json", "resolve_runs_dir"]

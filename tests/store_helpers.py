@@ -1,0 +1,45 @@
+"""Shared helpers for the record, store and CLI tests: build records, check them strictly."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from attention_core import scaled_dot_product_attention
+from attention_core.records import ExperimentRecord, validate_record
+
+T0 = datetime(2025, 1, 31, 9, 15, 2, 123456, tzinfo=UTC)
+
+
+def make_result(mode: str = "correct", T: int = 3, d: int | None = None, seed: int = 0,
+                values: bool = True, **kwargs):
+    """A small attention result with seeded random inputs (scalar mode when ``d`` is None)."""
+    rng = np.random.default_rng(seed)
+    shape = (T,) if d is None else (T, d)
+    q, k, v = (rng.normal(size=shape) for _ in range(3))
+    return scaled_dot_product_attention(q, k, v if values else None, failure_mode=mode, **kwargs)
+
+
+def make_record(mode: str = "correct", *, minutes: int = 0, record_id: str | None = None,
+                **text) -> ExperimentRecord:
+    """A checked record created ``minutes`` after :data:`T0`."""
+    record = ExperimentRecord.from_result(
+        make_result(mode), record_id=record_id, created_at=T0 + timedelta(minutes=minutes), **text
+    )
+    return check_strict(record)
+
+
+def refuse_constant(token: str):
+    raise AssertionError(f"non-strict JSON token {token}")
+
+
+def check_strict(record: ExperimentRecord) -> ExperimentRecord:
+    """Assert the record is schema-valid, strict JSON and round-trips exactly; return it."""
+    text = record.to_json()
+    data = json.loads(text, parse_constant=refuse_constant)
+    validate_record(data)
+    assert ExperimentRecord.from_json(text) == record
+    assert ExperimentRecord.from_dict(data) == record
+    return record

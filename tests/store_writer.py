@@ -1,0 +1,34 @@
+"""A separate process that saves runs into a store: used by the concurrency and SIGKILL tests.
+
+Usage: python store_writer.py RUNS_DIR COUNT [GO_FILE]; COUNT 0 means save until killed (with the
+largest records the workbench makes, 16 tokens and wide values, so a kill often lands mid-write).
+Waits for GO_FILE to exist (if given) so several writers start together.
+"""
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from attention_core import ExperimentRecord, RunStore, scaled_dot_product_attention
+
+
+def main() -> None:
+    runs_dir, count = Path(sys.argv[1]), int(sys.argv[2])
+    go = Path(sys.argv[3]) if len(sys.argv) > 3 else None
+    store = RunStore(runs_dir)
+    rng = np.random.default_rng()
+    T, d_k, d_v = (16, 8, 64) if count == 0 else (4, 2, 2)
+    q, k, v = rng.normal(size=(T, d_k)), rng.normal(size=(T, d_k)), rng.normal(size=(T, d_v))
+    result = scaled_dot_product_attention(q, k, v)
+    while go is not None and not go.exists():
+        time.sleep(0.005)
+    saved = 0
+    while count == 0 or saved < count:
+        store.save(ExperimentRecord.from_result(result, learner="writer", notes="x" * 2000))
+        saved += 1
+
+
+if __name__ == "__main__":
+    main()
