@@ -1,0 +1,189 @@
+"""A Bokeh heat map of one T×T attention matrix, with an accessible table mirror.
+
+One tidy ``ColumnDataSource`` (a row per cell) feeds the rectangle colours, the cell text and
+the hover, as in Bokeh's ``heatmap_unemployment.py`` example. Rows are query tokens with token
+1 on top, columns are key tokens. Masked cells are grey, hatched and labelled, so they differ by
+more than colour. Updates replace ``source.data`` and the factor lists; the figure is built once.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import panel as pn
+from bokeh.models import ColorBar, ColumnDataSource, FactorRange, HoverTool, LinearColorMapper
+from bokeh.palettes import Cividis256, PuOr11
+from bokeh.plotting import figure
+from bokeh.transform import transform
+
+MASKED_COLOR = "#d0d0d0"
+# The mirrored table is for screen readers: in the accessibility tree, visually hidden.
+_TABLE_CSS = """
+.sr-only { position: absolute; width: 1px; height: 1px; padding: 0; margin: -1px;
+           overflow: hidden; clip: rect(0, 0, 0, 0); white-space: nowrap; border: 0; }
+"""
+_KINDS = {
+    # kind: (palette, symmetric range)
+    "weights": (Cividis256, False),
+    "scores": (tuple(reversed(PuOr11)), True),
+    "difference": (tuple(reversed(PuOr11)), True),
+}
+
+
+def format_number(x: float) -> str:
+    """Cell text: three decimals, three significant digits below 0.1 (so the broken row's
+    0.00125 stays readable), scientific notation for tiny or huge numbers."""
+    if not np.isfinite(x):
+        return "not finite"
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e5 or abs(x) < 1e-4:
+        return f"{x:.2e}"
+    if abs(x) < 0.1:
+        return f"{x:.3g}"
+    return f"{x:.3f}"
+
+
+class HeatMap(pn.viewable.Viewer):
+    """A titled heat map of a (T, T) matrix.
+
+    Parameters
+    ----------
+    title : str
+        Shown above the figure and used as the table caption (``"Scores"``, ``"Weights"``).
+    name : str
+        Prefix of the Bokeh model names (``"<name>-source"``, ``"<name>-figure"``), which
+        browser tests look up with ``Bokeh.documents[0].get_model_by_name``.
+    kind : {"weights", "scores", "difference"}
+        Weights use a fixed [0, 1] colour range; scores and differences a symmetric diverging one.
+    """
+
+    def __init__(self, title: str, name: str, kind: str = "weights", size: int = 330) -> None:
+        super().__init__()
+        palette, self._symmetric = _KINDS[kind]
+        self.title = title
+        self.kind = kind
+        self.source = ColumnDataSource(self._empty(), name=f"{name}-source")
+        self.mapper = LinearColorMapper(palette=palette, low=0.0, high=1.0, nan_color=MASKED_COLOR)
+        self.x_range = FactorRange(factors=["1"])
+        self.y_range = FactorRange(factors=["1"])
+        fig = figure(
+            title=title, name=f"{name}-figure", x_range=self.x_range, y_range=self.y_range,
+            width=size + 80, height=size, toolbar_location=None, tools="",
+            x_axis_label="key (column)", y_axis_label="query (row)", x_axis_location="above",
+        )
+        fig.rect(
+            x="column", y="row", width=1, height=1, source=self.source,
+            fill_color=transform("value", self.mapper), line_color="white",
+            hatch_pattern="hatch", hatch_color="#555555", hatch_alpha=0.6,
+        )
+        fig.text(
+            x="column", y="row", text="text", source=self.source, text_align="center",
+            text_baseline="middle", text_color="text_color", text_font_size="12px",
+        )
+        fig.add_tools(HoverTool(tooltips=[
+            ("row (query)", "@row"), ("column (key)", "@column"), ("score", "@score_text"),
+            ("weight", "@weight_text"), ("cell", "@state"),
+        ]))
+        fig.add_layout(ColorBar(color_mapper=self.mapper, width=12), "right")
+        fig.grid.grid_line_color = None
+        fig.axis.major_tick_line_color = None
+        fig.axis.axis_line_color = None
+        self.figure = fig
+        self.table = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[_TABLE_CSS])
+        self._pane = pn.Column(
+            pn.pane.Bokeh(fig), self.table, margin=(0, 10), width=size + 100
+        )
+
+    @staticmethod
+    def _empty() -> dict:
+        keys = ("row", "column", "value", "text", "text_color", "hatch", "score_text",
+                "weight_text", "state")
+        return {k: [] for k in keys}
+
+    def update(
+        self,
+        values: np.ndarray,
+        masked: np.ndarray,
+        *,
+        scores: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
+        masked_label: str = "masked",
+        masked_note: str | None = None,
+    ) -> None:
+        """Show a new matrix.
+
+        Parameters
+        ----------
+        values : numpy.ndarray of float, shape (T, T)
+            Cell values; ``-inf``/``nan`` are drawn as not-a-number cells.
+        masked : numpy.ndarray of bool, shape (T, T)
+            Cells to draw hatched and labelled ``masked_label``.
+        scores, weights : numpy.ndarray, shape (T, T), optional
+            Shown in the hover (defaults to ``values``).
+        masked_label : str
+            The word under a masked cell's number.
+        masked_note : str, optional
+            What the hover and table say about a masked cell (default ``masked_label``).
+        """
+        T = values.shape[0]
+        factors = [str(i) for i in range(1, T + 1)]
+        finite = np.isfinite(values)
+        low, high = self._range(values[finite & ~masked])
+        data = self._empty()
+        for i in range(T):
+            for j in range(T):
+                v = float(values[i, j])
+                is_masked = bool(masked[i, j])
+                text = format_number(v) if np.isfinite(v) else ("−∞" if v == -np.inf else "not finite")
+                shade = 0.0 if not np.isfinite(v) or is_masked else (v - low) / ((high - low) or 1)
+                dark = shade < 0.45 if not self._symmetric else abs(shade - 0.5) > 0.35
+                data["row"].append(factors[i])
+                data["column"].append(factors[j])
+                data["value"].append(v if np.isfinite(v) and not is_masked else np.nan)
+                data["text"].append(f"{text}\n{masked_label}" if is_masked else text)
+                data["text_color"].append("white" if dark and not is_masked else "black")
+                data["hatch"].append("/" if is_masked else " ")
+                data["score_text"].append(self._hover(scores, i, j, v))
+                data["weight_text"].append(self._hover(weights, i, j, v))
+                data["state"].append((masked_note or masked_label) if is_masked else "visible")
+        # Raw Bokeh models changed from a Panel callback need Panel's unlocked() to reach the
+        # browser (the session does not hold the document lock here).
+        with pn.io.unlocked():
+            self.mapper.update(low=low, high=high)
+            self.x_range.factors = factors
+            self.y_range.factors = list(reversed(factors))
+            self.source.data = data
+        self.table.object = self._table_html(data, T)
+
+    def _range(self, shown: np.ndarray) -> tuple[float, float]:
+        if not self._symmetric:
+            return 0.0, 1.0
+        bound = float(np.abs(shown).max()) if shown.size else 1.0
+        return -(bound or 1.0), (bound or 1.0)
+
+    @staticmethod
+    def _hover(matrix: np.ndarray | None, i: int, j: int, fallback: float) -> str:
+        v = fallback if matrix is None else float(matrix[i, j])
+        return "−∞" if v == -np.inf else format_number(v)
+
+    def _table_html(self, data: dict, T: int) -> str:
+        head = "".join(f'<th scope="col">key {j}</th>' for j in range(1, T + 1))
+        rows = []
+        for i in range(T):
+            cells = "".join(
+                f"<td>{html.escape(data['text'][i * T + j].replace(chr(10), ' '))}</td>"
+                for j in range(T)
+            )
+            rows.append(f'<tr><th scope="row">query {i + 1}</th>{cells}</tr>')
+        title = html.escape(self.title)
+        return (
+            f'<table class="matrix-table sr-only" aria-label="{title} table">'
+            f"<caption>{title}: rows are queries, columns are keys</caption>"
+            f"<thead><tr><th scope=\"col\">row</th>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>"
+        )
+
+    def __panel__(self):
+        return self._pane

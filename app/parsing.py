@@ -1,0 +1,93 @@
+"""Reading numbers and free text the way learners type them.
+
+Numbers: an optional sign, digits with at most one decimal point, an optional exponent
+(``1``, ``-.5``, ``1.``, ``1e3``). Everything else is refused with a message that names the
+field: empty text, ``nan``/``inf`` (attention needs finite numbers), numbers beyond float64
+(``1e400``), and decimal commas. A decimal comma is refused rather than guessed because ``1,500``
+could mean one and a half or fifteen hundred; the message shows the point form to type instead.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
+MAX_NUMBER_LENGTH = 40
+
+TEXT_LIMITS = {"learner": 100, "label": 100, "prediction": 2000, "explanation": 2000, "notes": 2000}
+
+
+def parse_number(text: str, field: str) -> float:
+    """Parse one typed number.
+
+    Parameters
+    ----------
+    text : str
+        What the learner typed; surrounding spaces are ignored.
+    field : str
+        The field's label (``"Query 2"``), used in the message.
+
+    Returns
+    -------
+    float
+        A finite float64.
+
+    Raises
+    ------
+    ValueError
+        With a message naming ``field`` and saying what to type instead.
+    """
+    stripped = (text or "").strip()
+    if not stripped:
+        return _refuse(field, "empty; type a number such as 1 or -0.5")
+    if len(stripped) > MAX_NUMBER_LENGTH:
+        return _refuse(field, f"too long ({len(stripped)} characters); type a number")
+    if _DECIMAL_COMMA.fullmatch(stripped):
+        point = stripped.replace(",", ".")
+        return _refuse(field, f"{stripped!r} uses a decimal comma; type {point} with a point instead")
+    if stripped.lower().lstrip("+-") in {"nan", "inf", "infinity"}:
+        return _refuse(field, f"{stripped!r} is not a finite number; attention needs one")
+    if not _NUMBER.fullmatch(stripped):
+        return _refuse(field, f"{_quote(stripped)} is not a number; type one such as 1 or -0.5")
+    value = float(stripped)
+    if not math.isfinite(value):
+        return _refuse(field, f"{_quote(stripped)} is too large for float64 (beyond ±1.8e308)")
+    return value
+
+
+def _quote(text: str) -> str:
+    return repr(text[:MAX_NUMBER_LENGTH])
+
+
+def _refuse(field: str, reason: str) -> float:
+    raise ValueError(f"{field}: {reason}")
+
+
+def clean_text(text: str | None, field: str) -> str | None:
+    """Check one free-text field (learner, label, prediction, explanation, notes).
+
+    Text is data: it is never interpreted as HTML or Markdown anywhere. Control characters other
+    than newline and tab are removed; length is limited per :data:`TEXT_LIMITS`.
+
+    Returns
+    -------
+    str or None
+        ``None`` for empty text.
+
+    Raises
+    ------
+    ValueError
+        If the text is longer than the field's limit; the message names the field.
+    """
+    if text is None:
+        return None
+    kept = "".join(
+        ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cs")
+    ).strip()
+    limit = TEXT_LIMITS[field]
+    if len(kept) > limit:
+        raise ValueError(f"{field.capitalize()} is {len(kept)} characters long; the limit is {limit}")
+    return kept or None

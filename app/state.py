@@ -1,0 +1,154 @@
+"""The workbench's state: what the learner typed, what the core computed, what was saved.
+
+All state for one browser session lives on one :class:`WorkbenchState`; views only read it and
+write the parameters their widgets stand for. Derived values (the parsed inputs, the attention
+result, the field messages) are computed once per change by a declared dependency. Saving is
+an explicit action (:meth:`WorkbenchState.save_run`).
+"""
+
+from __future__ import annotations
+
+import param
+
+from app.parsing import clean_text, parse_number
+from attention_core import AttentionInputError, AttentionResult, scaled_dot_product_attention
+from attention_core.records import ExperimentRecord
+from attention_core.store import RunStore, StoreError
+
+MAX_UI_TOKENS = 8
+
+PRESETS: dict[str, dict] = {
+    "worked_row": {
+        "label": "Worked row (seed 003)", "tokens": 3, "queries": ["1", "1", "1"],
+        "keys": ["1", "2", "9"], "values": ["10", "20", "100"], "use_values": True,
+    },
+    "large_scores": {
+        "label": "Large scores (~1000)", "tokens": 3, "queries": ["100", "100", "100"],
+        "keys": ["10", "10.01", "9.99"], "values": ["1", "2", "3"], "use_values": False,
+    },
+    "all_equal": {
+        "label": "All equal", "tokens": 3, "queries": ["1", "1", "1"], "keys": ["2", "2", "2"],
+        "values": ["1", "2", "3"], "use_values": False,
+    },
+}
+_FIELDS = {"queries": "Query", "keys": "Key", "values": "Value"}
+
+
+def _padded(texts: list[str], fill: str = "0") -> list[str]:
+    return list(texts) + [fill] * (MAX_UI_TOKENS - len(texts))
+
+
+class WorkbenchState(param.Parameterized):
+    """One learner's workbench.
+
+    The token texts are kept for all :data:`MAX_UI_TOKENS` positions, so lowering ``tokens`` and
+    raising it again gives back what was typed.
+    """
+
+    tokens = param.Integer(default=3, bounds=(1, MAX_UI_TOKENS), doc="Number of tokens T.")
+    queries = param.List(default=_padded(["1", "1", "1"]), item_type=str, doc="Typed queries.")
+    keys = param.List(default=_padded(["1", "2", "9"]), item_type=str, doc="Typed keys.")
+    values = param.List(default=_padded(["10", "20", "100"]), item_type=str, doc="Typed values.")
+    use_values = param.Boolean(default=False, doc="Mix values into an output column.")
+    causal = param.Boolean(default=True, doc="Apply the causal mask.")
+    mask_after_softmax = param.Boolean(default=False, doc="The broken mode of seed 003.")
+
+    learner = param.String(default="", doc="Optional learner name.")
+    label = param.String(default="", doc="Optional run label.")
+    prediction = param.String(default="", doc="The learner's prediction, required to save.")
+    explanation = param.String(default="", doc="The learner's reflection.")
+
+    field_errors = param.Dict(default={}, doc="Message per field label ('Query 2') at fault.")
+    result = param.ClassSelector(class_=AttentionResult, default=None, allow_None=True,
+                                 doc="The last result computed from valid input.")
+    input_ok = param.Boolean(default=True, doc="The current input is valid and shown.")
+    saved = param.List(default=[], doc="Experiment records saved in this session, oldest first.")
+    save_message = param.String(default="", doc="What the last save did.")
+    save_ok = param.Boolean(default=True)
+
+    def __init__(self, store: RunStore, **params) -> None:
+        self.store = store
+        super().__init__(**params)
+
+    @param.depends(
+        "tokens", "queries", "keys", "values", "use_values", "causal", "mask_after_softmax",
+        watch=True, on_init=True,
+    )
+    def _compute(self) -> None:
+        errors: dict[str, str] = {}
+        parsed: dict[str, list[float]] = {}
+        for field, word in _FIELDS.items():
+            if field == "values" and not self.use_values:
+                continue
+            texts = getattr(self, field)
+            numbers = []
+            for i in range(self.tokens):
+                label = f"{word} {i + 1}"
+                try:
+                    numbers.append(parse_number(texts[i], label))
+                except ValueError as exc:
+                    errors[label] = str(exc)
+            parsed[field] = numbers
+        if not errors:
+            try:
+                result = scaled_dot_product_attention(
+                    parsed["queries"], parsed["keys"], parsed.get("values"),
+                    causal=self.causal, mask_after_softmax=self.mask_after_softmax,
+                )
+            except AttentionInputError as exc:
+                word = _FIELDS.get(exc.field, exc.field)
+                errors[f"{word} {exc.token or 1}"] = str(exc)
+            else:
+                self.param.update(result=result, field_errors={}, input_ok=True)
+                return
+        # Keep the last good result on screen; only the messages change.
+        self.param.update(field_errors=errors, input_ok=False)
+
+    def set_token_text(self, field: str, index: int, text: str) -> None:
+        """Set what was typed for token ``index`` (from 0) of ``field`` ("queries", ...)."""
+        texts = list(getattr(self, field))
+        if texts[index] != text:
+            texts[index] = text
+            setattr(self, field, texts)
+
+    def apply_preset(self, name: str) -> None:
+        """Load one of :data:`PRESETS`, or ``"reset"`` for the starting state."""
+        if name == "reset":
+            defaults = {p: self.param[p].default for p in (
+                "tokens", "queries", "keys", "values", "use_values", "causal",
+                "mask_after_softmax")}
+            self.param.update(**defaults)
+            return
+        preset = PRESETS[name]
+        self.param.update(
+            tokens=preset["tokens"], queries=_padded(preset["queries"]),
+            keys=_padded(preset["keys"]), values=_padded(preset["values"]),
+            use_values=preset["use_values"],
+        )
+
+    def save_run(self) -> ExperimentRecord | None:
+        """Write the current run to the store as an experiment record.
+
+        Returns the record, or ``None`` with :attr:`save_message` saying why nothing was saved
+        (invalid input, no prediction, text too long, or a store error such as a full disk).
+        """
+        if not self.input_ok or self.result is None:
+            return self._not_saved("fix the highlighted inputs first (" +
+                                   "; ".join(self.field_errors.values()) + ")")
+        if not self.prediction.strip():
+            return self._not_saved("write your prediction first (the Prediction field)")
+        try:
+            texts = {f: clean_text(getattr(self, f), f)
+                     for f in ("learner", "label", "prediction", "explanation")}
+            record = ExperimentRecord.from_result(self.result, **texts)
+            self.store.save(record)
+        except (ValueError, StoreError) as exc:
+            return self._not_saved(str(exc))
+        self.saved = [*self.saved, record]
+        name = f"“{record.label}”" if record.label else f"#{len(self.saved)}"
+        self.param.update(save_ok=True, save_message=f"Saved run {name} ({record.id}).")
+        return record
+
+    def _not_saved(self, why: str) -> None:
+        self.param.update(save_ok=False, save_message=f"Not saved: {why}")
+        return None

@@ -1,0 +1,54 @@
+"""The learner's workbench page: assembles the views in a Panel template.
+
+Serve it with ``attention-workbench serve`` (or ``panel serve app/workbench.py``). Each browser
+session calls :func:`create_workbench` and so gets its own state and widgets.
+"""
+
+from __future__ import annotations
+
+import panel as pn
+
+from app.state import WorkbenchState
+from app.views import (
+    ChecksView,
+    InputsView,
+    MatricesView,
+    ReadoutsView,
+    RunsView,
+    SaveView,
+)
+from attention_core.store import RunStore, resolve_runs_dir
+
+INTRO = """
+Type a query and a key for each token. Rows are querying tokens, columns are the keys they may
+read. With the **Causal mask** on, a token cannot read later tokens: their scores become −∞
+*before* softmax, so each row's weights still sum to 1. Switch on **Mask after softmax (broken)**
+to see what goes wrong when the mask is applied afterwards. Save a run in each mode and compare
+their future-token weight and row sums. Here d = 1, so scores are divided by √1 = 1.
+"""
+
+
+
+def create_workbench(store: RunStore | None = None) -> pn.template.BootstrapTemplate:
+    """Build one session's workbench page over ``store`` (default: the resolved runs dir)."""
+    state = WorkbenchState(store if store is not None else RunStore(resolve_runs_dir()))
+    template = pn.template.BootstrapTemplate(
+        title="Self-attention workbench", sidebar_width=420, header_background="#37474f",
+    )
+    template.sidebar.append(InputsView(state=state))
+    readouts = ReadoutsView(state=state)
+    template.main.append(pn.Column(
+        pn.pane.Markdown(INTRO, sizing_mode="stretch_width"),
+        readouts.banner,
+        MatricesView(state=state),
+        pn.FlexBox(readouts, ChecksView(state=state)),
+        SaveView(state=state),
+        RunsView(state=state),
+        sizing_mode="stretch_width",
+    ))
+    template.state = state  # for tests without a browser
+    return template
+
+
+if __name__.startswith("bokeh"):
+    create_workbench().servable()

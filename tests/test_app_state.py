@@ -1,0 +1,172 @@
+"""The workbench's state and views without a browser (the middle test layer of STYLE.md)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from app.heatmap import format_number
+from app.parsing import clean_text, parse_number
+from app.state import WorkbenchState
+from app.views import MatricesView, RunsView
+from attention_core.records import validate_record
+from attention_core.store import RunStore
+
+
+@pytest.fixture
+def state(tmp_path):
+    return WorkbenchState(RunStore(tmp_path / "runs"))
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("1", 1.0), ("-.5", -0.5), ("1.", 1.0), ("1e3", 1000.0), ("  2 ", 2.0), ("+3", 3.0),
+    ("1E-2", 0.01),
+])
+def test_numbers_as_people_type_them(text, value):
+    assert parse_number(text, "Query 1") == value
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("", "empty"), ("   ", "empty"), ("abc", "'abc' is not a number"), ("-", "not a number"),
+    (".", "not a number"), ("1e400", "too large for float64"), ("nan", "not a finite number"),
+    ("inf", "not a finite number"), ("-Infinity", "not a finite number"),
+    ("1,5", "decimal comma; type 1.5"), ("1_000", "not a number"), ("0x10", "not a number"),
+    ("1" * 50, "too long"),
+])
+def test_bad_numbers_are_refused_naming_the_field(text, words):
+    with pytest.raises(ValueError, match="^Key 2: ") as info:
+        parse_number(text, "Key 2")
+    assert words in str(info.value)
+
+
+def test_free_text_drops_control_characters_and_is_length_limited():
+    assert clean_text("a\x00b\u202e<b>", "label") == "ab\u202e<b>"
+    assert clean_text("   ", "learner") is None
+    with pytest.raises(ValueError, match="Label is 101 characters long; the limit is 100"):
+        clean_text("x" * 101, "label")
+
+
+def test_worked_row_and_broken_mode_as_the_seed_says(state):
+    state.apply_preset("worked_row")
+    r = state.result
+    assert np.round(r.weights[1], 3).tolist() == [0.269, 0.731, 0.0]
+    assert round(float(r.output[1]), 2) == 17.31
+    state.mask_after_softmax = True
+    r = state.result
+    assert r.future_weight.tolist() == [0.0, 0.0, 0.0]
+    assert math.isclose(r.row_sums[1], 0.0012457907, rel_tol=1e-6)
+    assert set(r.failed_checks) == {"mask", "row_sums"}
+
+
+def test_bad_input_keeps_the_last_good_result_and_cannot_be_saved(state):
+    good = state.result
+    state.prediction = "token 2 cannot read token 3"
+    state.set_token_text("keys", 1, "abc")
+    assert state.result is good and not state.input_ok
+    assert state.field_errors == {"Key 2": "Key 2: 'abc' is not a number; type one such as 1 or -0.5"}
+    assert state.save_run() is None
+    assert state.save_message.startswith("Not saved: fix the highlighted inputs first")
+    assert list(state.store.directory.glob("*.json")) == []
+    state.set_token_text("keys", 1, "2")
+    assert state.input_ok and state.field_errors == {}
+
+
+def test_score_overflow_is_named_at_the_query(state):
+    state.set_token_text("queries", 2, "1e300")
+    state.set_token_text("keys", 2, "1e300")
+    assert list(state.field_errors) == ["Query 3"]
+    assert "overflows float64" in state.field_errors["Query 3"]
+
+
+def test_token_count_keeps_typed_values(state):
+    state.set_token_text("queries", 2, "4.5")
+    state.tokens = 1
+    assert state.result.T == 1
+    state.tokens = 3
+    assert state.queries[2] == "4.5" and state.result.queries[2] == 4.5
+
+
+def test_hidden_fields_do_not_block_the_visible_ones(state):
+    state.set_token_text("queries", 2, "oops")
+    state.tokens = 2
+    assert state.input_ok and state.result.T == 2
+
+
+def test_save_needs_a_prediction_and_writes_a_valid_record(state):
+    assert state.save_run() is None
+    assert "write your prediction first" in state.save_message
+    state.param.update(prediction="no", learner="Ada", label="<script>alert(1)</script>")
+    record = state.save_run()
+    assert record is not None and state.save_ok
+    on_disk = (state.store.directory / f"{record.id}.json").read_text()
+    validate_record(__import__("json").loads(on_disk))
+    assert record.label == "<script>alert(1)</script>"  # kept as data, escaped on display
+    assert [r.id for r in state.saved] == [record.id]
+
+
+def test_reset_restores_the_starting_state(state):
+    state.apply_preset("large_scores")
+    state.param.update(causal=False, mask_after_softmax=True)
+    state.apply_preset("reset")
+    assert (state.tokens, state.causal, state.mask_after_softmax) == (3, True, False)
+    assert state.keys[:3] == ["1", "2", "9"]
+
+
+def test_large_scores_preset_stays_finite(state):
+    state.apply_preset("large_scores")
+    r = state.result
+    assert np.isfinite(r.weights).all() and np.allclose(r.row_sums, 1.0)
+    assert r.scores.max() > 999
+
+
+def test_heat_map_sources_hold_one_row_per_cell_with_masks_marked(state):
+    view = MatricesView(state=state)
+    data = view.weights.source.data
+    assert len(data["row"]) == 9
+    i = [k for k in range(9) if (data["row"][k], data["column"][k]) == ("2", "3")][0]
+    assert data["hatch"][i] == "/" and math.isnan(data["value"][i]) and data["state"][i] == "masked"
+    assert view.scores.source.data["text"][i].startswith("−∞")
+    assert view.weights.y_range.factors == ["3", "2", "1"]  # token 1 on top
+    assert (view.weights.mapper.low, view.weights.mapper.high) == (0.0, 1.0)
+    assert view.scores.mapper.low == -view.scores.mapper.high  # symmetric diverging range
+    state.tokens = 4
+    assert len(view.weights.source.data["row"]) == 16
+    assert "Weights table" in view.weights.table.object
+
+
+def test_comparison_shows_both_runs_and_their_difference(state):
+    runs = RunsView(state=state)
+    state.prediction = "p"
+    state.apply_preset("worked_row")
+    a = state.save_run()
+    state.mask_after_softmax = True
+    b = state.save_run()
+    assert len(runs.table.value) == 2
+    runs.table.selection = [0, 1]
+    assert runs.compare._pane.visible
+    wa = np.array(a.results["weights"])
+    wb = np.array(b.results["weights"])
+    diff = runs.compare.difference.source.data["value"]
+    assert np.allclose(np.array(diff).reshape(3, 3), wa - wb)
+    assert "0.00125" in runs.compare.summary.object
+
+
+def test_downloads_are_fresh_on_every_call(state):
+    runs = RunsView(state=state)
+    state.prediction = "p"
+    state.save_run()
+    first = runs._download("csv").getvalue()
+    state.save_run()
+    second = runs._download("csv").getvalue()
+    assert len(second.splitlines()) == len(first.splitlines()) + 1
+    assert runs.download_csv.filename.startswith("attention-runs-")
+
+
+@pytest.mark.parametrize(("x", "text"), [
+    (0.269, "0.269"), (0.00125, "0.00125"), (0.0, "0"), (1e-7, "1.00e-07"), (1000.0, "1000.000"),
+    (float("nan"), "not finite"),
+])
+def test_cell_number_format(x, text):
+    assert format_number(x) == text

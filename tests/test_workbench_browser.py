@@ -1,0 +1,297 @@
+"""The workbench in a real Chromium, driven as a learner drives it (issue 3).
+
+One ``attention-workbench serve`` process serves every test in this module; each test gets a
+fresh browser context, so a fresh session. Assertions read what the page shows, what the Bokeh
+document holds, and what lands on disk. Every test ends by checking that no page error was
+logged and no request left the local server.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+from workbench_server import PageWatch, start_server
+
+from attention_core.records import validate_record
+
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "assets" / "screenshots"
+
+SOURCE_JS = """name => {
+  const doc = window.Bokeh && Bokeh.documents[0];
+  const src = doc && doc.get_model_by_name(name);
+  if (!src) return null;
+  const d = src.data;
+  const out = {};
+  for (const k of Object.keys(d)) out[k] = Array.from(d[k]).map(v => (typeof v === 'number' && isNaN(v)) ? null : v);
+  return out;
+}"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    base = tmp_path_factory.mktemp("workbench")
+    running = start_server(base / "runs", base / "server.log")
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def watch(server, page: Page):
+    w = PageWatch(origin=server.url.rstrip("/"))
+    w.attach(page)
+    yield w
+    w.assert_clean()
+
+
+def open_workbench(page: Page, server) -> None:
+    page.goto(server.url)
+    expect(page.get_by_label("Query 1")).to_be_visible(timeout=30_000)
+    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
+                           "Bokeh.documents[0].get_model_by_name('weights-source') &&"
+                           "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
+
+
+def source(page: Page, name: str) -> dict:
+    return page.evaluate(SOURCE_JS, name)
+
+
+def cell(data: dict, row: int, column: int, key: str = "value"):
+    for i, (r, c) in enumerate(zip(data["row"], data["column"], strict=True)):
+        if (r, c) == (str(row), str(column)):
+            return data[key][i]
+    raise AssertionError(f"no cell ({row}, {column}) in {data['row']} {data['column']}")
+
+
+def type_number(page: Page, label: str, text: str) -> None:
+    box = page.get_by_label(label, exact=True)
+    box.fill(text)
+    box.press("Enter")
+
+
+def wait_for_cell(page: Page, name: str, row: int, column: int, predicate, key: str = "value"):
+    """Poll the Bokeh source until ``predicate(cell value)`` holds (10 s at most); return the data."""
+    deadline = time.monotonic() + 10
+    data = None
+    while time.monotonic() < deadline:
+        data = source(page, name)
+        if data and data["row"]:
+            try:
+                if predicate(cell(data, row, column, key)):
+                    return data
+            except AssertionError:
+                pass
+        page.wait_for_timeout(50)  # yields to the page's event loop between polls
+    raise AssertionError(f"{name} cell ({row}, {column}) never satisfied the condition: {data}")
+
+
+def test_typing_queries_and_keys_updates_both_heat_maps_and_readouts(server, page, watch):
+    open_workbench(page, server)
+    # Start from something else, then type the seed's worked row in by hand.
+    page.get_by_role("button", name="All equal").click()
+    wait_for_cell(page, "weights-source", 2, 1, lambda v: v is not None and abs(v - 0.5) < 1e-9)
+    for i, (q, k) in enumerate([("1", "1"), ("1", "2"), ("1", "9")], start=1):
+        type_number(page, f"Query {i}", q)
+        type_number(page, f"Key {i}", k)
+    weights = wait_for_cell(page, "weights-source", 2, 2, lambda v: v is not None and abs(v - 0.731) < 5e-4)
+    assert round(cell(weights, 2, 1), 3) == 0.269
+    assert cell(weights, 2, 3) is None  # masked: drawn as a not-a-number cell
+    assert cell(weights, 2, 3, "text") == "0\nmasked"
+    assert cell(weights, 2, 3, "hatch") == "/"
+    scores = source(page, "scores-source")
+    assert cell(scores, 2, 1) == 1.0 and cell(scores, 2, 2) == 2.0
+    assert cell(scores, 2, 3, "text").startswith("−∞")  # softmax received -inf
+    # The mirrored table a screen reader reads says the same.
+    table = page.get_by_role("table", name="Weights table")
+    expect(table).to_contain_text("0.269")
+    expect(table).to_contain_text("0.731")
+    # The worked row preset adds values: output of row 2 is 17.31.
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    expect(page.locator("table.readouts")).to_contain_text("17.311")
+    # Row 2: sum 1, future-token weight 0, output 17.311.
+    expect(page.locator("table.readouts tbody tr").nth(1).locator("td")).to_have_text(["1.000", "0", "17.311"])
+    expect(page.get_by_test_id("total-future-weight")).to_have_text("0")
+
+
+def test_mask_toggles_change_row_sums_and_future_weight_as_seed_003_says(server, page, watch):
+    open_workbench(page, server)
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    expect(page.get_by_test_id("min-row-sum")).to_have_text("1.000")
+    # Broken mode: future weight still 0, but row 2's visible prefix sums to about 0.00125.
+    page.get_by_label("Mask after softmax (broken)").check()
+    expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
+    expect(page.get_by_test_id("total-future-weight")).to_have_text("0")
+    expect(page.locator("table.readouts")).to_contain_text("0.00125")
+    weights = source(page, "weights-source")
+    assert math.isclose(cell(weights, 2, 1) + cell(weights, 2, 2), 0.0012457907, rel_tol=1e-6)
+    assert cell(weights, 2, 3, "text") == "0\nzeroed"
+    assert cell(weights, 2, 3, "state") == "zeroed after softmax"
+    expect(page.locator("[data-check='row_sums']")).to_contain_text("FAIL")
+    expect(page.locator("[data-check='mask']")).to_contain_text("FAIL")
+    # The score heat map shows what softmax received: the future score 9, not -inf.
+    assert cell(source(page, "scores-source"), 2, 3) == 9.0
+    # Causal mask off: the broken toggle has nothing to act on, and future tokens get weight.
+    page.get_by_label("Causal mask").uncheck()
+    expect(page.get_by_text("has nothing to act on")).to_be_visible()
+    expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_hidden()
+    weights = wait_for_cell(page, "weights-source", 2, 3, lambda v: v is not None and v > 0.99)
+    expect(page.get_by_test_id("min-row-sum")).to_have_text("1.000")
+    future = float(page.get_by_test_id("total-future-weight").text_content())
+    assert future > 1.9  # rows 1 and 2 both put nearly all weight on token 3
+    # Back to correct causal: every check passes.
+    page.get_by_label("Causal mask").check()
+    page.get_by_label("Mask after softmax (broken)").uncheck()
+    expect(page.locator(".check-fail")).to_have_count(0)
+    expect(page.locator(".check-pass")).to_have_count(7)
+
+
+def save(page: Page, label: str) -> None:
+    page.get_by_role("button", name="Save run").click()
+    expect(page.get_by_text(re.compile(rf"Saved run “{re.escape(label)}”"))).to_be_visible()
+
+
+def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server, page, watch):
+    open_workbench(page, server)
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    # Saving needs a prediction first: the lesson's checkpoint.
+    page.get_by_role("button", name="Save run").click()
+    expect(page.get_by_text("Not saved: write your prediction first")).to_be_visible()
+    page.get_by_label("Prediction").fill("No: token 2 cannot read token 3; masking later breaks row sums.")
+    page.get_by_label("Learner").fill("Ada")
+    page.get_by_label("Label").fill("correct")
+    page.get_by_label("Label").press("Tab")
+    save(page, "correct")
+    shown = source(page, "weights-source")
+    page.get_by_label("Mask after softmax (broken)").check()
+    expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
+    page.get_by_label("Label").fill("broken")
+    page.get_by_label("Label").press("Tab")
+    save(page, "broken")
+
+    files = sorted(server.runs_dir.glob("*.json"))
+    records = [json.loads(p.read_text()) for p in files]
+    mine = {r["label"]: r for r in records if r["learner"] == "Ada"}
+    assert set(mine) == {"correct", "broken"}
+    for path in files:
+        assert "NaN" not in path.read_text() and "Infinity" not in path.read_text()
+    for r in mine.values():
+        validate_record(r)
+    good, bad = mine["correct"], mine["broken"]
+    assert good["inputs"]["queries"] == [1.0, 1.0, 1.0] and good["inputs"]["keys"] == [1.0, 2.0, 9.0]
+    assert good["inputs"]["values"] == [10.0, 20.0, 100.0]
+    assert good["settings"] == {"causal": True, "mask_after_softmax": False, "failure_mode": "correct"}
+    assert bad["settings"]["mask_after_softmax"] is True
+    assert bad["settings"]["failure_mode"] == "mask_after_softmax"
+    assert good["prediction"].startswith("No: token 2")
+    # The matrices equal what the page showed.
+    for i in range(3):
+        for j in range(3):
+            page_value = cell(shown, i + 1, j + 1)
+            expected = good["results"]["weights"][i][j]
+            if page_value is None:
+                assert expected == 0.0 and good["results"]["mask"][i][j] is False
+            else:
+                assert page_value == expected
+    assert good["results"]["masked_scores"][1] == [1.0, 2.0, None]
+    assert bad["results"]["min_row_sum"] < 0.002
+    assert "row_sums" in bad["results"]["failed_checks"]
+
+    # The saved-runs table lists both; ticking both shows the comparison.
+    table = page.locator(".tabulator")
+    expect(table.get_by_text("mask after softmax (broken)")).to_be_visible()
+    checkboxes = table.locator(".tabulator-row input[type='checkbox']")
+    expect(checkboxes).to_have_count(2)
+    checkboxes.nth(0).check()
+    checkboxes.nth(1).check()
+    expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_be_visible()
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('compare-diff-source').data.row.length === 9")
+    a, b = source(page, "compare-a-source"), source(page, "compare-b-source")
+    diff = source(page, "compare-diff-source")
+    assert round(cell(a, 2, 2), 3) == 0.731 and cell(b, 2, 2) < 0.001
+    assert math.isclose(cell(diff, 2, 2), cell(a, 2, 2) - cell(b, 2, 2))
+    _screenshot(page, "workbench-compare.png")
+
+    # Downloads hold this learner's runs, fresh on every click.
+    with page.expect_download() as first:
+        page.get_by_role("button", name=re.compile("Download my runs \\(JSON\\)")).click()
+    bundle = json.loads(Path(first.value.path()).read_text())
+    assert [r["label"] for r in bundle["runs"]] == ["correct", "broken"]
+    assert first.value.suggested_filename.startswith("attention-runs-")
+
+
+def test_bad_input_shows_a_message_keeps_the_last_good_matrices_and_cannot_be_saved(server, page, watch):
+    open_workbench(page, server)
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    before = wait_for_cell(page, "weights-source", 2, 2, lambda v: v is not None and abs(v - 0.731) < 5e-4)
+    for text, message in [("abc", "'abc' is not a number"), ("nan", "not a finite number"),
+                          ("1e400", "too large for float64"), ("", "empty"),
+                          ("1,5", "decimal comma; type 1.5")]:
+        type_number(page, "Key 2", text)
+        expect(page.get_by_role("alert").filter(has_text="Key 2")).to_contain_text(message)
+        expect(page.get_by_role("button", name="Save run")).to_be_disabled()
+        assert source(page, "weights-source") == before
+    # Scores that overflow float64 are refused too, naming the query.
+    type_number(page, "Key 2", "2")
+    type_number(page, "Query 3", "1e300")
+    type_number(page, "Key 3", "1e300")
+    expect(page.get_by_role("alert").filter(has_text="overflows float64")).to_be_visible()
+    type_number(page, "Query 3", "1")
+    type_number(page, "Key 3", "9")
+    expect(page.get_by_role("alert")).to_have_count(0)
+    expect(page.get_by_role("button", name="Save run")).to_be_enabled()
+
+
+def test_token_count_keeps_what_was_typed(server, page, watch):
+    open_workbench(page, server)
+    type_number(page, "Query 3", "4.5")
+    page.get_by_label("Tokens").fill("5")
+    page.get_by_label("Tokens").press("Enter")
+    expect(page.get_by_label("Key 5", exact=True)).to_be_visible()
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === 25")
+    page.get_by_label("Tokens").fill("2")
+    page.get_by_label("Tokens").press("Enter")
+    expect(page.get_by_label("Query 3", exact=True)).to_be_hidden()
+    page.get_by_label("Tokens").fill("3")
+    page.get_by_label("Tokens").press("Enter")
+    expect(page.get_by_label("Query 3", exact=True)).to_have_value("4.5")
+
+
+def test_two_browser_contexts_do_not_share_inputs_or_runs(server, browser, page, watch):
+    open_workbench(page, server)
+    other_context = browser.new_context()
+    other = other_context.new_page()
+    other_watch = PageWatch(origin=server.url.rstrip("/"))
+    other_watch.attach(other)
+    open_workbench(other, server)
+    type_number(page, "Key 1", "7")
+    page.get_by_label("Prediction").fill("mine")
+    page.get_by_label("Label").fill("first tab")
+    page.get_by_label("Label").press("Tab")
+    save(page, "first tab")
+    expect(other.get_by_label("Key 1", exact=True)).to_have_value("1")
+    expect(other.locator(".tabulator-row")).to_have_count(0)
+    expect(page.locator(".tabulator-row")).to_have_count(1)
+    other_watch.assert_clean()
+    other_context.close()
+
+
+def _screenshot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+
+
+def test_screenshots_of_correct_and_broken_mode(server, page, watch):
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    open_workbench(page, server)
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    expect(page.locator("table.readouts")).to_contain_text("17.311")
+    _screenshot(page, "workbench-correct.png")
+    page.get_by_label("Mask after softmax (broken)").check()
+    expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
+    _screenshot(page, "workbench-broken.png")
+    assert (SCREENSHOTS / "workbench-broken.png").stat().st_size > 10_000

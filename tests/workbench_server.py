@@ -1,0 +1,95 @@
+"""Start a real ``attention-workbench serve`` for browser tests, and watch a page for trouble.
+
+The server runs as a subprocess exactly as a learner starts it, on a free port, over a runs
+directory of the test's own. :class:`PageWatch` records page errors, console errors and every
+request that would leave the local server (those are aborted), so tests can assert none happened.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RunningServer:
+    url: str
+    runs_dir: Path
+    process: subprocess.Popen
+    log: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_server(runs_dir: Path, log: Path, *extra: str, timeout: float = 60.0) -> RunningServer:
+    """Start the CLI server and wait until it answers; fail with its log if it does not."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--runs-dir", str(runs_dir),
+           "--port", str(port), *extra]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    out = open(log, "w")  # noqa: SIM115 - closed with the process
+    process = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://localhost:{port}/"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"server exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return RunningServer(url, runs_dir, process, log)
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    pytest.fail(f"server did not listen within {timeout} s:\n{log.read_text()}")
+
+
+@dataclass
+class PageWatch:
+    """What went wrong on a page: uncaught errors, console errors, requests leaving the server."""
+
+    origin: str
+    errors: list[str] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
+    outside_requests: list[str] = field(default_factory=list)
+
+    def attach(self, page) -> None:
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        page.on("console", lambda msg: msg.type == "error" and self.console_errors.append(msg.text))
+        local = re.compile(rf"^(?:{re.escape(self.origin)}|data:|blob:|about:)")
+
+        def route(r):
+            if local.match(r.request.url):
+                r.continue_()
+            else:
+                self.outside_requests.append(r.request.url)
+                r.abort()
+
+        page.context.route("**/*", route)
+
+    def assert_clean(self) -> None:
+        assert self.errors == [], f"page errors: {self.errors}"
+        assert self.outside_requests == [], f"requests left the local server: {self.outside_requests}"
+        assert self.console_errors == [], f"console errors: {self.console_errors}"
