@@ -20,7 +20,8 @@ from workbench_server import PageWatch, start_server
 
 from attention_core.records import validate_record
 
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "assets" / "screenshots"
+# Written on every run (git ignores test-results/); the README shows a copy kept in assets/.
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-results" / "screenshots"
 
 SOURCE_JS = """name => {
   const doc = window.Bokeh && Bokeh.documents[0];
