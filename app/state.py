@@ -141,9 +141,13 @@ class WorkbenchState(param.Parameterized):
             texts = {f: clean_text(getattr(self, f), f)
                      for f in ("learner", "label", "prediction", "explanation")}
             record = ExperimentRecord.from_result(self.result, **texts)
-            self.store.save(record)
-        except (ValueError, StoreError) as exc:
+        except ValueError as exc:
             return self._not_saved(str(exc))
+        try:
+            self.store.save(record)
+        except StoreError as exc:  # already a sentence: "Run not saved: the runs directory … is full."
+            self.param.update(save_ok=False, save_message=str(exc))
+            return None
         self.saved = [*self.saved, record]
         name = f"“{record.label}”" if record.label else f"#{len(self.saved)}"
         self.param.update(save_ok=True, save_message=f"Saved run {name} ({record.id}).")

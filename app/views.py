@@ -255,6 +255,12 @@ class ChecksView(pn.viewable.Viewer):
 
 
 
+_STATUS_CSS = """
+.status { padding: 8px 12px; border-radius: 4px; unicode-bidi: isolate; }
+.ok { background: #e6f4ea; color: #1b5e20; } .error { background: #fdecea; color: #b00020; }
+"""
+
+
 class SaveView(pn.viewable.Viewer):
     """The lesson's checkpoints (prediction, explanation), optional learner/label, and Save run."""
 
@@ -276,15 +282,19 @@ class SaveView(pn.viewable.Viewer):
                         "violate it?")
         self.button = pn.widgets.Button(name="Save run", button_type="primary")
         self.button.on_click(lambda e: s.save_run())
-        self.message = pn.pane.Alert("", alert_type="success", visible=False)
+        # Plain HTML with escaped text, not an Alert: Alert renders Markdown, and the message
+        # can quote the learner's label.
+        self.message = pn.pane.HTML("", visible=False, stylesheets=[_STATUS_CSS],
+                                    sizing_mode="stretch_width")
         s.param.watch(self._update, ["save_message", "save_ok", "input_ok"])
         self._update()
 
     def _update(self, *events):
         s = self.state
         self.button.disabled = not s.input_ok
-        self.message.object = html.escape(s.save_message)
-        self.message.alert_type = "success" if s.save_ok else "danger"
+        kind = "ok" if s.save_ok else "error"
+        self.message.object = (f'<div class="status {kind}" role="status">'
+                               f"{html.escape(s.save_message)}</div>")
         self.message.visible = bool(s.save_message)
 
     def __panel__(self):

@@ -170,3 +170,22 @@ def test_downloads_are_fresh_on_every_call(state):
 ])
 def test_cell_number_format(x, text):
     assert format_number(x) == text
+
+
+def test_a_full_or_read_only_store_says_not_saved_and_the_app_keeps_working(state, monkeypatch):
+    from attention_core.store import StoreError
+
+    state.prediction = "p"
+    kept = state.save_run()
+
+    def refuse(record):
+        raise StoreError("Run not saved: the runs directory /srv/runs is full.")
+
+    monkeypatch.setattr(state.store, "save", refuse)
+    assert state.save_run() is None
+    assert state.save_message == "Run not saved: the runs directory /srv/runs is full."
+    assert not state.save_ok and [r.id for r in state.saved] == [kept.id]
+    state.set_token_text("keys", 0, "3")  # still computing
+    assert state.input_ok and state.result.keys[0] == 3.0
+    monkeypatch.undo()
+    assert state.save_run() is not None and state.save_ok

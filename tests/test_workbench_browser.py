@@ -296,3 +296,47 @@ def test_screenshots_of_correct_and_broken_mode(server, page, watch):
     expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
     _screenshot(page, "workbench-broken.png")
     assert (SCREENSHOTS / "workbench-broken.png").stat().st_size > 10_000
+
+
+def test_hostile_text_is_shown_literally_and_never_runs(server, page, watch):
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    open_workbench(page, server)
+    hostile = "<img src=x onerror=alert(1)>"
+    page.get_by_label("Prediction").fill("[click](javascript:alert(2)) **bold** <script>alert(3)</script>")
+    page.get_by_label("Learner").fill(hostile)
+    page.get_by_label("Label").fill("<b>x</b> **y**")
+    page.get_by_label("Label").press("Tab")
+    page.get_by_role("button", name="Save run").click()
+    expect(page.get_by_role("status")).to_have_text(re.compile(r"Saved run “<b>x</b> \*\*y\*\*”"))
+    row = page.locator(".tabulator-row").first
+    expect(row).to_contain_text(hostile)
+    expect(row).to_contain_text("<b>x</b> **y**")
+    assert page.locator(".tabulator-row img").count() == 0
+    assert page.locator(".tabulator-row b").count() == 0
+    assert dialogs == []
+
+
+def test_the_workbench_works_by_keyboard_alone(server, page, watch):
+    open_workbench(page, server)
+    page.get_by_label("Query 1", exact=True).focus()
+
+    def tab_to(name: str, limit: int = 60) -> None:
+        for _ in range(limit):
+            page.keyboard.press("Tab")
+            focused = page.evaluate("""() => { let el = document.activeElement;
+                while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+                if (!el) return '';
+                const label = el.closest('label');
+                return el.getAttribute('aria-label') || (label && label.textContent) ||
+                       el.textContent || ''; }""")
+            if name in focused:
+                return
+        raise AssertionError(f"Tab never reached {name!r}")
+
+    tab_to("Mask after softmax (broken)")
+    page.keyboard.press("Space")
+    expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
+    tab_to("Worked row (seed 003)")
+    page.keyboard.press("Enter")
+    expect(page.locator("table.readouts")).to_contain_text("0.00125")
