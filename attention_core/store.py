@@ -129,7 +129,9 @@ class RunStore:
         final = self.directory / f"{record.id}.json"
         tmp = None
         try:
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
+            # The writer's pid in the name lets cleanup_temp_files tell a dead writer's leftovers
+            # from a live save in another process.
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{os.getpid()}-", suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
                 os.fchmod(f.fileno(), 0o644)  # like a file made by open(): readable by the server
                 f.write(data)
@@ -214,8 +216,10 @@ class RunStore:
     def cleanup_temp_files(self, older_than_seconds: float = 300.0) -> int:
         """Remove temp files (``.*.tmp``) left by interrupted saves; return how many.
 
-        Only files older than ``older_than_seconds`` go, so another process's save in progress
-        is left alone. Call it when the app starts.
+        A temp file goes when the process that wrote it (its pid is in the name) is no longer
+        running, or when it is older than ``older_than_seconds`` (a writer on another machine
+        sharing the directory). A save in progress in a live process is left alone. Call it when
+        the app starts.
         """
         removed, cutoff = 0, time.time() - older_than_seconds
         with os.scandir(self.directory) as entries:
@@ -223,14 +227,29 @@ class RunStore:
                 if not (entry.name.startswith(".") and entry.name.endswith(".tmp")):
                     continue
                 try:
-                    if entry.is_file(follow_symlinks=False) and entry.stat(
-                        follow_symlinks=False
-                    ).st_mtime < cutoff:
+                    if not entry.is_file(follow_symlinks=False):
+                        continue
+                    stale = entry.stat(follow_symlinks=False).st_mtime < cutoff
+                    if stale or not _writer_alive(entry.name):
                         os.unlink(entry.path)
                         removed += 1
                 except OSError:
                     pass  # already gone, or not ours to remove
         return removed
+
+
+def _writer_alive(temp_name: str) -> bool:
+    """Whether the process named in a temp file's ``.<pid>-`` prefix still runs (unknown: yes)."""
+    pid_text = temp_name[1:].split("-", 1)[0]
+    if not pid_text.isdigit():
+        return True
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists but not ours to signal
+    return True
 
 
 def _read_record(directory: Path, name: str, st: os.stat_result) -> ExperimentRecord | str:

@@ -260,7 +260,7 @@ def test_a_writer_killed_mid_save_leaves_every_json_readable(tmp_path):
     listing = store.list()
     assert listing.problems == []
     assert len(listing.records) == len(files)
-    store.cleanup_temp_files(older_than_seconds=0)
+    store.cleanup_temp_files()  # as the server does on start: the dead writer's temp files go
     assert sorted(runs.iterdir()) == sorted(files)
 
 
@@ -320,3 +320,28 @@ def test_resolve_runs_dir_prefers_flag_then_environment_then_runs(monkeypatch):
 def test_store_error_is_an_os_error():
     assert issubclass(StoreError, OSError)
     assert store_module.MAX_RECORD_BYTES == 2 * 1024 * 1024
+
+
+def test_cleanup_removes_a_dead_writers_fresh_temp_file_but_not_a_live_ones(tmp_path):
+    store = RunStore(tmp_path)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    leftover = tmp_path / f".{dead.pid}-abc123.tmp"
+    in_progress = tmp_path / f".{os.getpid()}-def456.tmp"
+    leftover.write_text('{"half')
+    in_progress.write_text('{"half')
+    assert store.cleanup_temp_files() == 1  # default age limit: only the pid decides here
+    assert not leftover.exists() and in_progress.exists()
+
+
+def test_save_names_its_temp_file_after_the_writing_process(tmp_path, monkeypatch):
+    seen = []
+    real_link = os.link
+
+    def spy(src, dst):
+        seen.append(Path(src).name)
+        return real_link(src, dst)
+
+    monkeypatch.setattr(os, "link", spy)
+    RunStore(tmp_path).save(make_record())
+    assert len(seen) == 1 and seen[0].startswith(f".{os.getpid()}-") and seen[0].endswith(".tmp")
