@@ -314,22 +314,25 @@ def _mode_title(record) -> str:
 
 
 def runs_frame(records):
-    """The saved-runs table as a pandas DataFrame (one row per experiment record)."""
+    """This session's saved runs as a pandas DataFrame, one row per experiment record."""
     import pandas as pd
 
+    def number(x):
+        return "—" if x is None else format_number(x)
+
     rows = [{
-        "run": n, "id": r.id,
-        "created (UTC)": r.created_at[:19].replace("T", " "),
-        "label": r.label or "", "learner": r.learner or "", "mode": _mode_title(r),
-        "tokens": r.T, "total future-token weight": r.total_future_weight,
-        "smallest row sum": r.min_row_sum, "failed checks": ", ".join(r.failed_checks) or "none",
+        "run": n, "id": r.id, "saved (UTC)": r.created_at[11:19], "label": r.label or "",
+        "learner": r.learner or "",
+        "mode": _mode_title(r), "future-token weight": number(r.total_future_weight),
+        "smallest row sum": number(r.min_row_sum),
+        "failed checks": ", ".join(r.failed_checks) or "none",
     } for n, r in enumerate(records, start=1)]
-    columns = ["run", "id", "created (UTC)", "label", "learner", "mode", "tokens",
-               "total future-token weight", "smallest row sum", "failed checks"]
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows, columns=list(_RUN_COLUMNS))
 
 
-_TEXT_COLUMNS = ("created (UTC)", "label", "learner", "mode", "failed checks", "id")
+# Column name -> width in pixels; all text is shown as plain text, never HTML.
+_RUN_COLUMNS = {"run": 55, "id": 10, "saved (UTC)": 95, "label": 120, "learner": 100, "mode": 190,
+                "future-token weight": 105, "smallest row sum": 105, "failed checks": 160}
 
 
 class RunsView(pn.viewable.Viewer):
@@ -342,7 +345,8 @@ class RunsView(pn.viewable.Viewer):
         self.table = pn.widgets.Tabulator(
             runs_frame([]), name="Saved runs", show_index=False, selectable="checkbox",
             disabled=True, hidden_columns=["id"], sizing_mode="stretch_width", height=220,
-            formatters={c: {"type": "plaintext"} for c in _TEXT_COLUMNS},
+            widths=dict(_RUN_COLUMNS), text_align="left",
+            formatters={c: {"type": "plaintext"} for c in _RUN_COLUMNS},
         )
         self.download_json = pn.widgets.FileDownload(
             callback=lambda: self._download("json"), filename="attention-runs.json",
@@ -410,8 +414,10 @@ class ComparisonView(pn.viewable.Viewer):
         wa, wb = _matrix(a.results["weights"]), _matrix(b.results["weights"])
         ma = ~np.array(a.results["mask"], dtype=bool)
         mb = ~np.array(b.results["mask"], dtype=bool)
-        self.first.update(wa, ma, weights=wa)
-        self.second.update(wb, mb, weights=wb)
+        for heat_map, record, w, masked in ((self.first, a, wa, ma), (self.second, b, wb, mb)):
+            after = record.mask_after_softmax
+            heat_map.update(w, masked, weights=w, masked_label="zeroed" if after else "masked",
+                            masked_note="zeroed after softmax" if after else "masked")
         same_shape = wa.shape == wb.shape
         if same_shape:
             self.difference.update(wa - wb, np.zeros_like(ma), weights=wa - wb)

@@ -104,8 +104,8 @@ def test_typing_queries_and_keys_updates_both_heat_maps_and_readouts(server, pag
     assert cell(weights, 2, 3) is None  # masked: drawn as a not-a-number cell
     assert cell(weights, 2, 3, "text") == "0\nmasked"
     assert cell(weights, 2, 3, "hatch") == "/"
-    scores = source(page, "scores-source")
-    assert cell(scores, 2, 1) == 1.0 and cell(scores, 2, 2) == 2.0
+    scores = wait_for_cell(page, "scores-source", 2, 2, lambda v: v == 2.0)
+    assert cell(scores, 2, 1) == 1.0
     assert cell(scores, 2, 3, "text").startswith("−∞")  # softmax received -inf
     # The mirrored table a screen reader reads says the same.
     table = page.get_by_role("table", name="Weights table")
@@ -128,14 +128,14 @@ def test_mask_toggles_change_row_sums_and_future_weight_as_seed_003_says(server,
     expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
     expect(page.get_by_test_id("total-future-weight")).to_have_text("0")
     expect(page.locator("table.readouts")).to_contain_text("0.00125")
-    weights = source(page, "weights-source")
+    weights = wait_for_cell(page, "weights-source", 2, 2, lambda v: v is not None and v < 0.001)
     assert math.isclose(cell(weights, 2, 1) + cell(weights, 2, 2), 0.0012457907, rel_tol=1e-6)
     assert cell(weights, 2, 3, "text") == "0\nzeroed"
     assert cell(weights, 2, 3, "state") == "zeroed after softmax"
     expect(page.locator("[data-check='row_sums']")).to_contain_text("FAIL")
     expect(page.locator("[data-check='mask']")).to_contain_text("FAIL")
     # The score heat map shows what softmax received: the future score 9, not -inf.
-    assert cell(source(page, "scores-source"), 2, 3) == 9.0
+    wait_for_cell(page, "scores-source", 2, 3, lambda v: v == 9.0)
     # Causal mask off: the broken toggle has nothing to act on, and future tokens get weight.
     page.get_by_label("Causal mask").uncheck()
     expect(page.get_by_text("has nothing to act on")).to_be_visible()
@@ -167,7 +167,7 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
     page.get_by_label("Label").fill("correct")
     page.get_by_label("Label").press("Tab")
     save(page, "correct")
-    shown = source(page, "weights-source")
+    shown = wait_for_cell(page, "weights-source", 2, 2, lambda v: v is not None and abs(v - 0.731) < 5e-4)
     page.get_by_label("Mask after softmax (broken)").check()
     expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
     page.get_by_label("Label").fill("broken")
@@ -210,11 +210,13 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
     checkboxes.nth(0).check()
     checkboxes.nth(1).check()
     expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_be_visible()
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('compare-diff-source').data.row.length === 9")
-    a, b = source(page, "compare-a-source"), source(page, "compare-b-source")
-    diff = source(page, "compare-diff-source")
+    a = wait_for_cell(page, "compare-a-source", 2, 2, lambda v: v is not None and abs(v - 0.731) < 5e-4)
+    b = wait_for_cell(page, "compare-b-source", 2, 2, lambda v: v is not None and v < 0.001)
+    diff = wait_for_cell(page, "compare-diff-source", 2, 2, lambda v: v is not None and v > 0.7)
     assert round(cell(a, 2, 2), 3) == 0.731 and cell(b, 2, 2) < 0.001
     assert math.isclose(cell(diff, 2, 2), cell(a, 2, 2) - cell(b, 2, 2))
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.get_by_role("heading", name="Comparison").evaluate("el => el.scrollIntoView({block: 'start'})")
     _screenshot(page, "workbench-compare.png")
 
     # Downloads hold this learner's runs, fresh on every click.
