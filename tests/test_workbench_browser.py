@@ -342,3 +342,42 @@ def test_the_workbench_works_by_keyboard_alone(server, page, watch):
     tab_to("Worked row (seed 003)")
     page.keyboard.press("Enter")
     expect(page.locator("table.readouts")).to_contain_text("0.00125")
+
+
+def test_values_presets_reset_explanation_and_csv_download(server, page, watch):
+    open_workbench(page, server)
+    # Values: off at first; ticking shows Value i fields and an output column.
+    expect(page.get_by_label("Value 1", exact=True)).to_be_hidden()
+    page.get_by_label("Use values (adds output and contributions)").check()
+    expect(page.get_by_label("Value 1", exact=True)).to_be_visible()
+    expect(page.locator("table.readouts thead")).to_contain_text("output")
+    type_number(page, "Value 2", "40")  # worked row keys with values 10, 40, 100
+    expect(page.locator("table.readouts tbody tr").nth(1).locator("td").nth(2)).to_have_text("31.932")
+    page.get_by_label("Use values (adds output and contributions)").uncheck()
+    expect(page.locator("table.readouts thead")).not_to_contain_text("output")
+    # Large scores (~1000): stable softmax keeps every weight finite and every row summing to 1.
+    page.get_by_role("button", name="Large scores (~1000)").click()
+    scores = wait_for_cell(page, "scores-source", 3, 2, lambda v: v is not None and v > 1000)
+    assert cell(scores, 3, 2) == pytest.approx(1001.0)
+    expect(page.get_by_test_id("min-row-sum")).to_have_text("1.000")
+    expect(page.locator(".check-fail")).to_have_count(0)
+    # Reset: back to the starting inputs and toggles.
+    page.get_by_label("Causal mask").uncheck()
+    page.get_by_role("button", name="Reset").click()
+    expect(page.get_by_label("Causal mask")).to_be_checked()
+    expect(page.get_by_label("Key 3", exact=True)).to_have_value("9")
+    wait_for_cell(page, "weights-source", 2, 1, lambda v: v is not None and round(v, 3) == 0.269)
+    # The explanation is saved with the run; the CSV download lists the run.
+    page.get_by_label("Prediction").fill("row 2 keeps 0.269 and 0.731")
+    page.get_by_label("Explanation").fill("Rows sum to 1 only when the mask comes first.")
+    page.get_by_label("Label").fill("with explanation")
+    page.get_by_label("Label").press("Tab")
+    save(page, "with explanation")
+    with page.expect_download() as download:
+        page.get_by_role("button", name=re.compile("Download my runs \\(CSV\\)")).click()
+    text = Path(download.value.path()).read_text()
+    assert download.value.suggested_filename.endswith(".csv")
+    assert "with explanation" in text and "Rows sum to 1 only when the mask comes first." in text
+    saved = [json.loads(p.read_text()) for p in server.runs_dir.glob("*.json")]
+    mine = [r for r in saved if r["label"] == "with explanation"]
+    assert len(mine) == 1 and mine[0]["explanation"] == "Rows sum to 1 only when the mask comes first."
