@@ -1,0 +1,174 @@
+"""Edit → update latency in a real Chromium: the workbench against a bare Panel app.
+
+A page types a new ``Query 3`` and presses Enter. The clock runs in the page: it starts in a
+capturing ``keydown`` listener for that Enter and stops at the first animation frame (or DOM
+mutation of the readouts) where the ``scores-source`` and ``weights-source`` Bokeh data *and* the
+readouts table all show the new result. The baseline page (bench/baseline_app.py) gets the same
+keystrokes and stops when its echo source holds the typed text. The two pages are driven
+alternately in one browser, so both see the same machine noise.
+
+The workbench is put on the "Worked row (seed 003)" preset first, so that a new query 3 changes
+weights row 3 *and* a readout (row 3's output); with the default inputs a causal row-3 edit would
+leave every row sum and future-token weight unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+from common import launch_chromium, loopback_only, start_baseline, start_workbench, summary
+
+from app.heatmap import format_number
+from attention_core import scaled_dot_product_attention
+
+KEYS, VALUES = [1.0, 2.0, 9.0], [10.0, 20.0, 100.0]
+
+# Shared helpers installed once per page. Shadow roots are searched once, at setup, and the one
+# holding the readouts table is kept: Panel re-renders the table inside the same root.
+SETUP_JS = """() => {
+  function deepFind(root, sel) {
+    const hit = root.querySelector(sel);
+    if (hit) return [root, hit];
+    for (const n of root.querySelectorAll('*')) {
+      if (n.shadowRoot) { const f = deepFind(n.shadowRoot, sel); if (f) return f; }
+    }
+    return null;
+  }
+  const found = deepFind(document, 'table.readouts');
+  window.__bench = {readouts: found ? found[0] : null, t0: null, t1: null, check: null};
+  window.addEventListener('keydown', e => {
+    if (e.key === 'Enter' && window.__bench.t0 === null) window.__bench.t0 = performance.now();
+  }, true);
+  return found !== null;
+}"""
+
+# Arms the stop condition before the keystroke, so an update that lands before Playwright's
+# next round trip is still timed at the frame it became visible.
+ARM_JS = """(exp) => {
+  const b = window.__bench;
+  const doc = Bokeh.documents[0];
+  const cell = (name, r, c) => {
+    const d = doc.get_model_by_name(name).data;
+    for (let i = 0; i < d.row.length; i++) if (d.row[i] === r && d.column[i] === c) return d.value[i];
+    return undefined;
+  };
+  let done;
+  if (exp.echo !== undefined) {
+    done = () => doc.get_model_by_name('echo-source').data.value[0] === exp.echo;
+  } else {
+    done = () => {
+      if (Math.abs(cell('scores-source', '3', '3') - exp.score) > 1e-9) return false;
+      if (Math.abs(cell('weights-source', '3', '3') - exp.weight) > 1e-9) return false;
+      const out = b.readouts.querySelector('table.readouts tbody tr:nth-child(3) > :nth-child(4)');
+      return out !== null && out.textContent === exp.output;
+    };
+  }
+  if (done()) return false;  // the new value must not already be shown
+  b.t0 = null; b.t1 = null;
+  const finish = () => {
+    if (b.t1 !== null || b.t0 === null || !done()) return;
+    b.t1 = performance.now();
+    mo.disconnect();
+  };
+  const mo = new MutationObserver(finish);
+  if (b.readouts) mo.observe(b.readouts, {subtree: true, childList: true, characterData: true});
+  const started = performance.now();
+  const frame = () => {
+    finish();
+    if (b.t1 === null && performance.now() - started < 20000) requestAnimationFrame(frame);
+  };
+  requestAnimationFrame(frame);
+  return true;
+}"""
+
+
+def expected_app(q3: float) -> dict:
+    r = scaled_dot_product_attention([1.0, 1.0, q3], KEYS, VALUES)
+    return {"score": float(r.scores[2, 2]), "weight": float(r.weights[2, 2]),
+            "output": format_number(float(r.output[2]))}
+
+
+def query_values(n: int) -> list[str]:
+    """``n`` query-3 texts, each changing the shown output of row 3 from the previous one."""
+    out, last, q = [], None, 0.05
+    while len(out) < n:
+        q = round(q + 0.037, 3)
+        if q > 1.5:
+            q = 0.051
+        text = f"{q:g}"
+        shown = expected_app(q)["output"]
+        if shown != last and shown != expected_app(1.0)["output"]:
+            out.append(text)
+            last = shown
+    return out
+
+
+def _open(browser, url: str, ready_js: str):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    outside = loopback_only(context, url.rstrip("/"))
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(url)
+    page.get_by_label("Query 3", exact=True).wait_for(timeout=60_000)
+    page.wait_for_function(ready_js, timeout=60_000)
+    return context, page, outside, errors
+
+
+def _one_edit(page, text: str, expectation: dict) -> float:
+    box = page.get_by_label("Query 3", exact=True)
+    box.fill(text)
+    if not page.evaluate(ARM_JS, expectation):
+        raise RuntimeError(f"{text!r}: the page already shows {expectation}")
+    box.press("Enter")
+    page.wait_for_function("() => window.__bench.t1 !== null", timeout=20_000, polling=20)
+    return page.evaluate("() => window.__bench.t1 - window.__bench.t0")
+
+
+def run(workdir: Path, repeats: int, warmup: int = 3) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    app = start_workbench(workdir / "latency-runs", workdir / "latency-app.log")
+    base = start_baseline(workdir / "latency-baseline.log")
+    try:
+        with sync_playwright() as p:
+            browser = launch_chromium(p)
+            app_ctx, app_page, app_out, app_err = _open(
+                browser, app.url, "() => window.Bokeh && Bokeh.documents.length > 0 && "
+                "Bokeh.documents[0].get_model_by_name('weights-source') && "
+                "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
+            app_page.get_by_role("button", name="Worked row (seed 003)").click()
+            app_page.locator("table.readouts").filter(has_text="17.311").wait_for(timeout=30_000)
+            if not app_page.evaluate(SETUP_JS):
+                raise RuntimeError("readouts table not found on the workbench page")
+            base_ctx, base_page, base_out, base_err = _open(
+                browser, base.url, "() => window.Bokeh && Bokeh.documents.length > 0 && "
+                "Bokeh.documents[0].get_model_by_name('echo-source')")
+            base_page.evaluate(SETUP_JS)
+
+            texts = query_values(warmup + repeats)
+            app_ms, base_ms = [], []
+            for n, text in enumerate(texts):
+                a = _one_edit(app_page, text, expected_app(float(text)))
+                b = _one_edit(base_page, text, {"echo": text})
+                if n >= warmup:
+                    app_ms.append(a)
+                    base_ms.append(b)
+                time.sleep(0.15)  # a learner does not type a new query every frame
+            for ctx in (app_ctx, base_ctx):
+                ctx.close()
+            browser.close()
+    finally:
+        app.stop()
+        base.stop()
+    a, b = summary(app_ms), summary(base_ms)
+    ratio = a["p95"] / b["p95"]
+    return {
+        "workbench_ms": a, "baseline_ms": b, "p95_ratio": ratio,
+        "median_ratio": a["median"] / b["median"], "target": "p95 <= 1.15 x baseline p95",
+        "pass": ratio <= 1.15, "samples_workbench_ms": app_ms, "samples_baseline_ms": base_ms,
+        "page_errors": app_err + base_err, "requests_blocked": app_out + base_out,
+        "spread_ms": {"workbench_min": float(np.min(app_ms)), "baseline_min": float(np.min(base_ms))},
+    }

@@ -1,0 +1,244 @@
+"""Classroom load: 10, 50, 100 learners on one ``attention-workbench serve`` process.
+
+Each learner is a ``bokeh.client`` session (a real websocket session of the real server, which
+builds the whole learner page for it) driven from its own thread: it types a new ``Query 3``
+every few seconds and, every fifth edit, writes a prediction and presses ``Save run``. An edit
+is timed from setting the TextInput's value in the client document until the client has received
+the new ``weights-source`` data, i.e. one full round trip through the server's recompute.
+
+Levels are cumulative (10, then 40 more, then 50 more), so 100 pages are built, not 160.
+Baseline RSS is taken after one warm-up session was opened, closed and cleaned up by the server
+(``unused_session_lifetime`` in app/server.py), so one-off costs (imports, templates) are not
+charged to the class. After all sessions close, the bench waits the same cleanup time and reads
+RSS again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import random
+import resource
+import threading
+import time
+from pathlib import Path
+
+from common import cpu_seconds, rss_mib, start_baseline, start_workbench, summary
+
+THINK_S = (2.0, 6.0)  # a learner's pause between edits, uniform
+SAVE_EVERY = 5
+
+
+def _register_panel_models() -> None:
+    """The client must know every model class the server's document holds."""
+    import panel.models
+
+    import app.workbench  # noqa: F401 - defines the page's custom component models
+
+    for info in pkgutil.iter_modules(panel.models.__path__):
+        try:
+            importlib.import_module(f"panel.models.{info.name}")
+        except Exception:  # noqa: BLE001 - optional extras (e.g. vtk) are not needed here
+            pass
+
+
+class Learner(threading.Thread):
+    def __init__(self, index: int, url: str, opener: threading.Semaphore, bench: Classroom):
+        super().__init__(daemon=True, name=f"learner-{index}")
+        self.index, self.url, self.opener, self.bench = index, url, opener, bench
+        self.ready = threading.Event()
+        self.active = threading.Event()
+        self.stop = threading.Event()
+        self.open_s: float | None = None
+        self.error: str | None = None
+        self.edits = 0
+        self.saves = 0
+
+    def run(self) -> None:
+        from bokeh.client import pull_session
+        from bokeh.document.events import MessageSentEvent
+        from bokeh.events import ButtonClick
+        from bokeh.models import Button, TextAreaInput, TextInput
+
+        try:
+            with self.opener:
+                t = time.monotonic()
+                session = pull_session(url=self.url)
+                self.open_s = time.monotonic() - t
+        except Exception as exc:  # noqa: BLE001 - reported in the results
+            self.error = repr(exc)
+            self.ready.set()
+            return
+        doc = session.document
+        inputs = {m.title: m for m in doc.select({"type": TextInput})}
+        query3 = inputs["Query 3"]
+        prediction = next(m for m in doc.select({"type": TextAreaInput}) if m.title == "Prediction")
+        save = next(m for m in doc.select({"type": Button}) if m.label == "Save run")
+        weights = doc.get_model_by_name("weights-source")
+        loop_until = session._connection._loop_until  # the client's own way to wait for messages
+        rng = random.Random(self.index)
+        self.ready.set()
+        try:
+            while not self.stop.is_set():
+                if not self.active.wait(timeout=0.5):
+                    continue
+                time.sleep(rng.uniform(*THINK_S))
+                if self.stop.is_set() or not self.active.is_set():
+                    continue
+                before = list(weights.data["value"])
+                q = f"{rng.uniform(-3, 3):.4f}"
+                t = time.monotonic()
+                query3.value = q
+                loop_until(lambda b=before: list(weights.data["value"]) != b
+                           or not session.connected)
+                elapsed = time.monotonic() - t
+                if not session.connected:
+                    self.error = "disconnected"
+                    return
+                self.bench.record(elapsed)
+                self.edits += 1
+                if self.edits % SAVE_EVERY == 0:
+                    prediction.value = f"learner {self.index}: row 3 moves towards key 3"
+                    doc.callbacks.trigger_on_change(
+                        MessageSentEvent(doc, "bokeh_event", ButtonClick(save)))
+                    session.force_roundtrip()
+                    self.saves += 1
+        except Exception as exc:  # noqa: BLE001
+            self.error = repr(exc)
+        finally:
+            session.close()
+
+
+class Classroom:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.samples: list[float] = []
+
+    def record(self, seconds: float) -> None:
+        with self._lock:
+            self.samples.append(seconds)
+
+    def take(self) -> list[float]:
+        with self._lock:
+            out, self.samples = self.samples, []
+        return out
+
+
+def client_floor(workdir: Path, edits: int = 20) -> dict:
+    """The same client timing against the bare echo app (bench/baseline_app.py), one session."""
+    from bokeh.client import pull_session
+    from bokeh.models import TextInput
+
+    server = start_baseline(workdir / "classroom-baseline.log")
+    samples = []
+    try:
+        session = pull_session(url=server.url)
+        doc = session.document
+        query3 = next(m for m in doc.select({"type": TextInput}) if m.title == "Query 3")
+        echo = doc.get_model_by_name("echo-source")
+        for i in range(edits + 2):
+            text = f"{i / 7:.4f}"
+            t = time.monotonic()
+            query3.value = text
+            session._connection._loop_until(lambda t=text: echo.data["value"][0] == t)
+            if i >= 2:
+                samples.append(time.monotonic() - t)
+            time.sleep(0.3)
+        session.close()
+    finally:
+        server.stop()
+    return summary(samples, 1e3)
+
+
+def _settle(pid: int, seconds: float) -> float:
+    time.sleep(seconds)
+    return rss_mib(pid)
+
+
+def run(workdir: Path, levels: tuple[int, ...], phase_s: float, wait_cleanup: bool) -> dict:
+    from app.server import CHECK_UNUSED_SESSIONS_MS, UNUSED_SESSION_LIFETIME_MS
+
+    _register_panel_models()
+    cleanup_s = (UNUSED_SESSION_LIFETIME_MS + CHECK_UNUSED_SESSIONS_MS) / 1000 + 5
+    runs_dir = workdir / "class-runs"
+    server = start_workbench(runs_dir, workdir / "classroom.log")
+    bench = Classroom()
+    opener = threading.Semaphore(2)
+    learners: list[Learner] = []
+    result: dict = {"levels": {}, "think_s": THINK_S, "phase_s": phase_s}
+    try:
+        result["client_floor_echo_ms"] = client_floor(workdir)
+        result["rss_idle_mib"] = _settle(server.pid, 1.0)
+        warm = Learner(-1, server.url, opener, bench)
+        warm.start()
+        warm.ready.wait()
+        warm.stop.set()
+        warm.join()
+        if wait_cleanup:
+            result["rss_baseline_mib"] = _settle(server.pid, cleanup_s)
+            result["baseline_note"] = "after one warm-up session was opened, closed and cleaned up"
+        else:
+            result["rss_baseline_mib"] = _settle(server.pid, 2.0)
+            result["baseline_note"] = "after one warm-up session closed (not yet cleaned up: --quick)"
+        for level in levels:
+            t = time.monotonic()
+            while len(learners) < level:
+                learner = Learner(len(learners), server.url, opener, bench)
+                learner.start()
+                learners.append(learner)
+            for learner in learners:
+                learner.ready.wait()
+            ramp_s = time.monotonic() - t
+            rss_open = rss_mib(server.pid)
+            bench.take()
+            cpu0, wall0 = cpu_seconds(server.pid), time.monotonic()
+            client0 = resource.getrusage(resource.RUSAGE_SELF)
+            for learner in learners:
+                learner.active.set()
+            time.sleep(phase_s)
+            for learner in learners:
+                learner.active.clear()
+            time.sleep(THINK_S[1] + 1)  # let edits in flight finish
+            wall = time.monotonic() - wall0
+            client1 = resource.getrusage(resource.RUSAGE_SELF)
+            samples = bench.take()
+            rss = rss_mib(server.pid)
+            opens = [x.open_s for x in learners if x.open_s is not None]
+            result["levels"][str(level)] = {
+                "sessions": level,
+                "edit_ms": summary(samples, 1e3),
+                "edits_per_s": len(samples) / wall,
+                "server_cpu_share": (cpu_seconds(server.pid) - cpu0) / wall,
+                "client_cpu_share": (client1.ru_utime + client1.ru_stime - client0.ru_utime
+                                     - client0.ru_stime) / wall,
+                "open_session_s": summary(opens),
+                "ramp_s": ramp_s,
+                "rss_after_open_mib": rss_open,
+                "rss_mib": rss,
+                "rss_per_session_mib": (rss - result["rss_baseline_mib"]) / level,
+                "errors": [x.error for x in learners if x.error],
+            }
+        for learner in learners:
+            learner.stop.set()
+        for learner in learners:
+            learner.join(timeout=30)
+        result["saves"] = sum(x.saves for x in learners)
+        result["runs_on_disk"] = sum(1 for _ in runs_dir.glob("*.json"))
+        result["rss_just_closed_mib"] = _settle(server.pid, 2.0)
+        if wait_cleanup:
+            result["rss_after_close_mib"] = _settle(server.pid, cleanup_s)
+            result["cleanup_wait_s"] = cleanup_s
+    finally:
+        server.stop()
+    top = result["levels"][str(max(levels))]
+    base = result["rss_baseline_mib"]
+    after = result.get("rss_after_close_mib")
+    result["checks"] = {
+        "p95_edit_ms_at_top": {"value": top["edit_ms"]["p95"], "target": 250,
+                               "pass": top["edit_ms"]["p95"] <= 250 if max(levels) >= 100 else None},
+        "rss_per_session_mib": {"value": top["rss_per_session_mib"], "target": 2.0,
+                                "pass": top["rss_per_session_mib"] <= 2.0},
+        "rss_after_close_ratio": {"value": None if after is None else after / base, "target": 1.10,
+                                  "pass": None if after is None else after / base <= 1.10},
+    }
+    return result

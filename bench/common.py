@@ -1,0 +1,173 @@
+"""What every benchmark shares: summaries of timings, the machine, a real server, a Chromium.
+
+Everything talks to loopback only: servers bind 127.0.0.1 and browser pages abort any request
+that would leave the local server.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+CLI = Path(sys.executable).parent / "attention-workbench"
+
+# The same flags as tests/conftest.py: no network chatter, no GPU, runs as root.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def summary(samples: list[float], scale: float = 1.0) -> dict:
+    """``n``, median and p95 (nearest rank, no interpolation) of ``samples`` times ``scale``."""
+    a = np.sort(np.asarray(samples, dtype=float)) * scale
+    if a.size == 0:
+        return {"n": 0, "median": None, "p95": None}
+    rank = max(int(np.ceil(0.95 * a.size)) - 1, 0)
+    return {"n": int(a.size), "median": float(np.median(a)), "p95": float(a[rank])}
+
+
+def machine() -> dict:
+    """Date, cores, CPU model and the versions that matter, for results.json."""
+    import bokeh
+    import panel
+
+    model = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "nproc": os.cpu_count(), "cpu_model": model, "mem_gib": mem,
+        "python": platform.python_version(), "panel": panel.__version__, "bokeh": bokeh.__version__,
+        "numpy": np.__version__, "platform": platform.platform(),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rss_mib(pid: int) -> float:
+    """Resident set size of ``pid`` in MiB (``VmRSS``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Server:
+    """A server subprocess on a loopback port."""
+
+    process: subprocess.Popen
+    port: int
+    log: Path
+    started: float  # time.monotonic() just before spawning
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def spawn(cmd: list[str], log: Path, port: int) -> Server:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    out = open(log, "w")  # noqa: SIM115 - lives as long as the process
+    started = time.monotonic()
+    process = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
+    return Server(process, port, log, started)
+
+
+def wait_listening(server: Server, timeout: float = 60.0) -> float:
+    """Seconds from spawn until the port accepts a connection."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"server exited with {server.process.returncode}:\n"
+                               f"{server.log.read_text()}")
+        try:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=0.5):
+                return time.monotonic() - server.started
+        except OSError:
+            time.sleep(0.01)
+    server.stop()
+    raise RuntimeError(f"server did not listen within {timeout} s:\n{server.log.read_text()}")
+
+
+def start_workbench(runs_dir: Path, log: Path) -> Server:
+    """``attention-workbench serve`` exactly as a learner starts it, on 127.0.0.1."""
+    port = free_port()
+    server = spawn([str(CLI), "serve", "--runs-dir", str(runs_dir), "--port", str(port),
+                    "--address", "127.0.0.1"], log, port)
+    wait_listening(server)
+    return server
+
+
+def start_baseline(log: Path) -> Server:
+    """The bare Panel app of bench/baseline_app.py, served with the same options."""
+    port = free_port()
+    server = spawn([sys.executable, str(BENCH / "baseline_app.py"), "--port", str(port)], log, port)
+    wait_listening(server)
+    return server
+
+
+def launch_chromium(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def loopback_only(context, origin: str) -> list[str]:
+    """Abort every request of ``context`` not to ``origin``; return the list of those aborted."""
+    outside: list[str] = []
+
+    def route(r):
+        url = r.request.url
+        if url.startswith((origin, "data:", "blob:", "about:")):
+            r.continue_()
+        else:
+            outside.append(url)
+            r.abort()
+
+    context.route("**/*", route)
+    return outside

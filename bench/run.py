@@ -1,0 +1,154 @@
+"""``make bench``: every benchmark beside its baseline, a table, and bench/results.json.
+
+Usage: ``python bench/run.py [--quick] [--only NAME ...] [--output PATH]``. ``--quick`` is a
+smoke run (about two minutes: fewer repetitions, 10 learners, no 100,000-run store, no wait for
+the server's session cleanup); the default is the honest run (under ten minutes on 2 cores).
+Servers bind 127.0.0.1 and pages abort any request that would leave them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import browser_latency  # noqa: E402
+import classroom  # noqa: E402
+import cold_start  # noqa: E402
+import core  # noqa: E402
+import store_scale  # noqa: E402
+from common import BENCH, machine  # noqa: E402
+
+NAMES = ("core", "store", "cold_start", "latency", "classroom")
+
+
+def _mark(ok) -> str:
+    return "n/a" if ok is None else ("pass" if ok else "MISS")
+
+
+def _f(x, fmt="{:.1f}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def table(results: dict) -> list[tuple[str, str, str, str, str]]:
+    """(figure, measured, baseline, target, pass/miss) rows."""
+    rows = []
+    r = results.get("core")
+    if r:
+        for T, row in r["by_T"].items():
+            rows.append((f"core T={T}: median / p95 (µs)",
+                         f"{row['core_us']['median']:.1f} / {row['core_us']['p95']:.1f}",
+                         f"{row['floor_us']['median']:.1f} / {row['floor_us']['p95']:.1f} "
+                         f"(×{row['median_ratio']:.2f})",
+                         "≤ 3× floor" if T == "16" else "", _mark(r["pass"]) if T == "16" else ""))
+    r = results.get("latency")
+    if r:
+        w, b = r["workbench_ms"], r["baseline_ms"]
+        rows.append(("browser edit→update: median / p95 (ms)",
+                     f"{w['median']:.0f} / {w['p95']:.0f}",
+                     f"{b['median']:.0f} / {b['p95']:.0f} (p95 ×{r['p95_ratio']:.2f})",
+                     "p95 ≤ 1.15× baseline", _mark(r["pass"])))
+    r = results.get("classroom")
+    if r:
+        floor = r.get("client_floor_echo_ms", {})
+        top = max(r["levels"], key=int)
+        for level, row in r["levels"].items():
+            ok = r["checks"]["p95_edit_ms_at_top"]["pass"] if level == top else None
+            rows.append((f"classroom {level} sessions: edit median / p95 (ms)",
+                         f"{row['edit_ms']['median']:.0f} / {row['edit_ms']['p95']:.0f} "
+                         f"({row['edits_per_s']:.1f} edits/s, server CPU "
+                         f"{row['server_cpu_share']:.0%})",
+                         f"echo app, 1 session: {_f(floor.get('median'), '{:.0f}')} / "
+                         f"{_f(floor.get('p95'), '{:.0f}')}",
+                         "p95 ≤ 250 ms at 100" if level == top else "",
+                         _mark(ok) if level == top else ""))
+        for level, row in r["levels"].items():
+            rows.append((f"classroom {level} sessions: RSS, per session (MiB)",
+                         f"{row['rss_mib']:.0f}, {row['rss_per_session_mib']:.2f}",
+                         f"{r['rss_baseline_mib']:.0f} (idle {r['rss_idle_mib']:.0f})",
+                         "≤ 2 MB/session" if level == top else "",
+                         _mark(r["checks"]["rss_per_session_mib"]["pass"]) if level == top else ""))
+        after = r.get("rss_after_close_mib")
+        rows.append(("classroom: RSS after all closed + cleanup (MiB)",
+                     _f(after, "{:.0f}") + ("" if after is None else
+                                            f" (×{after / r['rss_baseline_mib']:.2f})"),
+                     f"{r['rss_baseline_mib']:.0f}", "≤ 1.10× baseline",
+                     _mark(r["checks"]["rss_after_close_ratio"]["pass"])))
+    r = results.get("store")
+    if r:
+        for n, row in r["by_runs"].items():
+            ok = r["pass"] if n == "10000" else None
+            rows.append((f"store {int(n):,} runs: list cold / warm (s)",
+                         f"{row['list_cold_s']['median']:.3f} / {row['list_warm_s']['median']:.3f}",
+                         f"read all files {row['floor_s']['median']:.3f}",
+                         "cold ≤ 1 s at 10,000" if n == "10000" else "",
+                         _mark(ok) if n == "10000" else ""))
+            rows.append((f"store {int(n):,} runs: export JSON / CSV (s)",
+                         f"{row['export_json_s']['median']:.3f} / {row['export_csv_s']['median']:.3f}",
+                         "", "", ""))
+        rows.append(("instructor page ready", r.get("instructor", "not yet measurable"), "",
+                     "≤ 1 s at 10,000", "n/a"))
+    r = results.get("cold_start")
+    if r:
+        w, b = r["workbench_s"], r["baseline_s"]
+        rows.append(("cold start → usable page: median / p95 (s)",
+                     f"{w['usable']['median']:.2f} / {w['usable']['p95']:.2f} "
+                     f"(HTTP 200 {w['http_200']['median']:.2f})",
+                     f"{b['usable']['median']:.2f} / {b['usable']['p95']:.2f}",
+                     "≤ 3 s", _mark(r["pass"])))
+    return rows
+
+
+def markdown(rows) -> str:
+    head = "| figure | measured | baseline (same run) | target | result |\n|---|---|---|---|---|\n"
+    return head + "".join(f"| {' | '.join(row)} |\n" for row in rows)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run, about two minutes")
+    parser.add_argument("--only", nargs="+", choices=NAMES, help="run only these benchmarks")
+    parser.add_argument("--output", type=Path, default=BENCH / "results.json")
+    args = parser.parse_args(argv)
+    quick, chosen = args.quick, args.only or NAMES
+    results: dict = {"machine": machine(), "quick": quick}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="attention-bench-") as tmp:
+        work = Path(tmp)
+        steps = {
+            "core": lambda: core.run(repeats=10 if quick else 30),
+            "store": lambda: store_scale.run(
+                work, (1_000, 10_000) if quick else (1_000, 10_000, 100_000), 2 if quick else 5),
+            "cold_start": lambda: cold_start.run(work, 2 if quick else 5),
+            "latency": lambda: browser_latency.run(work, 10 if quick else 40),
+            "classroom": lambda: classroom.run(
+                work, (10,) if quick else (10, 50, 100), 8.0 if quick else 20.0,
+                wait_cleanup=not quick),
+        }
+        for name in NAMES:
+            if name not in chosen:
+                continue
+            t = time.monotonic()
+            print(f"bench: {name} …", file=sys.stderr, flush=True)
+            results[name] = steps[name]()
+            results[name]["bench_seconds"] = round(time.monotonic() - t, 1)
+    results["total_seconds"] = round(time.monotonic() - started, 1)
+    rows = table(results)
+    results["table_markdown"] = markdown(rows)
+    args.output.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    m = results["machine"]
+    print(f"\n{m['date']} · {m['nproc']} cores {m['cpu_model']} · Python {m['python']}, "
+          f"Panel {m['panel']}, Bokeh {m['bokeh']} · {results['total_seconds']:.0f} s"
+          + (" · --quick" if quick else ""))
+    print(results["table_markdown"])
+    print(f"written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

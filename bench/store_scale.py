@@ -1,0 +1,97 @@
+"""How the run store grows: listing, exports and the instructor page at 1,000 … 100,000 runs.
+
+Record files are made fast: one real :class:`ExperimentRecord` is built from the seed's worked
+row, then its JSON is written again and again with a new ``id`` and ``created_at`` (and a learner
+name), which is exactly what a class of saved runs looks like on disk.
+
+Each size is timed in a fresh subprocess (``list_cold``: a new ``RunStore`` over a directory that
+is in the page cache; ``list_warm``: the same store listing again, the instructor page's refresh),
+so one size's cache does not help the next. ``os.listdir`` + reading every file's bytes, the
+least any listing must do, is timed beside it as the floor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from common import summary
+
+from attention_core import scaled_dot_product_attention
+from attention_core.records import ExperimentRecord
+
+MEASURE = r"""
+import json, os, sys, time
+from attention_core.store import RunStore, export_csv, export_json
+directory, repeats = sys.argv[1], int(sys.argv[2])
+out = {"floor_s": [], "list_cold_s": [], "list_warm_s": [], "export_json_s": [], "export_csv_s": []}
+for _ in range(repeats):
+    t = time.perf_counter()
+    for name in os.listdir(directory):
+        with open(os.path.join(directory, name), "rb") as f:
+            f.read()
+    out["floor_s"].append(time.perf_counter() - t)
+    t = time.perf_counter()
+    store = RunStore(directory, create=False)
+    listing = store.list()
+    out["list_cold_s"].append(time.perf_counter() - t)
+    t = time.perf_counter()
+    listing = store.list()
+    out["list_warm_s"].append(time.perf_counter() - t)
+    t = time.perf_counter()
+    export_json(listing.records, listing.problems)
+    out["export_json_s"].append(time.perf_counter() - t)
+    t = time.perf_counter()
+    export_csv(listing.records)
+    out["export_csv_s"].append(time.perf_counter() - t)
+out["runs"] = len(listing.records)
+out["problems"] = len(listing.problems)
+print(json.dumps(out))
+"""
+
+
+def write_runs(directory: Path, n: int) -> None:
+    """``n`` record files in ``directory`` (adds to what is there), about 20 µs each."""
+    directory.mkdir(parents=True, exist_ok=True)
+    have = sum(1 for _ in os.scandir(directory))
+    result = scaled_dot_product_attention([1, 1, 1], [1, 2, 9], [10, 20, 100])
+    start = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
+    template = ExperimentRecord.from_result(
+        result, learner="learner", label="worked row", prediction="row 2 cannot read token 3",
+        record_id="TEMPLATE", created_at=start).to_dict()
+    for i in range(have, n):
+        when = start + timedelta(seconds=i)
+        run_id = f"{when:%Y%m%dT%H%M%S%fZ}-{i:016x}"
+        template.update(id=run_id, created_at=when.isoformat(timespec="microseconds"),
+                        learner=f"learner {i % 120}")
+        (directory / f"{run_id}.json").write_text(
+            json.dumps(template, allow_nan=False, ensure_ascii=False), encoding="utf-8")
+
+
+def measure(directory: Path, repeats: int) -> dict:
+    proc = subprocess.run([sys.executable, "-c", MEASURE, str(directory), str(repeats)],
+                          capture_output=True, text=True, check=True)
+    raw = json.loads(proc.stdout)
+    row = {k: summary(v) for k, v in raw.items() if k.endswith("_s")}
+    row["runs"], row["problems"] = raw["runs"], raw["problems"]
+    return row
+
+
+def run(workdir: Path, sizes: tuple[int, ...], repeats: int) -> dict:
+    directory = workdir / "store-runs"
+    rows = {}
+    for n in sorted(sizes):
+        t = time.perf_counter()
+        write_runs(directory, n)
+        made = time.perf_counter() - t
+        reps = repeats if n <= 10_000 else max(1, repeats // 3)
+        rows[str(n)] = {**measure(directory, reps), "generate_s": made}
+    ten_k = rows.get("10000")
+    ready = ten_k["list_cold_s"]["p95"] if ten_k else None
+    return {"by_runs": rows, "target": "10,000 runs listed (cold) <= 1 s",
+            "pass": ready is not None and ready <= 1.0}
