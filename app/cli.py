@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.auth import PASSWORD_ENV, exposure_problem
 from attention_core.store import RunStore, export_csv, export_json, resolve_runs_dir
 
 EXIT_OK, EXIT_WRITE_FAILED, EXIT_USAGE = 0, 1, 2
@@ -32,6 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=5006, help="TCP port (default 5006)")
     serve.add_argument("--address", default="localhost",
                        help="interface to bind (default localhost; 0.0.0.0 for a class server)")
+    serve.add_argument("--num-procs", type=int, default=1, metavar="N",
+                       help="worker processes (default 1; 0 means one per CPU)")
+    serve.add_argument("--instructor-password", metavar="PASSWORD",
+                       help=f"password for the /instructor page (default: ${PASSWORD_ENV}; "
+                            "the environment variable keeps it out of the process list)")
+    serve.add_argument("--no-instructor-auth", action="store_true",
+                       help="serve /instructor without a password on a non-loopback address")
 
     export = sub.add_parser("export", help="write every readable run as JSON or CSV")
     export.add_argument("--runs-dir", help=runs_help)
@@ -44,16 +52,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
     Exit status: 0 done (``export``: every readable run written, skipped files listed on
-    stderr); 1 the output file could not be written; 2 bad usage or a missing runs directory.
+    stderr); 1 the output file could not be written; 2 bad usage, a missing runs directory, or
+    (``serve``) a non-loopback address without an instructor password or ``--no-instructor-auth``.
     """
     args = build_parser().parse_args(argv)
     runs_dir = resolve_runs_dir(args.runs_dir)
     if args.command == "serve":
-        # Lazily: Panel is heavy and export does not need it.
-        server = importlib.import_module("app.server")
-        server.serve(runs_dir=runs_dir, port=args.port, address=args.address)
-        return EXIT_OK
+        return _serve(args, runs_dir)
     return _export(runs_dir, args.format, args.output)
+
+
+def _serve(args: argparse.Namespace, runs_dir: Path) -> int:
+    password = args.instructor_password or os.environ.get(PASSWORD_ENV) or None
+    problem = exposure_problem(args.address, password, args.no_instructor_auth)
+    if problem:
+        print(f"attention-workbench serve: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.num_procs < 0:
+        print("attention-workbench serve: error: --num-procs must be 0 or more", file=sys.stderr)
+        return EXIT_USAGE
+    # Lazily: Panel is heavy and export does not need it.
+    server = importlib.import_module("app.server")
+    server.serve(runs_dir=runs_dir, port=args.port, address=args.address, num_procs=args.num_procs,
+                 instructor_password=password, no_instructor_auth=args.no_instructor_auth)
+    return EXIT_OK
 
 
 def _export(runs_dir: Path, fmt: str, output: Path | None) -> int:

@@ -1,6 +1,10 @@
 """Serving the workbench: one Panel/Bokeh server, each browser session built fresh.
 
-Left out: the instructor page (issue 4) and multi-process serving.
+Two pages over one :class:`~attention_core.store.RunStore` (one per server process, so its parse
+cache is shared by every session): the learner workbench at ``/`` and the instructor page at
+``/instructor``, which :mod:`app.auth` can put behind a password. ``--num-procs`` forks worker
+processes after the store is set up (Bokeh's ``num_procs``; each worker keeps its own cache and
+its own sessions; saves never collide because every run is a new, uniquely named file).
 """
 
 from __future__ import annotations
@@ -9,6 +13,8 @@ from pathlib import Path
 
 import panel as pn
 
+from app.auth import INSTRUCTOR_PATH, exposure_problem, serve_options
+from app.instructor import create_instructor
 from app.workbench import create_workbench
 from attention_core.store import RunStore
 
@@ -18,7 +24,9 @@ UNUSED_SESSION_LIFETIME_MS = 60_000
 CHECK_UNUSED_SESSIONS_MS = 10_000
 
 
-def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bool = False):
+def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bool = False,
+          num_procs: int = 1, instructor_password: str | None = None,
+          no_instructor_auth: bool = False) -> None:
     """Start the server and block until it stops.
 
     Parameters
@@ -29,17 +37,38 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
         TCP port; 0 picks a free one.
     address : str
         Interface to bind (``localhost`` by default; ``0.0.0.0`` for a class server).
+    num_procs : int
+        Worker processes (1: no fork; 0: one per CPU, as Tornado counts them).
+    instructor_password : str, optional
+        Puts ``/instructor`` (and its downloads) behind Panel's login; ``/`` stays open.
+    no_instructor_auth : bool
+        Serve ``/instructor`` without a password even on a non-loopback address.
+
+    Raises
+    ------
+    ValueError
+        No password for a non-loopback address without ``no_instructor_auth`` (the message
+        says why), or ``num_procs`` below 0.
     """
+    problem = exposure_problem(address, instructor_password, no_instructor_auth)
+    if problem:
+        raise ValueError(problem)
+    if num_procs < 0:
+        raise ValueError(f"--num-procs must be 0 or more, got {num_procs}")
     store = RunStore(runs_dir)
     store.cleanup_temp_files()
     origins = [f"{address}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"]
     if address in ("0.0.0.0", "::"):
         origins = ["*"]
-    print(f"Attention workbench: http://{'localhost' if address in ('0.0.0.0', '::') else address}"
-          f":{port}/  (runs saved to {Path(runs_dir).resolve()})", flush=True)
+    host = "localhost" if address in ("0.0.0.0", "::") else address
+    guarded = "password" if instructor_password else "no password"
+    print(f"Attention workbench: http://{host}:{port}/  instructor page: http://{host}:{port}"
+          f"{INSTRUCTOR_PATH} ({guarded})  (runs saved to {Path(runs_dir).resolve()})", flush=True)
     pn.serve(
-        {"/": lambda: create_workbench(store)},
-        port=port, address=address, show=show, title="Self-attention workbench",
+        {"/": lambda: create_workbench(store), INSTRUCTOR_PATH: lambda: create_instructor(store)},
+        port=port, address=address, show=show,
+        title={"/": "Self-attention workbench", INSTRUCTOR_PATH: "Instructor · Self-attention workbench"},
         websocket_origin=origins, check_unused_sessions=CHECK_UNUSED_SESSIONS_MS,
-        unused_session_lifetime=UNUSED_SESSION_LIFETIME_MS, threaded=False,
+        unused_session_lifetime=UNUSED_SESSION_LIFETIME_MS, threaded=False, num_procs=num_procs,
+        **serve_options(instructor_password),
     )
