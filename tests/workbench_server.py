@@ -44,12 +44,18 @@ class RunningServer:
                 self.process.wait()
 
 
-def start_server(runs_dir: Path, log: Path, *extra: str, timeout: float = 60.0) -> RunningServer:
-    """Start the CLI server and wait until it answers; fail with its log if it does not."""
+def start_server(runs_dir: Path, log: Path, *extra: str, timeout: float = 60.0,
+                 env: dict[str, str] | None = None) -> RunningServer:
+    """Start the CLI server and wait until it answers; fail with its log if it does not.
+
+    ``extra`` are more ``serve`` options; ``env`` adds to (or, with a None value, removes from)
+    the server's environment.
+    """
     port = free_port()
     cmd = [sys.executable, "-m", "app.cli", "serve", "--runs-dir", str(runs_dir),
            "--port", str(port), *extra]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {k: v for k, v in {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}.items()
+           if v is not None}
     out = open(log, "w")  # noqa: SIM115 - closed with the process
     process = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://localhost:{port}/"

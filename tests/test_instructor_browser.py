@@ -1,0 +1,338 @@
+"""The instructor page in a real Chromium (issue 4), next to learners saving runs.
+
+Servers are the real ``attention-workbench serve`` in a subprocess. Learners are separate browser
+contexts (separate sessions) typing into the workbench; the instructor page is never reloaded, so
+runs appearing in it prove the periodic re-listing. Every test asserts that no page error was
+logged, no request left the local server and (for hostile text) no dialog opened.
+"""
+
+from __future__ import annotations
+
+import csv
+import http.client
+import io
+import json
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from class_runs import write_runs
+from playwright.sync_api import Page, expect
+from workbench_server import ROOT, PageWatch, start_server
+
+from app.auth import PASSWORD_ENV
+from attention_core.records import ExperimentRecord
+
+SCREENSHOTS = ROOT / "test-results" / "screenshots"
+NO_PASSWORD = {PASSWORD_ENV: None}
+
+SOURCE_JS = """name => {
+  const m = window.Bokeh && Bokeh.documents.length && Bokeh.documents[0].get_model_by_name(name);
+  if (!m) return null;
+  const out = {};
+  for (const k of Object.keys(m.data))
+    out[k] = Array.from(m.data[k]).map(v => (typeof v === 'number' && isNaN(v)) ? null : v);
+  return out;
+}"""
+# Where a run's point is on screen: Bokeh's own scales, so the click hits what a user would click.
+POINT_JS = """([figureName, column, runId]) => {
+  const doc = Bokeh.documents[0];
+  const view = Bokeh.index.find_one(doc.get_model_by_name(figureName));
+  const src = doc.get_model_by_name('class-source');
+  const i = Array.from(src.data.id).indexOf(runId);
+  view.el.scrollIntoView({block: 'center', behavior: 'instant'});
+  const box = view.canvas_view.el.getBoundingClientRect();
+  return [box.left + view.frame.x_scale.compute(src.data.x[i]),
+          box.top + view.frame.y_scale.compute(src.data[column][i])];
+}"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    base = tmp_path_factory.mktemp("instructor")
+    running = start_server(base / "runs", base / "server.log", env=NO_PASSWORD)
+    yield running
+    running.stop()
+
+
+def watched(page: Page, server) -> PageWatch:
+    watch = PageWatch(origin=server.url.rstrip("/"))
+    watch.attach(page)
+    watch.dialogs = []
+    page.on("dialog", lambda d: (watch.dialogs.append(d.message), d.dismiss()))
+    return watch
+
+
+@pytest.fixture
+def watch(server, page: Page):
+    w = watched(page, server)
+    yield w
+    w.assert_clean()
+    assert w.dialogs == []
+
+
+def source(page: Page, name: str) -> dict | None:
+    return page.evaluate(SOURCE_JS, name)
+
+
+def open_instructor(page: Page, server) -> None:
+    page.goto(server.url + "instructor")
+    expect(page.get_by_test_id("runs-total")).to_be_visible(timeout=30_000)
+    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
+                           "Bokeh.documents[0].get_model_by_name('class-source')")
+
+
+def save_as_learner(context, server, learner: str, label: str, *, broken: bool = False,
+                    prediction: str = "Row sums stay 1 with the mask before softmax.") -> None:
+    """One learner's session: the worked row, optionally the broken mode, then Save run."""
+    page = context.new_page()
+    page.goto(server.url)
+    expect(page.get_by_label("Query 1")).to_be_visible(timeout=30_000)
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    if broken:
+        page.get_by_label("Mask after softmax (broken)").check()
+        expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
+    page.get_by_label("Prediction").fill(prediction)
+    page.get_by_label("Learner").fill(learner)
+    page.get_by_label("Label").fill(label)
+    page.get_by_label("Label").press("Tab")
+    page.get_by_role("button", name="Save run").click()
+    expect(page.get_by_text(re.compile("Saved run “"))).to_be_visible()
+    page.close()
+
+
+def filter_learner(page: Page, text: str) -> None:
+    box = page.get_by_label("Learner contains")
+    box.fill(text)
+    box.press("Enter")
+
+
+def table_rows(page: Page):
+    return page.locator(".tabulator-row")
+
+
+def cli_export(runs_dir: Path, fmt: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "app.cli", "export", "--runs-dir", str(runs_dir),
+                           "--format", fmt], cwd=ROOT, capture_output=True, timeout=60, check=True)
+    return done.stdout.decode("utf-8")
+
+
+def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server, browser, page, watch):
+    tag = uuid.uuid4().hex[:6]
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    open_instructor(page, server)
+    before = int(page.get_by_test_id("runs-total").text_content())
+    learners = [browser.new_context(), browser.new_context()]
+    save_as_learner(learners[0], server, f"Ada {tag}", "correct")
+    save_as_learner(learners[1], server, f"Grace {tag}", "broken", broken=True)
+    save_as_learner(learners[1], server, f"Grace {tag}", "correct again")
+    for context in learners:
+        context.close()
+    # No reload: the page's periodic re-listing brings the three runs in.
+    expect(page.get_by_test_id("runs-total")).to_have_text(str(before + 3), timeout=15_000)
+    expect(page.locator(".tabulator").get_by_text(f"Ada {tag}")).to_be_visible()
+
+    filter_learner(page, f"grace {tag}")  # any case
+    expect(page.get_by_test_id("runs-shown")).to_have_text("2")
+    expect(table_rows(page)).to_have_count(2)
+    page.get_by_label("Label contains").fill("again")
+    page.get_by_label("Label contains").press("Enter")
+    expect(table_rows(page)).to_have_count(1)
+    expect(table_rows(page)).to_contain_text("correct again")
+    page.get_by_role("button", name="Clear filters").click()
+    filter_learner(page, tag)
+    page.get_by_label("Mode").select_option("mask after softmax (broken)")
+    expect(table_rows(page)).to_have_count(1)
+    expect(table_rows(page)).to_contain_text(f"Grace {tag}")
+    page.get_by_label("Mode").select_option("All modes")
+    expect(page.get_by_test_id("runs-shown")).to_have_text("3")
+
+    # The class picture: one point per run shown, grouped by mode.
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('class-source').data.id.length === 3")
+    chart = source(page, "class-source")
+    assert sorted(chart["learner"]) == sorted([f"Ada {tag}", f"Grace {tag}", f"Grace {tag}"])
+    assert sorted(chart["mode"]) == ["correct, causal", "correct, causal", "mask after softmax (broken)"]
+    broken = chart["mode"].index("mask after softmax (broken)")
+    assert chart["future_weight"][broken] == 0 and chart["min_row_sum"][broken] < 0.002
+
+    # Tick one run in the table, click another's point in the chart: both heat maps and the difference.
+    ada = chart["id"][chart["learner"].index(f"Ada {tag}")]
+    broken_id = chart["id"][broken]
+    table_rows(page).filter(has_text=f"Ada {tag}").locator("input[type='checkbox']").check()
+    x, y = page.evaluate(POINT_JS, ["class-row-sum-figure", "min_row_sum", broken_id])
+    page.mouse.click(x, y)
+    expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_be_visible()
+    expect(table_rows(page).filter(has_text="mask after softmax (broken)").locator("input[type='checkbox']")) \
+        .to_be_checked()
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('compare-diff-source').data.row.length === 9")
+    a, b, diff = (source(page, f"compare-{n}-source") for n in ("a", "b", "diff"))
+    assert len(a["value"]) == len(b["value"]) == len(diff["value"]) == 9
+    records = {r.id: r for r in (ExperimentRecord.from_json(p.read_bytes())
+                                 for p in server.runs_dir.glob("*.json"))}
+    row2 = 3 + 1  # row 2, column 2 of a 3×3 matrix, row-major
+    assert a["value"][row2] == records[ada].results["weights"][1][1]
+    assert b["value"][row2] == records[broken_id].results["weights"][1][1]
+    assert diff["value"][row2] == pytest.approx(a["value"][row2] - b["value"][row2])
+    summary = page.get_by_role("table", name="Comparison of row sums and future-token weight")
+    expect(summary).to_contain_text("mask after softmax (broken)")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1400, "height": 2700})
+    page.screenshot(path=str(SCREENSHOTS / "instructor-compare.png"))
+
+
+def test_exports_hold_exactly_the_filtered_runs_and_match_the_cli(server, browser, page, watch):
+    tag = uuid.uuid4().hex[:6]
+    context = browser.new_context()
+    save_as_learner(context, server, f"Lin {tag}", "=1+1", prediction="-2 and @x, a formula?")
+    save_as_learner(context, server, f"Lin {tag}", "second", broken=True)
+    save_as_learner(context, server, f"Other {tag}", "not mine")
+    context.close()
+    open_instructor(page, server)
+    filter_learner(page, f"Lin {tag}")
+    expect(page.get_by_test_id("runs-shown")).to_have_text("2")
+
+    with page.expect_download() as got:
+        page.get_by_role("button", name="Export JSON").click()
+    download = got.value
+    assert re.fullmatch(r"class-runs-\d{8}T\d{6}Z\.json", download.suggested_filename)
+    bundle = json.loads(Path(download.path()).read_text(encoding="utf-8"))
+    cli = json.loads(cli_export(server.runs_dir, "json"))
+    expected = [r for r in cli["runs"] if r["learner"] == f"Lin {tag}"]
+    assert len(expected) == 2
+    assert bundle["runs"] == expected  # same records, same order, text untouched
+    assert bundle["runs"][0]["label"] == "=1+1"
+
+    with page.expect_download() as got:
+        page.get_by_role("button", name="Export CSV").click()
+    assert re.fullmatch(r"class-runs-\d{8}T\d{6}Z\.csv", got.value.suggested_filename)
+    rows = list(csv.reader(io.StringIO(Path(got.value.path()).read_text(encoding="utf-8"), newline="")))
+    cli_rows = list(csv.reader(io.StringIO(cli_export(server.runs_dir, "csv"), newline="")))
+    assert rows[0] == cli_rows[0]
+    assert rows[1:] == [r for r in cli_rows[1:] if r[2] == f"Lin {tag}"]
+    assert rows[1][3] == "'=1+1"  # the CSV neutralises formulas, as the CLI does
+
+    # Fresh content on every click: a run saved now is in the next download.
+    context = browser.new_context()
+    save_as_learner(context, server, f"Lin {tag}", "third")
+    context.close()
+    with page.expect_download() as got:
+        page.get_by_role("button", name="Export JSON").click()
+    labels = [r["label"] for r in json.loads(Path(got.value.path()).read_text(encoding="utf-8"))["runs"]]
+    assert labels == ["=1+1", "second", "third"]
+
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def test_hostile_learner_text_is_shown_literally_and_runs_nothing(server, browser, page, watch):
+    tag = uuid.uuid4().hex[:6]
+    context = browser.new_context()
+    learner_page_watch = []
+    context.on("page", lambda p: p.on("dialog", lambda d: (learner_page_watch.append(d.message), d.dismiss())))
+    save_as_learner(context, server, f"{HOSTILE}{tag}", "<script>alert(2)</script>",
+                    prediction="[click](javascript:alert(3)) **bold** <b>x</b>")
+    context.close()
+    assert learner_page_watch == []
+    (server.runs_dir / f"{HOSTILE}.json").write_text("{}")  # a hostile file name: a listed problem
+    open_instructor(page, server)
+    filter_learner(page, tag)
+    expect(page.get_by_test_id("runs-shown")).to_have_text("1")
+    row = table_rows(page).first
+    expect(row.get_by_text(f"{HOSTILE}{tag}", exact=True)).to_be_visible()
+    expect(row.get_by_text("<script>alert(2)</script>", exact=True)).to_be_visible()
+    expect(page.locator(".tabulator img")).to_have_count(0)
+    # Full text on demand: the expanded row shows the whole prediction, literally.
+    row.get_by_role("gridcell", name="►").click()
+    details = page.get_by_label(re.compile("Full text of run"))
+    expect(details).to_contain_text("[click](javascript:alert(3)) **bold** <b>x</b>")
+    expect(details.locator("b, a, img")).to_have_count(0)
+    expect(page.get_by_text(f"{HOSTILE}.json")).to_be_visible()  # in the problems list
+    # Hover the run's point: the tooltip shows the name as text.
+    x, y = page.evaluate(POINT_JS, ["class-future-figure", "future_weight", source(page, "class-source")["id"][0]])
+    page.mouse.move(x, y)
+    expect(page.get_by_text(f"{HOSTILE}{tag}").last).to_be_visible()
+    assert page.locator("img[src='x']").count() == 0
+    assert watch.dialogs == []
+
+
+@pytest.fixture
+def password_server(tmp_path):
+    running = start_server(tmp_path / "runs", tmp_path / "server.log", env={PASSWORD_ENV: "s3cret pass"})
+    yield running
+    running.stop()
+
+
+def websocket_status(url: str, path: str, cookie: str | None = None) -> int:
+    """The HTTP status of a WebSocket handshake (101 means accepted)."""
+    host = url.split("//")[1].rstrip("/")
+    conn = http.client.HTTPConnection(host, timeout=10)
+    headers = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+               "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Origin": url.rstrip("/")}
+    if cookie:
+        headers["Cookie"] = cookie
+    conn.request("GET", path, headers=headers)
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def test_password_protects_instructor_page_and_downloads_but_not_learners(password_server, browser):
+    server = password_server
+    for path in ("/instructor", "/instructor/"):
+        conn = http.client.HTTPConnection(server.url.split("//")[1].rstrip("/"), timeout=10)
+        conn.request("GET", path)
+        response = conn.getresponse()
+        assert response.status == 302 and "/login" in response.getheader("Location")
+        conn.close()
+    # The page's WebSocket carries its data and its downloads: refused without a login.
+    assert websocket_status(server.url, "/instructor/ws") == 403
+
+    # Learners keep open access to "/".
+    learner = browser.new_context()
+    save_as_learner(learner, server, "Ada", "open access")
+    learner.close()
+
+    context = browser.new_context()
+    page = context.new_page()
+    watch = watched(page, server)
+    page.goto(server.url + "instructor")
+    expect(page).to_have_url(re.compile(r"/login"))
+    expect(page.get_by_role("heading", name="Instructor login")).to_be_visible()
+    page.get_by_label("Password").fill("wrong")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("alert")).to_contain_text("Invalid username or password")
+    expect(page.get_by_test_id("runs-total")).to_have_count(0)
+    page.get_by_label("Password").fill("s3cret pass")
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(re.compile(r"/instructor$"))
+    expect(page.get_by_test_id("runs-total")).to_have_text("1", timeout=30_000)
+    with page.expect_download() as got:
+        page.get_by_role("button", name="Export JSON").click()
+    assert [r["label"] for r in json.loads(Path(got.value.path()).read_text())["runs"]] == ["open access"]
+    cookies = "; ".join(f"{c['name']}={c['value']}" for c in context.cookies())
+    assert websocket_status(server.url, "/instructor/ws", cookies) == 101
+    watch.assert_clean()
+    context.close()
+
+
+def test_ten_thousand_runs_open_without_errors(tmp_path, page):
+    write_runs(tmp_path / "runs", 10_000)
+    running = start_server(tmp_path / "runs", tmp_path / "server.log", env=NO_PASSWORD)
+    try:
+        watch = watched(page, running)
+        open_instructor(page, running)
+        expect(page.get_by_test_id("runs-total")).to_have_text("10000")
+        expect(table_rows(page)).to_have_count(20)  # one page, fetched from the server
+        expect(table_rows(page).first).to_contain_text("run 9999")  # newest first
+        page.wait_for_function(
+            "() => Bokeh.documents[0].get_model_by_name('class-source').data.id.length === 10000")
+        page.locator(".tabulator-page[data-page='last']").click()
+        expect(table_rows(page).last).to_contain_text("run 0")
+        filter_learner(page, "learner 07")
+        expect(page.get_by_test_id("runs-shown")).to_have_text("334")  # n % 30 == 7 for n < 10,000
+        watch.assert_clean()
+    finally:
+        running.stop()
