@@ -206,6 +206,7 @@ class RunsTableView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self._ids: list[str] = []
+        self._replacing = False
         self.table = pn.widgets.Tabulator(
             runs_frame([], self.state), name="Runs of the class", show_index=False,
             selectable="checkbox", disabled=True, hidden_columns=["id"], pagination="remote",
@@ -230,7 +231,11 @@ class RunsTableView(pn.viewable.Viewer):
     def _update(self, *events) -> None:
         s = self.state
         self._ids = [r.id for r in reversed(s.filtered)]
-        self.table.value = runs_frame(s.filtered, s)
+        self._replacing = True  # Tabulator resets its selection with new rows: not the user's doing
+        try:
+            self.table.value = runs_frame(s.filtered, s)
+        finally:
+            self._replacing = False
         self.count.object = (f"<p><b data-testid='runs-shown'>{len(s.filtered)}</b> of "
                              f"<span data-testid='runs-total'>{len(s.records)}</span> runs shown. "
                              f"Times are in {html.escape(s.timezone)}; exports keep UTC.</p>")
@@ -243,6 +248,8 @@ class RunsTableView(pn.viewable.Viewer):
             self.table.selection = wanted
 
     def _selected(self, event) -> None:
+        if self._replacing:
+            return
         ticked = [self._ids[n] for n in event.new if n < len(self._ids)]
         shown = set(self._ids)
         # Runs selected but filtered out of the table stay selected.

@@ -1,0 +1,148 @@
+"""The instructor page without a browser: its state, filters, selection, table, exports."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, timedelta
+
+import panel as pn
+import pytest
+from class_runs import write_runs
+from store_helpers import T0, make_record
+
+from app.instructor import (
+    ALL_MODES,
+    ClassChartView,
+    InstructorState,
+    ProblemsView,
+    RunsTableView,
+    create_instructor,
+    shorten,
+)
+from attention_core.store import RunStore, export_csv, export_json
+
+
+@pytest.fixture
+def store(tmp_path) -> RunStore:
+    store = RunStore(tmp_path / "runs")
+    for minutes, mode, learner, label in [(0, "correct", "Ada", "first"),
+                                          (60 * 14, "mask_after_softmax", "Grace", "broken"),
+                                          (60 * 24, "no_mask", "ada lovelace", "open")]:
+        store.save(make_record(mode, minutes=minutes, learner=learner, label=label))
+    return store
+
+
+def test_filters_by_learner_label_mode_and_local_dates(store):
+    s = InstructorState(store=store)
+    assert [r.learner for r in s.filtered] == ["Ada", "Grace", "ada lovelace"]
+    assert s.param.mode.objects == [ALL_MODES, "correct, causal", "mask after softmax (broken)", "no mask"]
+    s.learner = " ADA "
+    assert [r.learner for r in s.filtered] == ["Ada", "ada lovelace"]
+    s.label = "pe"
+    assert [r.label for r in s.filtered] == ["open"]
+    s.param.update(learner="", label="", mode="mask after softmax (broken)")
+    assert [r.learner for r in s.filtered] == ["Grace"]
+    s.mode = ALL_MODES
+    # T0 is 09:15 UTC on 31 January; +14 h is 23:15 UTC, already 1 February in Berlin, so the
+    # instructor's local date decides.
+    s.param.update(start=date(2025, 1, 31), end=date(2025, 1, 31))
+    assert [r.label for r in s.filtered] == ["first", "broken"]
+    s.timezone = "Europe/Berlin"
+    assert [r.label for r in s.filtered] == ["first"]
+    s.param.update(start=date(2025, 2, 1), end=None)
+    assert [r.label for r in s.filtered] == ["broken", "open"]
+
+
+def test_refresh_brings_new_runs_and_problems_and_keeps_unchanged_listings(store):
+    s = InstructorState(store=store)
+    before = s.records
+    s.refresh()
+    assert s.records is before  # nothing changed: no table or chart rebuild
+    store.save(make_record(minutes=5, learner="New"))
+    (store.directory / "broken.json").write_text("{")
+    s.refresh()
+    assert [r.learner for r in s.filtered][1] == "New"
+    assert [name for name, _ in s.problems] == ["broken.json"]
+
+
+def test_selection_keeps_the_last_two_and_survives_filters(store):
+    s = InstructorState(store=store)
+    ids = [r.id for r in s.records]
+    for run_id in ids:
+        s.select(run_id)
+    assert s.selected_ids == ids[1:]
+    s.learner = "Grace"
+    assert [r.id for r in s.compared] == ids[1:]
+
+
+def test_table_rows_are_newest_first_plain_text_and_selection_maps_to_ids(store):
+    s = InstructorState(store=store)
+    view = RunsTableView(state=s)
+    frame = view.table.value
+    assert list(frame["label"]) == ["open", "broken", "first"]
+    for column in ("learner", "label", "prediction", "explanation", "created (local)"):
+        assert view.table.formatters[column] == {"type": "plaintext"}
+    assert view.table.pagination == "remote"
+    view.table.selection = [0, 2]
+    assert s.selected_ids == [s.records[2].id, s.records[0].id]
+    s.learner = "ada"  # Grace's row goes: the selected rows move up
+    assert sorted(view.table.selection) == [0, 1]
+
+
+def test_chart_has_one_point_per_filtered_run_grouped_by_mode_and_tap_selects(store):
+    s = InstructorState(store=store)
+    chart = ClassChartView(state=s)
+    data = chart.source.data
+    assert len(data["id"]) == 3
+    assert chart.ticker.ticks == [0, 1, 2]
+    assert [round(x) for x in data["x"]] == [0, 1, 2]
+    chart.source.selected.indices = [1]  # what a tap does
+    assert s.selected_ids == [data["id"][1]]
+    assert chart.source.selected.indices == []
+    assert chart.source.data["outline"] == ["white", "black", "white"]
+    s.mode = "no mask"
+    assert chart.source.data["mode"] == ["no mask"]
+
+
+def test_exports_are_the_filtered_runs_with_text_untouched(store):
+    store.save(make_record(minutes=9, learner="<img src=x onerror=alert(1)>", label="=1+1"))
+    s = InstructorState(store=store)
+    s.label = "=1"
+    bundle = json.loads(s.export("json"))
+    assert [r["learner"] for r in bundle["runs"]] == ["<img src=x onerror=alert(1)>"]
+    assert bundle["runs"] == json.loads(export_json(s.filtered))["runs"]
+    assert s.export("csv") == export_csv(s.filtered)
+
+
+def test_problems_are_escaped(store):
+    (store.directory / "<script>alert(1)<script>.json").write_text("{}")
+    s = InstructorState(store=store)
+    view = ProblemsView(state=s)
+    assert view.pane.visible
+    assert "<script>" not in view.pane.object and "&lt;script&gt;" in view.pane.object
+
+
+def test_shorten():
+    assert shorten(None) == "" and shorten("abc") == "abc"
+    assert shorten("x" * 100, 10) == "x" * 9 + "…"
+
+
+def test_a_page_per_session_over_one_store(store):
+    first, second = create_instructor(store), create_instructor(store)
+    assert first.state is not second.state and first.state.store is second.state.store
+    first.state.learner = "Grace"
+    assert len(second.state.filtered) == 3
+
+
+def test_ten_thousand_runs_list_fast_once_cached(tmp_path):
+    import time
+
+    write_runs(tmp_path / "runs", 10_000, start=T0 - timedelta(days=7))
+    s = InstructorState(store=RunStore(tmp_path / "runs"))
+    assert len(s.records) == 10_000
+    started = time.perf_counter()
+    s.refresh()  # what every tick of every instructor session costs
+    assert time.perf_counter() - started < 1.0
+    view = RunsTableView(state=s)
+    assert len(view.table.value) == 10_000
+    pn.state.clear_caches()

@@ -1,0 +1,104 @@
+"""Serving: who may open the instructor page, when serve refuses to start, --num-procs."""
+
+from __future__ import annotations
+
+import http.client
+import sys
+import types
+
+import pytest
+from workbench_server import start_server
+
+from app import auth
+from app.cli import main
+
+
+@pytest.mark.parametrize("address, loopback", [
+    ("localhost", True), ("127.0.0.1", True), ("127.3.2.1", True), ("::1", True), ("[::1]", True),
+    ("0.0.0.0", False), ("::", False), ("", False), ("192.168.1.20", False), ("class.example", False),
+])
+def test_loopback_addresses(address, loopback):
+    assert auth.is_loopback(address) is loopback
+
+
+def test_exposure_needs_a_network_address_and_no_password_and_no_explicit_opt_out():
+    assert auth.exposure_problem("localhost", None, False) is None
+    assert auth.exposure_problem("0.0.0.0", "pw", False) is None
+    assert auth.exposure_problem("0.0.0.0", None, True) is None
+    message = auth.exposure_problem("0.0.0.0", "", False)
+    assert "0.0.0.0" in message and "--instructor-password" in message and auth.PASSWORD_ENV in message
+    assert "--no-instructor-auth" in message and "every learner's runs" in message
+
+
+def test_serve_options_use_panels_basic_auth_for_the_instructor_only():
+    assert auth.serve_options(None) == {} and auth.serve_options("") == {}
+    options = auth.serve_options("README.md")  # a file path is still just a password
+    assert options["basic_auth"] == {"instructor": "README.md"}
+    assert options["oauth_guest_endpoints"] == ["/"]
+    assert len(options["cookie_secret"]) >= 32
+    assert options["cookie_secret"] != auth.serve_options("x")["cookie_secret"]
+    assert auth.LOGIN_TEMPLATE.is_file()
+
+
+@pytest.fixture
+def fake_server(monkeypatch):
+    calls = []
+    fake = types.ModuleType("app.server")
+    fake.serve = lambda **kwargs: calls.append(kwargs)
+    monkeypatch.setitem(sys.modules, "app.server", fake)
+    monkeypatch.delenv(auth.PASSWORD_ENV, raising=False)
+    return calls
+
+
+def test_cli_refuses_a_network_address_without_a_password_and_says_why(fake_server, capsys):
+    assert main(["serve", "--address", "0.0.0.0"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to serve on 0.0.0.0 without an instructor password" in err
+    assert fake_server == []
+
+
+def test_cli_password_from_option_or_environment_and_num_procs(fake_server, monkeypatch, tmp_path):
+    assert main(["serve", "--address", "0.0.0.0", "--instructor-password", "pw", "--num-procs", "2",
+                 "--runs-dir", str(tmp_path)]) == 0
+    monkeypatch.setenv(auth.PASSWORD_ENV, "from env")
+    assert main(["serve", "--address", "0.0.0.0", "--runs-dir", str(tmp_path)]) == 0
+    monkeypatch.delenv(auth.PASSWORD_ENV)
+    assert main(["serve", "--address", "0.0.0.0", "--no-instructor-auth", "--runs-dir", str(tmp_path)]) == 0
+    assert [(c["instructor_password"], c["num_procs"], c["no_instructor_auth"]) for c in fake_server] == [
+        ("pw", 2, False), ("from env", 1, False), (None, 1, True)]
+
+
+def test_cli_refuses_a_negative_num_procs(fake_server, capsys):
+    assert main(["serve", "--num-procs", "-1"]) == 2
+    assert "--num-procs" in capsys.readouterr().err and fake_server == []
+
+
+def test_app_server_refuses_an_exposed_instructor_page_itself(tmp_path):
+    from app.server import serve
+
+    with pytest.raises(ValueError, match="without an instructor password"):
+        serve(tmp_path, address="0.0.0.0")
+
+
+def get(url: str, path: str) -> tuple[int, str | None]:
+    conn = http.client.HTTPConnection(url.split("//")[1].rstrip("/"), timeout=30)
+    conn.request("GET", path)
+    response = conn.getresponse()
+    response.read()
+    conn.close()
+    return response.status, response.getheader("Location")
+
+
+def test_two_processes_serve_both_pages_and_the_login(tmp_path):
+    running = start_server(tmp_path / "runs", tmp_path / "server.log", "--num-procs", "2",
+                           env={auth.PASSWORD_ENV: "pw"})
+    try:
+        for _ in range(6):  # requests spread over both workers
+            assert get(running.url, "/")[0] == 200
+            status, location = get(running.url, "/instructor")
+            assert status == 302 and "/login" in location
+            assert get(running.url, "/login")[0] == 200
+        log = running.log.read_text()
+        assert log.count("Launching server") == 2, log
+    finally:
+        running.stop()
