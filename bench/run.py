@@ -91,8 +91,15 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
             rows.append((f"store {int(n):,} runs: export JSON / CSV (s)",
                          f"{row['export_json_s']['median']:.3f} / {row['export_csv_s']['median']:.3f}",
                          "", "", ""))
-        rows.append(("instructor page ready", r.get("instructor", "not yet measurable"), "",
-                     "≤ 1 s at 10,000", "n/a"))
+        for n, row in r["by_runs"].items():
+            page = row.get("instructor")
+            if isinstance(page, dict):
+                shown = (f"{page['first_s']:.2f} / {_f(page['later_s']['median'], '{:.2f}')}")
+            else:
+                shown = page or "not yet measurable"
+            rows.append((f"instructor page {int(n):,} runs: first (cold) / later page (s)", shown, "",
+                         "≤ 1 s at 10,000" if n == "10000" else "",
+                         _mark(r.get("instructor_pass")) if n == "10000" else ""))
     r = results.get("cold_start")
     if r:
         w, b = r["workbench_s"], r["baseline_s"]
