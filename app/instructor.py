@@ -26,7 +26,7 @@ from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, Range1d, TapT
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
-from app.views import ComparisonView, _mode_title
+from app.compare import ComparisonView, mode_title
 from attention_core.records import ExperimentRecord
 from attention_core.store import RunStore, export_csv, export_json
 
@@ -89,7 +89,7 @@ class InstructorState(param.Parameterized):
         same = len(listing.records) == len(self.records) and all(
             a is b for a, b in zip(listing.records, self.records, strict=True))
         if not same:
-            modes = mode_order({_mode_title(r) for r in listing.records})
+            modes = mode_order({mode_title(r) for r in listing.records})
             self.param.mode.objects = [ALL_MODES, *modes]
             if self.mode not in self.param.mode.objects:
                 self.mode = ALL_MODES
@@ -110,7 +110,7 @@ class InstructorState(param.Parameterized):
                 continue
             if label and label not in (r.label or "").casefold():
                 continue
-            if self.mode != ALL_MODES and _mode_title(r) != self.mode:
+            if self.mode != ALL_MODES and mode_title(r) != self.mode:
                 continue
             if self.start is not None or self.end is not None:
                 day = self.local_time(r).date()
@@ -145,7 +145,7 @@ def runs_frame(records: list[ExperimentRecord], state: InstructorState) -> pd.Da
         "created (local)": f"{state.local_time(r):%Y-%m-%d %H:%M:%S}",
         "created (UTC)": f"{r.created_datetime.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
         "learner": r.learner or "", "label": r.label or "",
-        "causal": r.causal, "mask after softmax": r.mask_after_softmax, "mode": _mode_title(r),
+        "causal": r.causal, "mask after softmax": r.mask_after_softmax, "mode": mode_title(r),
         "tokens": r.T,
         "total future-token weight": np.nan if r.total_future_weight is None else r.total_future_weight,
         "smallest row sum": np.nan if r.min_row_sum is None else r.min_row_sum,
@@ -299,7 +299,7 @@ class ClassChartView(pn.viewable.Viewer):
         return fig
 
     def _data(self, records) -> dict:
-        modes = mode_order({_mode_title(r) for r in records})
+        modes = mode_order({mode_title(r) for r in records})
         place = {m: n for n, m in enumerate(modes)}
         seen = dict.fromkeys(modes, 0)
         selected = set(self.state.selected_ids) if hasattr(self, "state") and self.state else set()
@@ -307,7 +307,7 @@ class ClassChartView(pn.viewable.Viewer):
                                 "min_row_sum", "future_text", "row_sum_text", "color", "size",
                                 "outline")}
         for r in records:
-            mode = _mode_title(r)
+            mode = mode_title(r)
             # Spread a group's points evenly (deterministic, unlike a random jitter).
             k = seen[mode]
             seen[mode] += 1

@@ -1,4 +1,4 @@
-"""Thin views over :class:`app.state.WorkbenchState`: inputs, heat maps, readouts, checks, runs.
+"""Thin views over :class:`app.state.WorkbenchState`: inputs, heat maps, readouts, checks.
 
 Every view builds its own widgets in ``__init__``, so each browser session gets its own.
 Learner text is only ever put on the page escaped (``html.escape``) or as plain-text cells.
@@ -7,17 +7,15 @@ Learner text is only ever put on the page escaped (``html.escape``) or as plain-
 from __future__ import annotations
 
 import html
-import io
-from datetime import UTC, datetime
 
 import numpy as np
 import panel as pn
 import param
 
-from app.heatmap import HeatMap, format_number
+from app.compare import TABLE_CSS, num
+from app.heatmap import HeatMap
 from app.state import MAX_UI_TOKENS, PRESETS, WorkbenchState
 from app.widgets import LabelledCheckbox
-from attention_core.store import export_csv, export_json
 
 _TOKEN_FIELDS = (("queries", "Query"), ("keys", "Key"), ("values", "Value"))
 
@@ -117,11 +115,6 @@ class InputsView(pn.viewable.Viewer):
 
 _ERROR_CSS = ":host { color: #b00020; font-size: 0.85em; max-width: 280px; }"
 _FIELD_CSS = ":host(.field-error) .bk-input { border: 2px solid #b00020; }"
-TABLE_CSS = """
-table { border-collapse: collapse; } th, td { padding: 2px 8px; text-align: right; }
-caption { font-weight: bold; text-align: left; } thead th { border-bottom: 1px solid #999; }
-.check-fail { color: #b00020; } .check-pass { color: #1b5e20; } .check-na { color: #555; }
-"""
 
 
 class MatricesView(pn.viewable.Viewer):
@@ -152,8 +145,6 @@ class MatricesView(pn.viewable.Viewer):
         return pn.FlexBox(self.scores, self.weights)
 
 
-def _num(x: float) -> str:
-    return html.escape(format_number(x))
 
 
 class ReadoutsView(pn.viewable.Viewer):
@@ -191,18 +182,18 @@ class ReadoutsView(pn.viewable.Viewer):
         rows = []
         for i in range(r.T):
             flag = "" if abs(r.row_sums[i] - 1) <= 1e-9 else " ✗ not 1"
-            cells = (f"<th scope='row'>{i + 1}</th><td>{_num(r.row_sums[i])}{flag}</td>"
-                     f"<td>{_num(r.future_weight[i])}</td>")
+            cells = (f"<th scope='row'>{i + 1}</th><td>{num(r.row_sums[i])}{flag}</td>"
+                     f"<td>{num(r.future_weight[i])}</td>")
             if has_output:
                 out = np.atleast_1d(r.output[i])
-                cells += f"<td>{', '.join(_num(x) for x in out)}</td>"
+                cells += f"<td>{', '.join(num(x) for x in out)}</td>"
             rows.append(f"<tr>{cells}</tr>")
         self.table.object = (
             "<table class='readouts' aria-label='Row sums and future-token weight'>"
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
             f"<p>Total future-token weight: <b data-testid='total-future-weight'>"
-            f"{_num(r.total_future_weight)}</b> · smallest row sum: "
-            f"<b data-testid='min-row-sum'>{_num(r.min_row_sum)}</b></p>"
+            f"{num(r.total_future_weight)}</b> · smallest row sum: "
+            f"<b data-testid='min-row-sum'>{num(r.min_row_sum)}</b></p>"
             + self._contributions(r)
         )
 
@@ -213,7 +204,7 @@ class ReadoutsView(pn.viewable.Viewer):
         head = "".join(f"<th scope='col'>from key {j + 1}</th>" for j in range(r.T))
         body = "".join(
             f"<tr><th scope='row'>{i + 1}</th>"
-            + "".join(f"<td>{_num(r.contributions[i, j])}</td>" for j in range(r.T))
+            + "".join(f"<td>{num(r.contributions[i, j])}</td>" for j in range(r.T))
             + "</tr>" for i in range(r.T))
         return (
             "<details><summary>Contributions weight × value</summary>"
@@ -251,201 +242,3 @@ class ChecksView(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(pn.pane.HTML("<h3>Checks (audit order of seed 004)</h3>"), self.list)
-
-
-
-
-_STATUS_CSS = """
-.status { padding: 8px 12px; border-radius: 4px; unicode-bidi: isolate; }
-.ok { background: #e6f4ea; color: #1b5e20; } .error { background: #fdecea; color: #b00020; }
-"""
-
-
-class SaveView(pn.viewable.Viewer):
-    """The lesson's checkpoints (prediction, explanation), optional learner/label, and Save run."""
-
-    state = param.ClassSelector(class_=WorkbenchState)
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        s = self.state
-        self.prediction = pn.widgets.TextAreaInput.from_param(
-            s.param.prediction, name="Prediction", height=80, max_length=2000,
-            placeholder="Can token 2 attend to token 3, and what will post-softmax masking "
-                        "change?")
-        self.learner = pn.widgets.TextInput.from_param(s.param.learner, name="Learner",
-                                                       max_length=100)
-        self.label = pn.widgets.TextInput.from_param(s.param.label, name="Label", max_length=100)
-        self.explanation = pn.widgets.TextAreaInput.from_param(
-            s.param.explanation, name="Explanation", height=80, max_length=2000,
-            placeholder="What invariant did your evidence reveal, and how did the broken mode "
-                        "violate it?")
-        self.button = pn.widgets.Button(name="Save run", button_type="primary")
-        self.button.on_click(lambda e: s.save_run())
-        # Plain HTML with escaped text, not an Alert: Alert renders Markdown, and the message
-        # can quote the learner's label.
-        self.message = pn.pane.HTML("", visible=False, stylesheets=[_STATUS_CSS],
-                                    sizing_mode="stretch_width")
-        s.param.watch(self._update, ["save_message", "save_ok", "input_ok"])
-        self._update()
-
-    def _update(self, *events):
-        s = self.state
-        self.button.disabled = not s.input_ok
-        kind = "ok" if s.save_ok else "error"
-        self.message.object = (f'<div class="status {kind}" role="status">'
-                               f"{html.escape(s.save_message)}</div>")
-        self.message.visible = bool(s.save_message)
-
-    def __panel__(self):
-        return pn.Column(
-            pn.pane.HTML("<h3>Record your run</h3>"),
-            self.prediction, pn.Row(self.learner, self.label), self.button, self.message,
-            self.explanation,
-        )
-
-
-def _mode_title(record) -> str:
-    if record.mask_after_softmax and record.causal:
-        return "mask after softmax (broken)"
-    if record.failure_mode != "correct":
-        return record.failure_mode.replace("_", " ")
-    return "correct, causal" if record.causal else "correct, no causal mask"
-
-
-def runs_frame(records):
-    """This session's saved runs as a pandas DataFrame, one row per experiment record."""
-    import pandas as pd
-
-    def number(x):
-        return "—" if x is None else format_number(x)
-
-    rows = [{
-        "run": n, "id": r.id, "saved (UTC)": r.created_at[11:19], "label": r.label or "",
-        "learner": r.learner or "",
-        "mode": _mode_title(r), "future-token weight": number(r.total_future_weight),
-        "smallest row sum": number(r.min_row_sum),
-        "failed checks": ", ".join(r.failed_checks) or "none",
-    } for n, r in enumerate(records, start=1)]
-    return pd.DataFrame(rows, columns=list(_RUN_COLUMNS))
-
-
-# Column name -> width in pixels; all text is shown as plain text, never HTML.
-_RUN_COLUMNS = {"run": 55, "id": 10, "saved (UTC)": 95, "label": 120, "learner": 100, "mode": 190,
-                "future-token weight": 105, "smallest row sum": 105, "failed checks": 160}
-
-
-class RunsView(pn.viewable.Viewer):
-    """This session's saved runs, downloads of them, and a side-by-side comparison of two."""
-
-    state = param.ClassSelector(class_=WorkbenchState)
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.table = pn.widgets.Tabulator(
-            runs_frame([]), name="Saved runs", show_index=False, selectable="checkbox",
-            disabled=True, hidden_columns=["id"], sizing_mode="stretch_width", height=220,
-            widths=dict(_RUN_COLUMNS), text_align="left",
-            formatters={c: {"type": "plaintext"} for c in _RUN_COLUMNS},
-        )
-        self.download_json = pn.widgets.FileDownload(
-            callback=lambda: self._download("json"), filename="attention-runs.json",
-            label="Download my runs (JSON)", embed=False)
-        self.download_csv = pn.widgets.FileDownload(
-            callback=lambda: self._download("csv"), filename="attention-runs.csv",
-            label="Download my runs (CSV)", embed=False)
-        self.compare = ComparisonView()
-        self.hint = pn.pane.HTML(
-            "<p>Tick two saved runs to compare them side by side.</p>")
-        self.state.param.watch(self._update_table, "saved")
-        self.table.param.watch(self._update_compare, "selection")
-        self._update_table()
-
-    def _update_table(self, *events):
-        self.table.value = runs_frame(self.state.saved)
-        has_runs = bool(self.state.saved)
-        self.download_json.disabled = self.download_csv.disabled = not has_runs
-
-    def _update_compare(self, *events):
-        chosen = [self.state.saved[i] for i in self.table.selection[:2]
-                  if i < len(self.state.saved)]
-        self.compare.show(chosen)
-
-    def _download(self, fmt: str) -> io.StringIO:
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        records = list(self.state.saved)
-        if fmt == "json":
-            self.download_json.filename = f"attention-runs-{stamp}.json"
-            return io.StringIO(export_json(records, []))
-        self.download_csv.filename = f"attention-runs-{stamp}.csv"
-        return io.StringIO(export_csv(records))
-
-    def __panel__(self):
-        return pn.Column(
-            pn.pane.HTML("<h3>Saved runs</h3>"), self.table,
-            pn.Row(self.download_json, self.download_csv), self.hint, self.compare,
-        )
-
-
-def _matrix(rows) -> np.ndarray:
-    return np.array([[np.nan if x is None else x for x in row] for row in rows], dtype=float)
-
-
-class ComparisonView(pn.viewable.Viewer):
-    """Two saved runs side by side: both weight heat maps, their difference, row sums."""
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.first = HeatMap("Weights of run A", "compare-a", kind="weights", size=260)
-        self.second = HeatMap("Weights of run B", "compare-b", kind="weights", size=260)
-        self.difference = HeatMap("Difference A − B", "compare-diff", kind="difference",
-                                  size=260)
-        self.summary = pn.pane.HTML("", name="comparison-summary", stylesheets=[TABLE_CSS])
-        self._pane = pn.Column(
-            pn.pane.HTML("<h3>Comparison</h3>"), self.summary,
-            pn.FlexBox(self.first, self.second, self.difference), visible=False)
-
-    def show(self, records) -> None:
-        """Compare the first two of ``records`` (hide the view if fewer than two)."""
-        if len(records) < 2:
-            self._pane.visible = False
-            return
-        a, b = records[:2]
-        wa, wb = _matrix(a.results["weights"]), _matrix(b.results["weights"])
-        ma = ~np.array(a.results["mask"], dtype=bool)
-        mb = ~np.array(b.results["mask"], dtype=bool)
-        for heat_map, record, w, masked in ((self.first, a, wa, ma), (self.second, b, wb, mb)):
-            after = record.mask_after_softmax
-            heat_map.update(w, masked, weights=w, masked_label="zeroed" if after else "masked",
-                            masked_note="zeroed after softmax" if after else "masked")
-        same_shape = wa.shape == wb.shape
-        if same_shape:
-            self.difference.update(wa - wb, np.zeros_like(ma), weights=wa - wb)
-        self.difference.visible = same_shape
-        self.summary.object = self._summary(a, b, same_shape)
-        self._pane.visible = True
-
-    @staticmethod
-    def _summary(a, b, same_shape: bool) -> str:
-        def cells(values):
-            return "".join(f"<td>{'—' if v is None else _num(v)}</td>" for v in values)
-
-        rows = []
-        for tag, r in (("A", a), ("B", b)):
-            name = html.escape(r.label or r.id)
-            rows.append(
-                f"<tr><th scope='row'>{tag}: {name} ({html.escape(_mode_title(r))})</th>"
-                f"<td>{_num(r.total_future_weight) if r.total_future_weight is not None else '—'}"
-                f"</td><td>{_num(r.min_row_sum) if r.min_row_sum is not None else '—'}</td>"
-                f"{cells(r.results['row_sums'])}</tr>")
-        width = max(a.T, b.T)
-        head = "".join(f"<th scope='col'>row {i + 1} sum</th>" for i in range(width))
-        note = "" if same_shape else "<p>The runs have different token counts: no difference map.</p>"
-        return (
-            "<table aria-label='Comparison of row sums and future-token weight'><thead><tr>"
-            "<th scope='col'>run</th><th scope='col'>total future-token weight</th>"
-            f"<th scope='col'>smallest row sum</th>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>{note}")
-
-    def __panel__(self):
-        return self._pane

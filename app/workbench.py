@@ -8,15 +8,9 @@ from __future__ import annotations
 
 import panel as pn
 
+from app.runs import RunsView, SaveView
 from app.state import WorkbenchState
-from app.views import (
-    ChecksView,
-    InputsView,
-    MatricesView,
-    ReadoutsView,
-    RunsView,
-    SaveView,
-)
+from app.views import ChecksView, InputsView, MatricesView, ReadoutsView
 from attention_core.store import RunStore, resolve_runs_dir
 
 INTRO = """

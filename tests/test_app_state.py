@@ -9,8 +9,9 @@ import pytest
 
 from app.heatmap import format_number
 from app.parsing import clean_text, parse_number
+from app.runs import RunsView
 from app.state import WorkbenchState
-from app.views import MatricesView, RunsView
+from app.views import MatricesView
 from attention_core.records import validate_record
 from attention_core.store import RunStore
 
@@ -189,3 +190,18 @@ def test_a_full_or_read_only_store_says_not_saved_and_the_app_keeps_working(stat
     assert state.input_ok and state.result.keys[0] == 3.0
     monkeypatch.undo()
     assert state.save_run() is not None and state.save_ok
+
+
+def test_comparison_marks_only_the_cells_a_run_itself_masked():
+    from app.compare import masked_cells
+    from attention_core import scaled_dot_product_attention
+    from attention_core.records import ExperimentRecord
+
+    def record(**kw):
+        return ExperimentRecord.from_result(scaled_dot_product_attention([1, 1, 1], [1, 2, 9], **kw))
+
+    future = np.triu(np.ones((3, 3), dtype=bool), k=1)
+    assert (masked_cells(record()) == future).all()
+    assert (masked_cells(record(mask_after_softmax=True)) == future).all()
+    assert not masked_cells(record(failure_mode="no_mask")).any()  # its future cells carry weight
+    assert not masked_cells(record(causal=False)).any()

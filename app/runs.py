@@ -1,0 +1,141 @@
+"""Recording runs: the lesson's checkpoints and Save run, this session's saved runs, downloads.
+
+Learner text is only ever shown escaped or in plain-text table cells.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from datetime import UTC, datetime
+
+import panel as pn
+import param
+
+from app.compare import ComparisonView, mode_title
+from app.heatmap import format_number
+from app.state import WorkbenchState
+from attention_core.store import export_csv, export_json
+
+_STATUS_CSS = """
+.status { padding: 8px 12px; border-radius: 4px; unicode-bidi: isolate; }
+.ok { background: #e6f4ea; color: #1b5e20; } .error { background: #fdecea; color: #b00020; }
+"""
+
+
+class SaveView(pn.viewable.Viewer):
+    """The lesson's checkpoints (prediction, explanation), optional learner/label, and Save run."""
+
+    state = param.ClassSelector(class_=WorkbenchState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        s = self.state
+        self.prediction = pn.widgets.TextAreaInput.from_param(
+            s.param.prediction, name="Prediction", height=80, max_length=2000,
+            placeholder="Can token 2 attend to token 3, and what will post-softmax masking "
+                        "change?")
+        self.learner = pn.widgets.TextInput.from_param(s.param.learner, name="Learner",
+                                                       max_length=100)
+        self.label = pn.widgets.TextInput.from_param(s.param.label, name="Label", max_length=100)
+        self.explanation = pn.widgets.TextAreaInput.from_param(
+            s.param.explanation, name="Explanation", height=80, max_length=2000,
+            placeholder="What invariant did your evidence reveal, and how did the broken mode "
+                        "violate it?")
+        self.button = pn.widgets.Button(name="Save run", button_type="primary")
+        self.button.on_click(lambda e: s.save_run())
+        # Plain HTML with escaped text, not an Alert: Alert renders Markdown, and the message
+        # can quote the learner's label.
+        self.message = pn.pane.HTML("", visible=False, stylesheets=[_STATUS_CSS],
+                                    sizing_mode="stretch_width")
+        s.param.watch(self._update, ["save_message", "save_ok", "input_ok"])
+        self._update()
+
+    def _update(self, *events):
+        s = self.state
+        self.button.disabled = not s.input_ok
+        kind = "ok" if s.save_ok else "error"
+        self.message.object = (f'<div class="status {kind}" role="status">'
+                               f"{html.escape(s.save_message)}</div>")
+        self.message.visible = bool(s.save_message)
+
+    def __panel__(self):
+        return pn.Column(
+            pn.pane.HTML("<h3>Record your run</h3>"),
+            self.prediction, pn.Row(self.learner, self.label), self.button, self.message,
+            self.explanation,
+        )
+
+
+def runs_frame(records):
+    """This session's saved runs as a pandas DataFrame, one row per experiment record."""
+    import pandas as pd
+
+    def number(x):
+        return "—" if x is None else format_number(x)
+
+    rows = [{
+        "run": n, "id": r.id, "saved (UTC)": r.created_at[11:19], "label": r.label or "",
+        "learner": r.learner or "",
+        "mode": mode_title(r), "future-token weight": number(r.total_future_weight),
+        "smallest row sum": number(r.min_row_sum),
+        "failed checks": ", ".join(r.failed_checks) or "none",
+    } for n, r in enumerate(records, start=1)]
+    return pd.DataFrame(rows, columns=list(_RUN_COLUMNS))
+
+
+# Column name -> width in pixels; all text is shown as plain text, never HTML.
+_RUN_COLUMNS = {"run": 55, "id": 10, "saved (UTC)": 95, "label": 120, "learner": 100, "mode": 190,
+                "future-token weight": 105, "smallest row sum": 105, "failed checks": 160}
+
+
+class RunsView(pn.viewable.Viewer):
+    """This session's saved runs, downloads of them, and a side-by-side comparison of two."""
+
+    state = param.ClassSelector(class_=WorkbenchState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.table = pn.widgets.Tabulator(
+            runs_frame([]), name="Saved runs", show_index=False, selectable="checkbox",
+            disabled=True, hidden_columns=["id"], sizing_mode="stretch_width", height=220,
+            widths=dict(_RUN_COLUMNS), text_align="left",
+            formatters={c: {"type": "plaintext"} for c in _RUN_COLUMNS},
+        )
+        self.download_json = pn.widgets.FileDownload(
+            callback=lambda: self._download("json"), filename="attention-runs.json",
+            label="Download my runs (JSON)", embed=False)
+        self.download_csv = pn.widgets.FileDownload(
+            callback=lambda: self._download("csv"), filename="attention-runs.csv",
+            label="Download my runs (CSV)", embed=False)
+        self.compare = ComparisonView()
+        self.hint = pn.pane.HTML(
+            "<p>Tick two saved runs to compare them side by side.</p>")
+        self.state.param.watch(self._update_table, "saved")
+        self.table.param.watch(self._update_compare, "selection")
+        self._update_table()
+
+    def _update_table(self, *events):
+        self.table.value = runs_frame(self.state.saved)
+        has_runs = bool(self.state.saved)
+        self.download_json.disabled = self.download_csv.disabled = not has_runs
+
+    def _update_compare(self, *events):
+        chosen = [self.state.saved[i] for i in self.table.selection[:2]
+                  if i < len(self.state.saved)]
+        self.compare.show(chosen)
+
+    def _download(self, fmt: str) -> io.StringIO:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        records = list(self.state.saved)
+        if fmt == "json":
+            self.download_json.filename = f"attention-runs-{stamp}.json"
+            return io.StringIO(export_json(records, []))
+        self.download_csv.filename = f"attention-runs-{stamp}.csv"
+        return io.StringIO(export_csv(records))
+
+    def __panel__(self):
+        return pn.Column(
+            pn.pane.HTML("<h3>Saved runs</h3>"), self.table,
+            pn.Row(self.download_json, self.download_csv), self.hint, self.compare,
+        )
