@@ -24,6 +24,22 @@ UNUSED_SESSION_LIFETIME_MS = 60_000
 CHECK_UNUSED_SESSIONS_MS = 10_000
 
 
+def _served_locally(factory):
+    """Wrap a page factory so its stylesheets always come from this server, never a CDN.
+
+    Panel records where the page's CSS lives while it answers the page request. With
+    ``--num-procs`` the page's websocket can reach another worker, which then builds the session
+    without that request and falls back to Panel's CDN, which a classroom offline cannot reach.
+    Both routes sit at the top level, so the relative static path is the same for each.
+    """
+    from panel.io.resources import LOCAL_DIST
+
+    def build():
+        pn.state.curdoc.template_variables["dist_url"] = LOCAL_DIST
+        return factory()
+    return build
+
+
 def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bool = False,
           num_procs: int = 1, instructor_password: str | None = None,
           no_instructor_auth: bool = False) -> None:
@@ -65,7 +81,8 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
     print(f"Attention workbench: http://{host}:{port}/  instructor page: http://{host}:{port}"
           f"{INSTRUCTOR_PATH} ({guarded})  (runs saved to {Path(runs_dir).resolve()})", flush=True)
     pn.serve(
-        {"/": lambda: create_workbench(store), INSTRUCTOR_PATH: lambda: create_instructor(store)},
+        {"/": _served_locally(lambda: create_workbench(store)),
+         INSTRUCTOR_PATH: _served_locally(lambda: create_instructor(store))},
         port=port, address=address, show=show,
         title={"/": "Self-attention workbench", INSTRUCTOR_PATH: "Instructor · Self-attention workbench"},
         websocket_origin=origins, check_unused_sessions=CHECK_UNUSED_SESSIONS_MS,

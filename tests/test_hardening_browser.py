@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -160,4 +161,39 @@ def test_free_text_longer_than_its_limit_is_refused_with_a_message(tmp_path, pag
         assert len(record["explanation"]) <= 2000
         watch.assert_clean()
     finally:
+        server.stop()
+
+
+def test_many_tabs_saving_at_once_on_two_processes_each_save_lands_exactly_once(tmp_path, browser):
+    runs = tmp_path / "runs"
+    server = start_server(runs, tmp_path / "server.log", "--num-procs", "2")
+    tabs, saves_per_tab = 6, 5
+    contexts, pages, watches = [], [], []
+    try:
+        for k in range(tabs):
+            context = browser.new_context()
+            page = context.new_page()
+            contexts.append(context)
+            pages.append(page)
+            watches.append(open_and_prepare(page, server, f"tab {k}"))
+        for _ in range(saves_per_tab):  # every tab clicks before any waits: saves interleave
+            for page in pages:
+                page.get_by_role("button", name="Save run").click(no_wait_after=True)
+        for page in pages:
+            expect(page.locator(".tabulator-row")).to_have_count(saves_per_tab, timeout=30_000)
+        files = list(runs.glob("*.json"))
+        records = [json.loads(p.read_text()) for p in files]
+        assert len(records) == tabs * saves_per_tab
+        assert len({r["id"] for r in records}) == len(records)
+        for k in range(tabs):
+            assert sum(r["label"] == f"tab {k}" for r in records) == saves_per_tab
+        exported = subprocess.run(
+            [sys.executable, "-m", "app.cli", "export", "--runs-dir", str(runs), "--format", "json"],
+            capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent)
+        assert sorted(r["id"] for r in json.loads(exported.stdout)["runs"]) == sorted(r["id"] for r in records)
+        for watch in watches:
+            watch.assert_clean()
+    finally:
+        for context in contexts:
+            context.close()
         server.stop()
