@@ -145,8 +145,6 @@ class MatricesView(pn.viewable.Viewer):
         return pn.FlexBox(self.scores, self.weights)
 
 
-
-
 class ReadoutsView(pn.viewable.Viewer):
     """Each row's sum and future-token weight, the totals, the mode banner, and the output."""
 
