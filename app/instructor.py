@@ -433,6 +433,7 @@ def create_instructor(store: RunStore) -> pn.template.BootstrapTemplate:
 
     template = pn.template.BootstrapTemplate(
         title="Self-attention workbench · Instructor", header_background="#37474f",
+        busy_indicator=None,  # process-wide flag: see app.workbench.create_workbench
     )
     template.main.append(pn.Column(
         pn.pane.HTML(INTRO),

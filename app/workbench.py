@@ -28,6 +28,9 @@ def create_workbench(store: RunStore | None = None) -> pn.template.BootstrapTemp
     state = WorkbenchState(store if store is not None else RunStore(resolve_runs_dir()))
     template = pn.template.BootstrapTemplate(
         title="Self-attention workbench", sidebar_width=420, header_background="#37474f",
+        # Panel's busy indicator follows one process-wide flag: every learner's edit would send
+        # a patch to every open page, so a class of 40 waited on each other's edits.
+        busy_indicator=None,
     )
     template.sidebar.append(InputsView(state=state))
     readouts = ReadoutsView(state=state)
