@@ -6,7 +6,9 @@ fsyncs the directory: a ``.json`` file is either complete or absent, even after 
 loss. Listing never fails on a bad file: corrupt, empty, foreign, newer-schema, oversized (judged
 by ``stat``, never read), non-regular and oddly named files are reported as problems and skipped.
 Parsed files are cached by (name, mtime_ns, size, inode), so re-listing thousands of unchanged
-runs reads nothing. Exports (JSON bundle, CSV) are pure functions of the records.
+runs reads nothing. :meth:`RunStore.list_summaries` lists runs without their matrices and, cold,
+takes them from the summary index (:mod:`attention_core.summaries`) instead of parsing every file.
+Exports (JSON bundle, CSV) are pure functions of the records.
 
 Left out: locking between processes (not needed: every write is a new, uniquely named file).
 """
@@ -22,15 +24,20 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from attention_core.records import ID_PATTERN, SCHEMA_VERSION, ExperimentRecord, RecordError
+from attention_core.summaries import INDEX_NAME, RunSummary, StatKey, read_index, write_index
 
 RUNS_DIR_ENV = "ATTENTION_WORKBENCH_RUNS_DIR"
 MAX_RECORD_BYTES = 2 * 1024 * 1024
+# The summary index may lag this many runs behind the directory before a listing rewrites it: a
+# cold listing then parses at most this many files (~130 µs each), and a class saving runs does
+# not make every refresh rewrite an index of thousands of entries.
+INDEX_SLACK = 100
 EXPORT_FORMAT = "attention-workbench-runs"
 CSV_COLUMNS = ("id", "created_at", "learner", "label", "causal", "mask_after_softmax",
                "failure_mode", "T", "total_future_weight", "min_row_sum", "max_row_sum_error",
@@ -61,8 +68,9 @@ class Listing:
 
     Attributes
     ----------
-    records : list of ExperimentRecord
-        The readable runs, sorted by ``created_at`` then id.
+    records : list of ExperimentRecord or RunSummary
+        The readable runs, sorted by ``created_at`` then id (summaries from
+        :meth:`RunStore.list_summaries`).
     problems : list of (str, str)
         ``(file name, reason)`` for every file skipped, sorted by file name.
     """
@@ -94,6 +102,9 @@ class RunStore:
     ----------
     directory : str or path-like
         Created (with parents) unless ``create=False``.
+    index_slack : int
+        How many runs the summary index may lag behind before :meth:`list_summaries` rewrites
+        it (default :data:`INDEX_SLACK`).
 
     Raises
     ------
@@ -101,9 +112,13 @@ class RunStore:
         The directory cannot be created.
     """
 
-    def __init__(self, directory: str | os.PathLike, *, create: bool = True) -> None:
+    def __init__(self, directory: str | os.PathLike, *, create: bool = True,
+                 index_slack: int = INDEX_SLACK) -> None:
         self.directory = Path(directory)
-        self._cache: dict[str, tuple[tuple[int, int, int], ExperimentRecord | str]] = {}
+        self.index_slack = index_slack
+        self._cache: dict[str, tuple[StatKey, ExperimentRecord | str]] = {}
+        self._summaries: dict[str, tuple[StatKey, RunSummary | str]] = {}
+        self._indexed: dict[str, StatKey] | None = None  # what the index file holds, once read
         self._lock = threading.Lock()
         if create:
             try:
@@ -179,27 +194,100 @@ class RunStore:
         """Every readable run, sorted by ``created_at`` then id, and the files skipped.
 
         Never raises for a bad file; an unreadable directory raises ``OSError``. Temp files
-        (``.*.tmp``) are ignored. Unchanged files are not read again (cached by stat).
+        (``.*.tmp``) and the summary index are ignored. Unchanged files are not read again
+        (cached by stat).
         """
         listing, seen = Listing(), set()
-        with os.scandir(self.directory) as entries:
-            for entry in entries:
-                if entry.name.startswith(".") and entry.name.endswith(".tmp"):
-                    continue
-                seen.add(entry.name)
-                try:
-                    loaded = self._load(entry.name, entry.stat(follow_symlinks=False))
-                except OSError as error:  # vanished or unreadable between scandir and stat
-                    loaded = f"could not be read ({error.strerror or error})"
-                if isinstance(loaded, str):
-                    listing.problems.append((entry.name, loaded))
-                else:
-                    listing.records.append(loaded)
-        with self._lock:
-            for name in set(self._cache) - seen:
-                del self._cache[name]
+        for name, st in _scan(self.directory):
+            seen.add(name)
+            loaded = st if isinstance(st, str) else self._load(name, st)
+            if isinstance(loaded, str):
+                listing.problems.append((name, loaded))
+            else:
+                listing.records.append(loaded)
+        self._forget(seen)
         listing.records.sort(key=lambda r: (r.created_datetime, r.id))
         listing.problems.sort()
+        return listing
+
+    def list_summaries(self) -> Listing:
+        """Every readable run as a :class:`RunSummary`, sorted like :meth:`list`, and the files skipped.
+
+        The same runs and problems as :meth:`list`, without reading the matrices: a file is
+        parsed and fully checked only when neither this store's memory nor the summary index
+        holds an entry with its current stat. The first call reads the index; a call that finds
+        the index more than ``index_slack`` runs behind rewrites it (best effort).
+        """
+        listing, seen = Listing(), set()
+        if self._indexed is None:
+            from_disk = read_index(self.directory)
+            self._indexed = {name: key for name, (key, _) in from_disk.items()}
+        else:
+            from_disk = {}
+        for name, st in _scan(self.directory):
+            seen.add(name)
+            if isinstance(st, str):
+                loaded = st
+            else:
+                key = (st.st_mtime_ns, st.st_size, st.st_ino)
+                cached = self._summaries.get(name)
+                if cached is None or cached[0] != key:
+                    cached = from_disk.get(name)
+                if cached is not None and cached[0] == key and stat.S_ISREG(st.st_mode):
+                    loaded = cached[1]
+                else:
+                    read = _read_record(self.directory, name, st)
+                    loaded = read if isinstance(read, str) else RunSummary.of(read)
+                with self._lock:
+                    self._summaries[name] = (key, loaded)
+            if isinstance(loaded, str):
+                listing.problems.append((name, loaded))
+            else:
+                listing.records.append(loaded)
+        self._forget(seen)
+        listing.records.sort(key=lambda r: (r.created_datetime, r.id))
+        listing.problems.sort()
+        self._update_index(listing.records)
+        return listing
+
+    def _update_index(self, summaries: list[RunSummary]) -> None:
+        """Rewrite the summary index if it lags more than ``index_slack`` runs behind."""
+        current = {f"{s.id}.json": self._summaries[f"{s.id}.json"][0] for s in summaries}
+        indexed = self._indexed or {}
+        behind = sum(1 for name, key in current.items() if indexed.get(name) != key)
+        behind += sum(1 for name in indexed if name not in current)
+        if behind == 0 or behind < self.index_slack:
+            return
+        entries = {name: (key, self._summaries[name][1]) for name, key in current.items()}
+        if write_index(self.directory, entries):
+            self._indexed = current
+
+    def _forget(self, seen: set[str]) -> None:
+        """Drop cached files that are gone from the directory."""
+        with self._lock:
+            for cache in (self._cache, self._summaries):
+                for name in set(cache) - seen:
+                    del cache[name]
+
+    def read_records(self, run_ids: Iterable[str]) -> Listing:
+        """The full records of ``run_ids``, read and checked afresh, in the order given.
+
+        For exports of a summary listing: nothing is cached, so exporting a whole class does not
+        keep every record in memory. A run that is gone or unreadable is a problem, not an error.
+        """
+        listing = Listing()
+        for run_id in run_ids:
+            name = f"{run_id}.json"
+            try:
+                st = os.lstat(self.directory / name)
+            except OSError as error:
+                listing.problems.append((name, f"could not be read ({error.strerror or error})"))
+                continue
+            loaded = _read_record(self.directory, name, st)
+            if isinstance(loaded, str):
+                listing.problems.append((name, loaded))
+            else:
+                listing.records.append(loaded)
         return listing
 
     def _load(self, name: str, st: os.stat_result) -> ExperimentRecord | str:
@@ -236,6 +324,19 @@ class RunStore:
                 except OSError:
                     pass  # already gone, or not ours to remove
         return removed
+
+
+def _scan(directory: Path) -> Iterator[tuple[str, os.stat_result | str]]:
+    """(name, lstat or the reason it could not be taken) of every file a listing looks at."""
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            name = entry.name
+            if name == INDEX_NAME or (name.startswith(".") and name.endswith(".tmp")):
+                continue
+            try:
+                yield name, entry.stat(follow_symlinks=False)
+            except OSError as error:  # vanished or unreadable between scandir and stat
+                yield name, f"could not be read ({error.strerror or error})"
 
 
 def _writer_alive(temp_name: str) -> bool:
@@ -316,16 +417,30 @@ def export_json(records: Iterable[ExperimentRecord],
     str
         ``{"format": "attention-workbench-runs", "schema_version": 1, "exported_at": <UTC ISO
         8601>, "runs": [record, ...], "skipped": [{"file": ..., "reason": ...}, ...]}`` with a
-        final newline; no ``NaN``/``Infinity`` tokens.
+        final newline; no ``NaN``/``Infinity`` tokens. One run per line.
     """
-    bundle = {
-        "format": EXPORT_FORMAT,
-        "schema_version": SCHEMA_VERSION,
-        "exported_at": datetime.now(UTC).isoformat(timespec="microseconds"),
-        "runs": [r.to_dict() for r in records],
-        "skipped": [{"file": name, "reason": reason} for name, reason in problems],
-    }
-    return json.dumps(bundle, allow_nan=False, ensure_ascii=False, indent=1) + "\n"
+    return "".join(iter_export_json(records, problems))
+
+
+def iter_export_json(records: Iterable[ExperimentRecord],
+                     problems: Sequence[tuple[str, str]] = ()) -> Iterator[str]:
+    """:func:`export_json` in pieces, a run at a time, for writing a large class as it is read.
+
+    Notes
+    -----
+    Each record is encoded by its own :meth:`ExperimentRecord.to_json` (no copy of its data,
+    and the C encoder; an indented bundle would use the pure-Python one, ~10× slower).
+    """
+    head = json.dumps({"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION,
+                       "exported_at": datetime.now(UTC).isoformat(timespec="microseconds")})
+    yield head[:-1] + ', "runs": ['
+    separator = "\n"
+    for record in records:
+        yield separator + record.to_json()
+        separator = ",\n"
+    skipped = [{"file": name, "reason": reason} for name, reason in problems]
+    yield ("\n" if separator != "\n" else "") + '], "skipped": ' + json.dumps(
+        skipped, allow_nan=False, ensure_ascii=False) + "}\n"
 
 
 def _csv_text(value: str | None) -> str:
@@ -343,7 +458,7 @@ def export_csv(records: Iterable[ExperimentRecord]) -> str:
 
     Parameters
     ----------
-    records : iterable of ExperimentRecord
+    records : iterable of ExperimentRecord or RunSummary
 
     Returns
     -------
@@ -372,5 +487,6 @@ def export_csv(records: Iterable[ExperimentRecord]) -> str:
     return out.getvalue()
 
 
-__all__ = ["CSV_COLUMNS", "MAX_RECORD_BYTES", "RUNS_DIR_ENV", "Listing", "RunStore", "StoreError",
-           "export_csv", "export_json", "resolve_runs_dir"]
+__all__ = ["CSV_COLUMNS", "INDEX_SLACK", "MAX_RECORD_BYTES", "RUNS_DIR_ENV", "Listing", "RunStore",
+           "RunSummary", "StoreError", "export_csv", "export_json", "iter_export_json",
+           "resolve_runs_dir"]

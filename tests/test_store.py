@@ -345,3 +345,15 @@ def test_save_names_its_temp_file_after_the_writing_process(tmp_path, monkeypatc
     monkeypatch.setattr(os, "link", spy)
     RunStore(tmp_path).save(make_record())
     assert len(seen) == 1 and seen[0].startswith(f".{os.getpid()}-") and seen[0].endswith(".tmp")
+
+
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_export_json_writes_a_run_per_line_with_the_records_exact_content(count):
+    records = [make_record(minutes=m, learner="Ada\u202e", notes="x\ny") for m in range(count)]
+    text = export_json(records, [("bad.json", "not valid JSON")])
+    bundle = json.loads(text, parse_constant=refuse_constant)
+    assert bundle["runs"] == [r.to_dict() for r in records]
+    assert bundle["skipped"] == [{"file": "bad.json", "reason": "not valid JSON"}]
+    assert text.endswith("}\n")
+    run_lines = [line.rstrip(",") for line in text.splitlines()[1:-1]]
+    assert [json.loads(line) for line in run_lines] == [r.to_dict() for r in records]
