@@ -20,6 +20,17 @@ from attention_core.store import RunStore, export_csv, export_json, resolve_runs
 EXIT_OK, EXIT_WRITE_FAILED, EXIT_USAGE = 0, 1, 2
 
 
+def _port(text: str) -> int:
+    """argparse type: a TCP port, 0 (any free one) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0 to 65535)")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for both subcommands."""
     parser = argparse.ArgumentParser(
@@ -30,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="start the workbench in a browser-facing server")
     serve.add_argument("--runs-dir", help=runs_help)
-    serve.add_argument("--port", type=int, default=5006, help="TCP port (default 5006)")
+    serve.add_argument("--port", type=_port, default=5006, help="TCP port (default 5006)")
     serve.add_argument("--address", default="localhost",
                        help="interface to bind (default localhost; 0.0.0.0 for a class server)")
     serve.add_argument("--num-procs", type=int, default=1, metavar="N",
@@ -44,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="write every readable run as JSON or CSV")
     export.add_argument("--runs-dir", help=runs_help)
     export.add_argument("--format", choices=("json", "csv"), required=True)
-    export.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
+    export.add_argument("-o", "--output", help="file to write (default, or -: stdout)")
     return parser
 
 
@@ -59,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs_dir = resolve_runs_dir(args.runs_dir)
     if args.command == "serve":
         return _serve(args, runs_dir)
-    return _export(runs_dir, args.format, args.output)
+    output = None if args.output in (None, "-") else Path(args.output)
+    return _export(runs_dir, args.format, output)
 
 
 def _serve(args: argparse.Namespace, runs_dir: Path) -> int:
@@ -80,8 +92,8 @@ def _serve(args: argparse.Namespace, runs_dir: Path) -> int:
 
 def _export(runs_dir: Path, fmt: str, output: Path | None) -> int:
     if not runs_dir.is_dir():
-        print(f"attention-workbench export: error: runs directory {runs_dir} does not exist",
-              file=sys.stderr)
+        why = "is not a directory" if runs_dir.exists() else "does not exist"
+        print(f"attention-workbench export: error: runs directory {runs_dir} {why}", file=sys.stderr)
         return EXIT_USAGE
     try:
         listing = RunStore(runs_dir, create=False).list()

@@ -1,0 +1,34 @@
+"""Command-line arguments people get wrong: clear messages, never a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from store_helpers import make_record
+
+from app.cli import main
+from attention_core.store import RunStore
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_serve_refuses_a_port_that_is_not_one(port, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--port", port])
+    assert exit_info.value.code == 2
+    assert "--port" in capsys.readouterr().err
+
+
+def test_export_to_dash_writes_stdout_not_a_file_named_dash(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    RunStore(tmp_path / "runs").save(make_record())
+    assert main(["export", "--runs-dir", "runs", "--format", "json", "-o", "-"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["runs"]) == 1
+    assert not (tmp_path / "-").exists()
+
+
+def test_export_from_a_file_says_it_is_not_a_directory(tmp_path, capsys):
+    a_file = tmp_path / "passwd"
+    a_file.write_text("root:x:0:0")
+    assert main(["export", "--runs-dir", str(a_file), "--format", "csv"]) == 2
+    assert f"runs directory {a_file} is not a directory" in capsys.readouterr().err
