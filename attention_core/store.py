@@ -38,6 +38,13 @@ MAX_RECORD_BYTES = 2 * 1024 * 1024
 # cold listing then parses at most this many files (~130 µs each), and a class saving runs does
 # not make every refresh rewrite an index of thousands of entries.
 INDEX_SLACK = 100
+# A summary listing is answered from memory while the directory's mtime is unchanged (no file
+# added, removed or renamed), for at most RESCAN_SECONDS (so a file edited in place still shows
+# within that time), and only when the directory last changed RACY_SECONDS or more before that
+# listing began: a change within the file system's timestamp granularity could otherwise keep
+# the old mtime (git's "racy clean" problem).
+RESCAN_SECONDS = 10.0
+RACY_SECONDS = 2.0
 EXPORT_FORMAT = "attention-workbench-runs"
 CSV_COLUMNS = ("id", "created_at", "learner", "label", "causal", "mask_after_softmax",
                "failure_mode", "T", "total_future_weight", "min_row_sum", "max_row_sum_error",
@@ -119,6 +126,8 @@ class RunStore:
         self._cache: dict[str, tuple[StatKey, ExperimentRecord | str]] = {}
         self._summaries: dict[str, tuple[StatKey, RunSummary | str]] = {}
         self._indexed: dict[str, StatKey] | None = None  # what the index file holds, once read
+        # (directory mtime_ns, inode, wall-clock ns when the listing began, the listing)
+        self._last_summaries: tuple[int, int, int, Listing] | None = None
         self._lock = threading.Lock()
         if create:
             try:
@@ -216,8 +225,17 @@ class RunStore:
         The same runs and problems as :meth:`list`, without reading the matrices: a file is
         parsed and fully checked only when neither this store's memory nor the summary index
         holds an entry with its current stat. The first call reads the index; a call that finds
-        the index more than ``index_slack`` runs behind rewrites it (best effort).
+        the index more than ``index_slack`` runs behind rewrites it (best effort). While no file
+        was added, removed or renamed, the last listing is given again (see
+        :data:`RESCAN_SECONDS`): one ``stat`` instead of one per run, for every session's poll.
         """
+        began = time.time_ns()
+        here = os.stat(self.directory)
+        last = self._last_summaries
+        if (last is not None and last[:2] == (here.st_mtime_ns, here.st_ino)
+                and last[2] - here.st_mtime_ns >= RACY_SECONDS * 1e9
+                and began - last[2] < RESCAN_SECONDS * 1e9):
+            return Listing(list(last[3].records), list(last[3].problems))
         listing, seen = Listing(), set()
         if self._indexed is None:
             from_disk = read_index(self.directory)
@@ -248,6 +266,8 @@ class RunStore:
         listing.records.sort(key=lambda r: (r.created_datetime, r.id))
         listing.problems.sort()
         self._update_index(listing.records)
+        self._last_summaries = (here.st_mtime_ns, here.st_ino, began,
+                                Listing(list(listing.records), list(listing.problems)))
         return listing
 
     def _update_index(self, summaries: list[RunSummary]) -> None:

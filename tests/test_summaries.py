@@ -238,3 +238,28 @@ def test_read_records_reads_full_records_afresh_and_reports_the_missing(tmp_path
     assert got.records == [records[2], records[0]]
     assert [name for name, _ in got.problems] == [f"{records[1].id}.json"]
     assert store._cache == {}  # an export does not keep the class in memory
+
+
+def test_an_unchanged_directory_is_answered_from_memory_for_a_while(tmp_path, monkeypatch):
+    from attention_core import store as store_module
+
+    store = RunStore(tmp_path, index_slack=10**6)
+    store.save(make_record(minutes=0))
+    scans = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: scans.append(path) or real_scandir(path))
+    first = store.list_summaries()
+    assert len(scans) == 1
+    # Just changed (within RACY_SECONDS of the listing): a change in the same timestamp tick
+    # would be invisible in the mtime, so the directory is scanned again.
+    assert store.list_summaries().records == first.records and len(scans) == 2
+    monkeypatch.setattr(store_module, "RACY_SECONDS", 0.0)  # as if that listing began later
+    again = store.list_summaries()
+    assert len(scans) == 2 and again.records == first.records and again.records is not first.records
+    store.save(make_record(minutes=1))  # a new file changes the directory
+    assert len(store.list_summaries().records) == 2 and len(scans) == 3
+    store.list_summaries()
+    assert len(scans) == 3
+    monkeypatch.setattr(store_module, "RESCAN_SECONDS", 0.0)  # a file edited in place shows
+    store.list_summaries()
+    assert len(scans) == 4
