@@ -1,10 +1,13 @@
 """The instructor page (``/instructor``): every learner's runs, the class picture, compare, export.
 
 One :class:`InstructorState` per browser session holds the store's listing, the filters and the
-selection; the views only read it and write the parameters their widgets stand for. New runs
-appear without a reload: a periodic callback per session re-lists the store, which costs a
-directory scan and a ``stat`` per file, because the server's one :class:`RunStore` caches parsed
-files by stat for every session. Learner text (learner, label, prediction, explanation, notes)
+selection; the views only read it and write the parameters their widgets stand for. The listing
+is of :class:`~attention_core.summaries.RunSummary` objects (no matrices): the page needs full
+records only to compare two runs and to export JSON, and reads just those. New runs appear
+without a reload: a periodic callback per session re-lists the store, which costs a directory
+scan and a ``stat`` per file, because the server's one :class:`RunStore` caches summaries by stat
+for every session. The table sends the browser one page at a time; the chart sends one point per
+run with only what its glyphs and hover read. Learner text (learner, label, prediction, explanation, notes)
 reaches the page only as Tabulator ``plaintext`` cells, ``html.escape``d HTML, or Bokeh hover
 fields (which Bokeh escapes); exports write it exactly as saved (the CSV neutralises formulas).
 
@@ -22,13 +25,22 @@ import numpy as np
 import pandas as pd
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, Range1d, TapTool
+from bokeh.models import (
+    CategoricalColorMapper,
+    ColumnDataSource,
+    CustomJSHover,
+    FixedTicker,
+    HoverTool,
+    Range1d,
+    TapTool,
+)
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
 from app.compare import ComparisonView, mode_title
-from attention_core.records import ExperimentRecord
+from attention_core.records import ExperimentRecord, RecordError
 from attention_core.store import RunStore, export_csv, export_json
+from attention_core.summaries import RunSummary
 
 ALL_MODES = "All modes"
 REFRESH_MS = 2000
@@ -67,7 +79,7 @@ class InstructorState(param.Parameterized):
     """One instructor session: the store's runs, the filters, the filtered runs, the selection."""
 
     store = param.ClassSelector(class_=RunStore, doc="The server's run store (shared, cached).")
-    records = param.List(default=[], doc="Every readable run, oldest first.")
+    records = param.List(default=[], doc="Every readable run's summary, oldest first.")
     problems = param.List(default=[], doc="(file name, reason) for every file skipped.")
     learner = param.String(default="", doc="Keep runs whose learner contains this (any case).")
     label = param.String(default="", doc="Keep runs whose label contains this (any case).")
@@ -85,7 +97,7 @@ class InstructorState(param.Parameterized):
 
     def refresh(self) -> None:
         """Re-list the store; change ``records``/``problems`` only if the listing changed."""
-        listing = self.store.list()
+        listing = self.store.list_summaries()
         same = len(listing.records) == len(self.records) and all(
             a is b for a, b in zip(listing.records, self.records, strict=True))
         if not same:
@@ -97,27 +109,34 @@ class InstructorState(param.Parameterized):
         if listing.problems != self.problems:
             self.problems = listing.problems
 
-    def local_time(self, record: ExperimentRecord) -> datetime:
+    def local_time(self, record: RunSummary | ExperimentRecord) -> datetime:
         return record.created_datetime.astimezone(_zone(self.timezone))
 
     @param.depends("records", "learner", "label", "mode", "start", "end", "timezone",
                    watch=True, on_init=True)
     def _filter(self) -> None:
         learner, label = self.learner.strip().casefold(), self.label.strip().casefold()
+        # Parameters read once, not per run: each read goes through param's descriptors.
+        mode, start, end, zone = self.mode, self.start, self.end, _zone(self.timezone)
         kept = []
         for r in self.records:
             if learner and learner not in (r.learner or "").casefold():
                 continue
             if label and label not in (r.label or "").casefold():
                 continue
-            if self.mode != ALL_MODES and mode_title(r) != self.mode:
+            if mode != ALL_MODES and mode_title(r) != mode:
                 continue
-            if self.start is not None or self.end is not None:
-                day = self.local_time(r).date()
-                if (self.start and day < self.start) or (self.end and day > self.end):
+            if start is not None or end is not None:
+                day = r.created_datetime.astimezone(zone).date()
+                if (start and day < start) or (end and day > end):
                     continue
             kept.append(r)
-        self.filtered = kept
+        # Unchanged runs (a refresh with nothing new, a zone change without date filters): keep
+        # the list, so the table and the chart are not rebuilt.
+        same = len(kept) == len(self.filtered) and all(
+            a is b for a, b in zip(kept, self.filtered, strict=True))
+        if not same:
+            self.filtered = kept
 
     def select(self, run_id: str) -> None:
         """Add a run to the selection; a third selection drops the oldest."""
@@ -127,32 +146,67 @@ class InstructorState(param.Parameterized):
 
     @property
     def compared(self) -> list[ExperimentRecord]:
-        """The selected runs still in the store, in selection order."""
-        by_id = {r.id: r for r in self.records}
-        return [by_id[i] for i in self.selected_ids if i in by_id]
+        """The selected runs still in the store, in full, in selection order."""
+        listed = {r.id for r in self.records}
+        compared = []
+        for run_id in self.selected_ids:
+            if run_id in listed:
+                try:
+                    compared.append(self.store.get(run_id))  # cached by stat in the store
+                except (KeyError, RecordError):
+                    pass  # gone or damaged since the listing: the next refresh reports it
+        return compared
 
     def export(self, fmt: str) -> str:
         """The filtered runs as a JSON bundle (with the store's problems) or as CSV."""
         if fmt == "json":
-            return export_json(self.filtered, self.problems)
+            full = self.store.read_records(r.id for r in self.filtered)
+            return export_json(full.records, [*self.problems, *full.problems])
         return export_csv(self.filtered)
 
 
-def runs_frame(records: list[ExperimentRecord], state: InstructorState) -> pd.DataFrame:
+def created_texts(records, timezone: str, fmt: str = "%Y-%m-%d %H:%M:%S") -> list[str]:
+    """Each run's ``created_at`` in ``timezone`` formatted with ``fmt``, all at once.
+
+    Vectorised with pandas (a per-run ``astimezone`` and ``strftime`` took ~60 ms of a 10,000-run
+    page); times already in UTC shown in UTC are cut from the ISO text itself.
+    """
+    if not records:
+        return []
+    stamps = [r.created_at for r in records]
+    if _zone(timezone).key in ("UTC", "Etc/UTC") and fmt in _ISO_CUTS and all(
+            s.endswith("+00:00") for s in stamps):
+        return [f"{s[:10]} {s[11:_ISO_CUTS[fmt]]}" for s in stamps]
+    utc = pd.to_datetime(stamps, format="ISO8601", utc=True)
+    return list(utc.tz_convert(_zone(timezone)).strftime(fmt))
+
+
+_ISO_CUTS = {"%Y-%m-%d %H:%M:%S": 19, "%Y-%m-%d %H:%M": 16}  # fmt: end of its ISO 8601 slice
+
+
+def _numbers(values) -> np.ndarray:
+    """Floats with NaN for a summary that was not finite (``None`` in the record)."""
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def runs_frame(records: list[RunSummary], state: InstructorState) -> pd.DataFrame:
     """The table's rows, newest first; free text shortened (full text in the row's details)."""
-    rows = [{
-        "id": r.id,
-        "created (local)": f"{state.local_time(r):%Y-%m-%d %H:%M:%S}",
-        "created (UTC)": f"{r.created_datetime.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
-        "learner": r.learner or "", "label": r.label or "",
-        "causal": r.causal, "mask after softmax": r.mask_after_softmax, "mode": mode_title(r),
-        "tokens": r.T,
-        "total future-token weight": np.nan if r.total_future_weight is None else r.total_future_weight,
-        "smallest row sum": np.nan if r.min_row_sum is None else r.min_row_sum,
-        "failed checks": ", ".join(r.failed_checks) or "none",
-        "prediction": shorten(r.prediction), "explanation": shorten(r.explanation),
-    } for r in reversed(records)]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    rows = records[::-1]
+    columns = {
+        "id": [r.id for r in rows],
+        "created (local)": created_texts(rows, state.timezone),
+        "created (UTC)": created_texts(rows, "UTC"),
+        "learner": [r.learner or "" for r in rows], "label": [r.label or "" for r in rows],
+        "causal": [r.causal for r in rows],
+        "mask after softmax": [r.mask_after_softmax for r in rows],
+        "mode": [mode_title(r) for r in rows], "tokens": [r.T for r in rows],
+        "total future-token weight": _numbers(r.total_future_weight for r in rows),
+        "smallest row sum": _numbers(r.min_row_sum for r in rows),
+        "failed checks": [", ".join(r.failed_checks) or "none" for r in rows],
+        "prediction": [shorten(r.prediction) for r in rows],
+        "explanation": [shorten(r.explanation) for r in rows],
+    }
+    return pd.DataFrame(columns, columns=COLUMNS)
 
 
 _DETAILS_CSS = """
@@ -264,70 +318,89 @@ class RunsTableView(pn.viewable.Viewer):
         return pn.Column(self.count, self.table, sizing_mode="stretch_width")
 
 
+# Hover text of a summary number: "not finite" where the run had none (NaN in the source).
+_NUMBER_HOVER = "return isNaN(value) ? 'not finite' : String(Number(value.toPrecision(4)));"
+
+
 class ClassChartView(pn.viewable.Viewer):
-    """Total future-token weight and smallest row sum per run, grouped by mode; tap selects."""
+    """Total future-token weight and smallest row sum per run, grouped by mode; tap selects.
+
+    One source holds a point per run with just the columns the glyphs, the hover and the tap
+    read (numbers as arrays, sent to the browser in binary); the selected runs (at most two) are
+    drawn again, larger and outlined, from their own small source, so selecting a run never
+    resends every point.
+    """
 
     state = param.ClassSelector(class_=InstructorState)
 
     def __init__(self, **params):
         super().__init__(**params)
         self.source = ColumnDataSource(self._data([]), name="class-source")
+        self.chosen = ColumnDataSource(self._chosen([]), name="class-selected-source")
+        self.colors = CategoricalColorMapper(factors=[], palette=[])
         self.ticker = FixedTicker(ticks=[])
         # One fixed x range for both figures (a DataRange1d would ignore start/end set later).
         self.x_range = Range1d(-0.6, 0.6)
-        hover = [("learner", "@learner"), ("label", "@label"), ("mode", "@mode"),
-                 ("created", "@created"), ("total future-token weight", "@future_text"),
-                 ("smallest row sum", "@row_sum_text")]
         self.figures = [
-            self._figure("Total future-token weight per run", "future_weight", "class-future", hover),
-            self._figure("Smallest row sum per run", "min_row_sum", "class-row-sum", hover),
+            self._figure("Total future-token weight per run", "future_weight", "class-future"),
+            self._figure("Smallest row sum per run", "min_row_sum", "class-row-sum"),
         ]
         self.source.selected.on_change("indices", self._tapped)
-        self.state.param.watch(self._update, ["filtered", "selected_ids", "timezone"])
+        self.state.param.watch(self._update, "filtered")
+        self.state.param.watch(self._relabel, "timezone")
+        self.state.param.watch(self._show_selected, "selected_ids")
         self._update()
 
-    def _figure(self, title: str, column: str, name: str, hover) -> figure:
+    def _figure(self, title: str, column: str, name: str) -> figure:
         fig = figure(title=title, name=f"{name}-figure", height=300, width=520, tools="", x_range=self.x_range,
                      toolbar_location=None, x_axis_label="mode", y_axis_label=title.split(" per")[0])
-        fig.scatter("x", column, source=self.source, size="size", fill_color="color",
-                    line_color="outline", line_width=2, fill_alpha=0.8, nonselection_fill_alpha=0.8,
-                    nonselection_line_alpha=1.0)
-        fig.add_tools(TapTool(), HoverTool(tooltips=hover))
+        color = {"field": "mode", "transform": self.colors}
+        points = fig.scatter("x", column, source=self.source, size=10, fill_color=color,
+                             line_color="white", line_width=2, fill_alpha=0.8,
+                             nonselection_fill_alpha=0.8, nonselection_line_alpha=1.0)
+        fig.scatter("x", column, source=self.chosen, size=16, fill_color=color, line_color="black",
+                    line_width=2, fill_alpha=0.8)
+        number = CustomJSHover(code=_NUMBER_HOVER)
+        hover = HoverTool(renderers=[points], tooltips=[
+            ("learner", "@learner"), ("label", "@label"), ("mode", "@mode"), ("created", "@created"),
+            ("total future-token weight", "@future_weight{custom}"),
+            ("smallest row sum", "@min_row_sum{custom}"),
+        ], formatters={"@future_weight": number, "@min_row_sum": number})
+        fig.add_tools(TapTool(renderers=[points]), hover)
         fig.xaxis.ticker = self.ticker
         fig.xaxis.major_label_orientation = 0.35
         fig.xgrid.grid_line_color = None
         return fig
 
     def _data(self, records) -> dict:
-        modes = mode_order({mode_title(r) for r in records})
+        titles = [mode_title(r) for r in records]
+        modes = mode_order(titles)
         place = {m: n for n, m in enumerate(modes)}
         seen = dict.fromkeys(modes, 0)
-        selected = set(self.state.selected_ids) if hasattr(self, "state") and self.state else set()
-        data = {k: [] for k in ("id", "x", "mode", "learner", "label", "created", "future_weight",
-                                "min_row_sum", "future_text", "row_sum_text", "color", "size",
-                                "outline")}
-        for r in records:
-            mode = mode_title(r)
+        x = np.empty(len(records))
+        for n, mode in enumerate(titles):
             # Spread a group's points evenly (deterministic, unlike a random jitter).
             k = seen[mode]
             seen[mode] += 1
-            offset = ((k * 0.618034) % 1 - 0.5) * 0.6
-            chosen = r.id in selected
-            data["id"].append(r.id)
-            data["x"].append(place[mode] + offset)
-            data["mode"].append(mode)
-            data["learner"].append(r.learner or "")
-            data["label"].append(r.label or "")
-            data["created"].append(f"{self.state.local_time(r):%Y-%m-%d %H:%M}")
-            for key, text in (("future_weight", "future_text"), ("min_row_sum", "row_sum_text")):
-                value = r.results["total_future_weight" if key == "future_weight" else key]
-                data[key].append(np.nan if value is None else value)
-                data[text].append("not finite" if value is None else f"{value:.4g}")
-            data["color"].append(Category10_10[place[mode] % 10])
-            data["size"].append(16 if chosen else 10)
-            data["outline"].append("black" if chosen else "white")
+            x[n] = place[mode] + ((k * 0.618034) % 1 - 0.5) * 0.6
         self._modes = modes
-        return data
+        self._x = dict(zip((r.id for r in records), x, strict=True))
+        return {
+            "id": [r.id for r in records], "x": x, "mode": titles,
+            "learner": [r.learner or "" for r in records], "label": [r.label or "" for r in records],
+            "created": self._created(records),
+            "future_weight": _numbers(r.total_future_weight for r in records),
+            "min_row_sum": _numbers(r.min_row_sum for r in records),
+        }
+
+    def _created(self, records) -> list[str]:
+        zone = self.state.timezone if getattr(self, "state", None) else "UTC"
+        return created_texts(records, zone, "%Y-%m-%d %H:%M")
+
+    def _chosen(self, records) -> dict:
+        return {"x": [self._x[r.id] for r in records], "mode": [mode_title(r) for r in records],
+                "future_weight": _numbers(r.total_future_weight for r in records),
+                "min_row_sum": _numbers(r.min_row_sum for r in records)}
 
     def _update(self, *events) -> None:
         data = self._data(self.state.filtered)
@@ -336,7 +409,21 @@ class ClassChartView(pn.viewable.Viewer):
             for fig in self.figures:
                 fig.xaxis.major_label_overrides = {n: m for n, m in enumerate(self._modes)}
             self.x_range.update(start=-0.6, end=max(len(self._modes), 1) - 0.4)
+            self.colors.update(factors=self._modes,
+                               palette=[Category10_10[n % 10] for n in range(len(self._modes))])
             self.source.data = data
+        self._show_selected()
+
+    def _relabel(self, *events) -> None:
+        """Only the hover's local times change with the browser's zone: send just that column."""
+        with pn.io.unlocked():
+            self.source.data.update(created=self._created(self.state.filtered))
+
+    def _show_selected(self, *events) -> None:
+        shown = {r.id: r for r in self.state.filtered}
+        chosen = [shown[i] for i in self.state.selected_ids if i in shown]
+        with pn.io.unlocked():
+            self.chosen.data = self._chosen(chosen)
 
     def _tapped(self, attr, old, new) -> None:
         if not new:
@@ -466,5 +553,5 @@ def _follow_browser_timezone(state: InstructorState) -> None:
     _set()
 
 
-__all__ = ["ALL_MODES", "InstructorState", "create_instructor", "mode_order", "run_details",
+__all__ = ["ALL_MODES", "InstructorState", "create_instructor", "created_texts", "mode_order", "run_details",
            "runs_frame", "shorten"]

@@ -17,9 +17,11 @@ from app.instructor import (
     ProblemsView,
     RunsTableView,
     create_instructor,
+    created_texts,
     shorten,
 )
-from attention_core.store import RunStore, export_csv, export_json
+from attention_core.records import ExperimentRecord
+from attention_core.store import RunStore, RunSummary, export_csv, export_json
 
 
 @pytest.fixture
@@ -96,12 +98,59 @@ def test_chart_has_one_point_per_filtered_run_grouped_by_mode_and_tap_selects(st
     assert len(data["id"]) == 3
     assert chart.ticker.ticks == [0, 1, 2]
     assert [round(x) for x in data["x"]] == [0, 1, 2]
+    assert chart.colors.factors == ["correct, causal", "mask after softmax (broken)", "no mask"]
+    assert chart.chosen.data["x"] == []
+    before = chart.source.data
     chart.source.selected.indices = [1]  # what a tap does
     assert s.selected_ids == [data["id"][1]]
     assert chart.source.selected.indices == []
-    assert chart.source.data["outline"] == ["white", "black", "white"]
+    # The chosen run is drawn again, larger, from its own source; the points are not resent.
+    assert chart.chosen.data["x"] == [data["x"][1]]
+    assert chart.chosen.data["mode"] == [data["mode"][1]]
+    assert chart.source.data is before
     s.mode = "no mask"
     assert chart.source.data["mode"] == ["no mask"]
+    assert chart.chosen.data["x"] == []  # the chosen run is filtered out: not drawn
+
+
+def test_the_page_lists_summaries_and_reads_full_records_only_to_compare(store):
+    s = InstructorState(store=store)
+    assert all(isinstance(r, RunSummary) for r in s.records)
+    for r in s.records:
+        s.select(r.id)
+    compared = s.compared
+    assert [r.id for r in compared] == s.selected_ids
+    assert all(isinstance(r, ExperimentRecord) for r in compared)
+    (store.directory / f"{compared[0].id}.json").unlink()  # gone before the next refresh
+    assert [r.id for r in s.compared] == [compared[1].id]
+
+
+def test_a_zone_change_relabels_without_refiltering_or_rebuilding_the_points(store):
+    s = InstructorState(store=store)
+    chart, table = ClassChartView(state=s), RunsTableView(state=s)
+    filtered, points = s.filtered, chart.source.data["x"]
+    s.timezone = "Asia/Tokyo"  # +9 h: 09:15 UTC is 18:15 local
+    assert s.filtered is filtered
+    assert chart.source.data["x"] is points
+    assert chart.source.data["created"][0] == "2025-01-31 18:15"
+    assert list(table.table.value["created (local)"])[-1] == "2025-01-31 18:15:02"
+    assert list(table.table.value["created (UTC)"])[-1] == "2025-01-31 09:15:02"
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Etc/UTC", "Europe/Berlin", "America/St_Johns", "No/Zone"])
+def test_created_texts_match_a_per_run_conversion(store, zone):
+    from datetime import UTC
+    from zoneinfo import ZoneInfo
+
+    runs = store.list_summaries().records
+    try:
+        tz = ZoneInfo(zone)
+    except Exception:
+        tz = UTC
+    for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"):
+        assert created_texts(runs, zone, fmt) == [
+            f"{r.created_datetime.astimezone(tz):{fmt}}" for r in runs]
+    assert created_texts([], zone) == []
 
 
 def test_exports_are_the_filtered_runs_with_text_untouched(store):
@@ -110,8 +159,10 @@ def test_exports_are_the_filtered_runs_with_text_untouched(store):
     s.label = "=1"
     bundle = json.loads(s.export("json"))
     assert [r["learner"] for r in bundle["runs"]] == ["<img src=x onerror=alert(1)>"]
-    assert bundle["runs"] == json.loads(export_json(s.filtered))["runs"]
-    assert s.export("csv") == export_csv(s.filtered)
+    full = store.list()
+    kept = [r for r in full.records if r.label.startswith("=1")]
+    assert bundle["runs"] == json.loads(export_json(kept))["runs"]
+    assert s.export("csv") == export_csv(kept)  # summaries give the same CSV as full records
 
 
 def test_problems_are_escaped(store):
