@@ -17,6 +17,10 @@ _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
 MAX_NUMBER_LENGTH = 40
 
+# Embedding, override and isolate controls reorder the text around them, so a name could be
+# shown as something else ("\u202eevil" reads "live"); the plain marks LRM/RLM are kept.
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
 TEXT_LIMITS = {"learner": 100, "label": 100, "prediction": 2000, "explanation": 2000, "notes": 2000}
 
 
@@ -70,7 +74,9 @@ def clean_text(text: str | None, field: str) -> str | None:
     """Check one free-text field (learner, label, prediction, explanation, notes).
 
     Text is data: it is never interpreted as HTML or Markdown anywhere. Control characters other
-    than newline and tab are removed; length is limited per :data:`TEXT_LIMITS`.
+    than newline and tab, and the bidirectional embedding, override and isolate controls (which
+    could make a name display as another), are removed; length is limited per
+    :data:`TEXT_LIMITS`.
 
     Returns
     -------
@@ -85,7 +91,8 @@ def clean_text(text: str | None, field: str) -> str | None:
     if text is None:
         return None
     kept = "".join(
-        ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cs")
+        ch for ch in text
+        if ch in "\n\t" or (unicodedata.category(ch) not in ("Cc", "Cs") and ch not in _BIDI_CONTROLS)
     ).strip()
     limit = TEXT_LIMITS[field]
     if len(kept) > limit:

@@ -34,6 +34,12 @@ PRESETS: dict[str, dict] = {
 _FIELDS = {"queries": "Query", "keys": "Key", "values": "Value"}
 
 
+def _same_run(a: ExperimentRecord, b: ExperimentRecord) -> bool:
+    """Whether two records differ only in id and time (a double-clicked Save run)."""
+    fields = ("learner", "label", "prediction", "explanation", "notes", "inputs", "settings")
+    return all(getattr(a, f) == getattr(b, f) for f in fields)
+
+
 def _padded(texts: list[str], fill: str = "0") -> list[str]:
     return list(texts) + [fill] * (MAX_UI_TOKENS - len(texts))
 
@@ -143,6 +149,9 @@ class WorkbenchState(param.Parameterized):
             record = ExperimentRecord.from_result(self.result, **texts)
         except ValueError as exc:
             return self._not_saved(str(exc))
+        if self.saved and _same_run(self.saved[-1], record):
+            return self._not_saved(f"this run is already saved as #{len(self.saved)}; change an "
+                                   "input, a toggle or the text to save another")
         try:
             self.store.save(record)
         except StoreError as exc:  # already a sentence: "Run not saved: the runs directory … is full."

@@ -10,6 +10,7 @@ import os
 
 import pytest
 from find_browser import HOW_TO_FIX, find_chromium
+from playwright.sync_api import expect
 
 # Our machines have no network. Without these flags Chromium keeps dialling Google services
 # (refused connections, noisy logs, slow start). --no-sandbox because tests run as root in CI,
@@ -46,3 +47,8 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
         )
     args = [*browser_type_launch_args.get("args", []), *CHROMIUM_ARGS]
     return {**browser_type_launch_args, "executable_path": path, "args": args}
+
+
+# Assertions poll until they hold; on a loaded 2-core machine (CI, or benchmarks running beside
+# the tests) a page can take longer than Playwright's 5 s default to show a server round trip.
+expect.set_options(timeout=15_000)

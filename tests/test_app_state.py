@@ -43,7 +43,8 @@ def test_bad_numbers_are_refused_naming_the_field(text, words):
 
 
 def test_free_text_drops_control_characters_and_is_length_limited():
-    assert clean_text("a\x00b\u202e<b>", "label") == "ab\u202e<b>"
+    assert clean_text("a\x00b\u200f<b>", "label") == "ab\u200f<b>"  # the RLM mark is kept
+    assert clean_text("\u202eevil\u202c RTL\u2066x\u2069", "learner") == "evil RTLx"  # no reordering
     assert clean_text("   ", "learner") is None
     with pytest.raises(ValueError, match="Label is 101 characters long; the limit is 100"):
         clean_text("x" * 101, "label")
@@ -159,6 +160,7 @@ def test_downloads_are_fresh_on_every_call(state):
     state.prediction = "p"
     state.save_run()
     first = runs._download("csv").getvalue()
+    state.mask_after_softmax = True
     state.save_run()
     second = runs._download("csv").getvalue()
     assert len(second.splitlines()) == len(first.splitlines()) + 1
@@ -183,13 +185,14 @@ def test_a_full_or_read_only_store_says_not_saved_and_the_app_keeps_working(stat
         raise StoreError("Run not saved: the runs directory /srv/runs is full.")
 
     monkeypatch.setattr(state.store, "save", refuse)
+    state.label = "second"
     assert state.save_run() is None
     assert state.save_message == "Run not saved: the runs directory /srv/runs is full."
     assert not state.save_ok and [r.id for r in state.saved] == [kept.id]
     state.set_token_text("keys", 0, "3")  # still computing
     assert state.input_ok and state.result.keys[0] == 3.0
     monkeypatch.undo()
-    assert state.save_run() is not None and state.save_ok
+    assert state.save_run() is not None and state.save_ok  # keys changed since the kept run
 
 
 def test_comparison_marks_only_the_cells_a_run_itself_masked():
@@ -205,3 +208,15 @@ def test_comparison_marks_only_the_cells_a_run_itself_masked():
     assert (masked_cells(record(mask_after_softmax=True)) == future).all()
     assert not masked_cells(record(failure_mode="no_mask")).any()  # its future cells carry weight
     assert not masked_cells(record(causal=False)).any()
+
+
+def test_a_double_clicked_save_does_not_save_the_same_run_twice(state):
+    state.prediction = "p"
+    first = state.save_run()
+    assert first is not None
+    assert state.save_run() is None
+    assert state.save_message == ("Not saved: this run is already saved as #1; change an input, "
+                                  "a toggle or the text to save another")
+    assert len(list(state.store.directory.glob("*.json"))) == 1
+    state.label = "again"
+    assert state.save_run() is not None and len(state.saved) == 2
