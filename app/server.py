@@ -3,8 +3,9 @@
 Two pages over one :class:`~attention_core.store.RunStore` (one per server process, so its parse
 cache is shared by every session): the learner workbench at ``/`` and the instructor page at
 ``/instructor``, which :mod:`app.auth` can put behind a password. ``--num-procs`` forks worker
-processes after the store is set up (Bokeh's ``num_procs``; each worker keeps its own cache and
-its own sessions; saves never collide because every run is a new, uniquely named file).
+processes after the store is set up and listed once (Bokeh's ``num_procs``; each worker starts
+with that listing in memory, then keeps its own cache and its own sessions; saves never collide
+because every run is a new, uniquely named file).
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
         raise ValueError(f"--num-procs must be 0 or more, got {num_procs}")
     store = RunStore(runs_dir)
     store.cleanup_temp_files()
+    # List once now, before any worker is forked: the first instructor page (in every worker)
+    # finds the summaries in memory instead of listing a class's store while its user waits.
+    try:
+        store.list_summaries()
+    except OSError:
+        pass  # the pages report an unreadable runs directory themselves
     origins = [f"{address}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"]
     if address in ("0.0.0.0", "::"):
         origins = ["*"]

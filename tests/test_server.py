@@ -102,3 +102,19 @@ def test_two_processes_serve_both_pages_and_the_login(tmp_path):
         assert log.count("Launching server") == 2, log
     finally:
         running.stop()
+
+
+def test_serve_lists_the_store_before_serving_so_workers_start_warm(tmp_path, monkeypatch):
+    import app.server as server
+
+    events = []
+
+    class Store(server.RunStore):
+        def list_summaries(self):
+            events.append("listed")
+            return super().list_summaries()
+
+    monkeypatch.setattr(server, "RunStore", Store)
+    monkeypatch.setattr(server.pn, "serve", lambda *a, **k: events.append(("serve", k["num_procs"])))
+    server.serve(tmp_path / "runs", num_procs=2)
+    assert events == ["listed", ("serve", 2)]
