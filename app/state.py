@@ -16,6 +16,7 @@ from attention_core.records import ExperimentRecord
 from attention_core.store import RunStore, StoreError
 
 MAX_UI_TOKENS = 8
+MAX_RESTORED_RUNS = 50  # run ids a reloaded page takes back from its URL
 
 PRESETS: dict[str, dict] = {
     "worked_row": {
@@ -161,6 +162,21 @@ class WorkbenchState(param.Parameterized):
         name = f"“{record.label}”" if record.label else f"#{len(self.saved)}"
         self.param.update(save_ok=True, save_message=f"Saved run {name} ({record.id}).")
         return record
+
+    def restore_runs(self, run_ids: list[str]) -> None:
+        """Show runs this learner saved before a reload again, by id, oldest first.
+
+        Ids that are malformed, missing or unreadable are skipped (a URL can hold anything):
+        :meth:`attention_core.store.RunStore.get` refuses any id that is not a plain run id.
+        """
+        restored = []
+        for run_id in run_ids[:MAX_RESTORED_RUNS]:
+            try:
+                restored.append(self.store.get(run_id))
+            except (ValueError, KeyError, OSError):
+                continue
+        restored.sort(key=lambda r: (r.created_at, r.id))
+        self.saved = restored
 
     def _not_saved(self, why: str) -> None:
         self.param.update(save_ok=False, save_message=f"Not saved: {why}")

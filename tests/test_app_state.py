@@ -220,3 +220,14 @@ def test_a_double_clicked_save_does_not_save_the_same_run_twice(state):
     assert len(list(state.store.directory.glob("*.json"))) == 1
     state.label = "again"
     assert state.save_run() is not None and len(state.saved) == 2
+
+
+def test_restore_runs_takes_back_saved_runs_and_skips_anything_else(state, tmp_path):
+    state.prediction = "p"
+    first = state.save_run()
+    state.label = "second"
+    second = state.save_run()
+    (tmp_path / "secret.json").write_text("{}")
+    fresh = WorkbenchState(state.store)
+    fresh.restore_runs([second.id, "../secret", "/etc/passwd", "%2e%2e%2fsecret", "missing-id", first.id])
+    assert [r.id for r in fresh.saved] == [first.id, second.id]
