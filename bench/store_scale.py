@@ -5,9 +5,13 @@ row, then its JSON is written again and again with a new ``id`` and ``created_at
 name), which is exactly what a class of saved runs looks like on disk.
 
 Each size is timed in a fresh subprocess (``list_cold``: a new ``RunStore`` over a directory that
-is in the page cache; ``list_warm``: the same store listing again, the instructor page's refresh),
-so one size's cache does not help the next. ``os.listdir`` + reading every file's bytes, the
-least any listing must do, is timed beside it as the floor.
+is in the page cache; ``list_warm``: the same store listing again), so one size's cache does not
+help the next. ``os.listdir`` + reading every file's bytes, the least any full listing must do,
+is timed beside it as the floor. The summary listing the instructor page and the server use is
+timed three ways: ``summaries_first`` with no summary index (every file parsed, the index
+written), ``summaries_cold`` a new store finding that index (a server restart), and
+``summaries_warm`` the same store again, made to stat every file (an open page's refresh tick
+after a learner saved; a tick with the directory unchanged costs one ``stat``).
 """
 
 from __future__ import annotations
@@ -28,11 +32,15 @@ from attention_core.records import ExperimentRecord
 MEASURE = r"""
 import json, os, sys, time
 from attention_core.store import RunStore, export_csv, export_json
+from attention_core.summaries import INDEX_NAME
 directory, repeats = sys.argv[1], int(sys.argv[2])
-out = {"floor_s": [], "list_cold_s": [], "list_warm_s": [], "export_json_s": [], "export_csv_s": []}
+out = {"floor_s": [], "list_cold_s": [], "list_warm_s": [], "export_json_s": [], "export_csv_s": [],
+       "summaries_first_s": [], "summaries_cold_s": [], "summaries_warm_s": []}
 for _ in range(repeats):
     t = time.perf_counter()
     for name in os.listdir(directory):
+        if name.startswith("."):  # the summary index
+            continue
         with open(os.path.join(directory, name), "rb") as f:
             f.read()
     out["floor_s"].append(time.perf_counter() - t)
@@ -49,8 +57,25 @@ for _ in range(repeats):
     t = time.perf_counter()
     export_csv(listing.records)
     out["export_csv_s"].append(time.perf_counter() - t)
+    del store
+    try:
+        os.unlink(os.path.join(directory, INDEX_NAME))
+    except FileNotFoundError:
+        pass
+    t = time.perf_counter()
+    RunStore(directory, create=False).list_summaries()
+    out["summaries_first_s"].append(time.perf_counter() - t)
+    t = time.perf_counter()
+    store = RunStore(directory, create=False)
+    summaries = store.list_summaries()
+    out["summaries_cold_s"].append(time.perf_counter() - t)
+    store._last_summaries = None  # as on the first tick after a save: stat every file again
+    t = time.perf_counter()
+    summaries = store.list_summaries()
+    out["summaries_warm_s"].append(time.perf_counter() - t)
 out["runs"] = len(listing.records)
 out["problems"] = len(listing.problems)
+out["summary_runs"] = len(summaries.records)
 print(json.dumps(out))
 """
 
@@ -58,7 +83,7 @@ print(json.dumps(out))
 def write_runs(directory: Path, n: int) -> None:
     """``n`` record files in ``directory`` (adds to what is there), about 20 µs each."""
     directory.mkdir(parents=True, exist_ok=True)
-    have = sum(1 for _ in os.scandir(directory))
+    have = sum(1 for e in os.scandir(directory) if not e.name.startswith("."))
     result = scaled_dot_product_attention([1, 1, 1], [1, 2, 9], [10, 20, 100])
     start = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
     template = ExperimentRecord.from_result(
@@ -79,6 +104,8 @@ def measure(directory: Path, repeats: int) -> dict:
     raw = json.loads(proc.stdout)
     row = {k: summary(v) for k, v in raw.items() if k.endswith("_s")}
     row["runs"], row["problems"] = raw["runs"], raw["problems"]
+    if raw["summary_runs"] != raw["runs"]:
+        raise RuntimeError(f"summary listing found {raw['summary_runs']} runs, full {raw['runs']}")
     return row
 
 
@@ -140,8 +167,11 @@ def run(workdir: Path, sizes: tuple[int, ...], repeats: int, instructor_max: int
         else:
             rows[str(n)]["instructor"] = f"not measured above {instructor_max:,} runs (time budget)"
     ten_k = rows.get("10000")
-    ready = ten_k["list_cold_s"]["p95"] if ten_k else None
+    # The page lists summaries: a cold summary listing (index present, as after a restart) is
+    # what stands between a request and the page; a full listing is for the CLI export.
+    ready = ten_k["summaries_cold_s"]["p95"] if ten_k else None
     page = ten_k.get("instructor") if ten_k else None
     page_ok = page["first_s"] <= 1.0 if isinstance(page, dict) else None
-    return {"by_runs": rows, "target": "10,000 runs: list (cold) <= 1 s; instructor page ready <= 1 s",
+    return {"by_runs": rows,
+            "target": "10,000 runs: summary listing (cold) <= 1 s; instructor page ready <= 1 s",
             "pass": ready is not None and ready <= 1.0, "instructor_pass": page_ok}
