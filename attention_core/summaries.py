@@ -10,7 +10,8 @@ The index is a cache, never a source of truth: each entry is keyed by its file's
 parsed again. Only a file that passed the store's full check gets an entry. The index is written
 whole to a temp file and renamed over the old one, so readers see an old or a new index; several
 processes may write it (the last writer wins, and a lost entry only costs a parse). A missing,
-corrupt or foreign index is ignored and rewritten. Entries are type-checked as they are read, so
+corrupt or foreign index, or one written by another version of the workbench (whose checks may
+differ), is ignored and rewritten. Entries are type-checked as they are read, so
 a tampered index cannot put anything but text, numbers and booleans on the page.
 
 Left out: the full records (see :mod:`attention_core.store`); locking (not needed, see above).
@@ -18,6 +19,7 @@ Left out: the full records (see :mod:`attention_core.store`); locking (not neede
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import tempfile
@@ -26,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from attention_core import __version__
 from attention_core.records import ExperimentRecord, _refuse_constant
 
 INDEX_NAME = ".summary-index.json"
@@ -122,14 +125,31 @@ def read_index(directory: Path) -> dict[str, tuple[StatKey, RunSummary]]:
 
     Never raises: a missing, unreadable, corrupt or foreign index is no index, and a malformed
     entry is left out (its file is then parsed).
+
+    Notes
+    -----
+    Python's cyclic garbage collector is held off while the index is read: every object made
+    here lives on, and at 100,000 runs the collector's repeated full passes over them took
+    longer than the reading itself (3.0 s against 1.5 s). Nothing here makes a cycle.
     """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_index(directory)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_index(directory: Path) -> dict[str, tuple[StatKey, RunSummary]]:
     try:
         with open(directory / INDEX_NAME, "rb") as f:
             data = json.loads(f.read(), parse_constant=_refuse_constant)
     except (OSError, ValueError, RecursionError):
         return {}
     if (type(data) is not dict or data.get("format") != INDEX_FORMAT
-            or data.get("version") != INDEX_VERSION or type(data.get("entries")) is not dict):
+            or data.get("version") != INDEX_VERSION or data.get("app_version") != __version__
+            or type(data.get("entries")) is not dict):
         return {}
     entries = {}
     for name, item in data["entries"].items():
@@ -152,7 +172,7 @@ def write_index(directory: Path, entries: dict[str, tuple[StatKey, RunSummary]])
     every file. The temp file is named like the store's (``.<pid>-….tmp``), so listings ignore
     it and :meth:`~attention_core.store.RunStore.cleanup_temp_files` removes a killed writer's.
     """
-    bundle = {"format": INDEX_FORMAT, "version": INDEX_VERSION,
+    bundle = {"format": INDEX_FORMAT, "version": INDEX_VERSION, "app_version": __version__,
               "entries": {name: [list(key), summary.to_entry()]
                           for name, (key, summary) in entries.items()}}
     tmp = None

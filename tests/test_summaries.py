@@ -116,6 +116,8 @@ def test_an_entry_whose_file_changed_or_went_is_ignored(tmp_path):
     b"", b"{", b"\xff\xfe", b"[]", b'{"format": "something else", "version": 1, "entries": {}}',
     b'{"format": "attention-workbench-summary-index", "version": 99, "entries": {}}',
     b'{"format": "attention-workbench-summary-index", "version": 1, "entries": []}',
+    b'{"format": "attention-workbench-summary-index", "version": 1, "app_version": "0.0.1", '
+    b'"entries": {}}',  # another version's checks may differ
 ])
 def test_a_corrupt_or_foreign_index_is_ignored_and_rewritten(tmp_path, content):
     store = RunStore(tmp_path)
@@ -263,3 +265,14 @@ def test_an_unchanged_directory_is_answered_from_memory_for_a_while(tmp_path, mo
     monkeypatch.setattr(store_module, "RESCAN_SECONDS", 0.0)  # a file edited in place shows
     store.list_summaries()
     assert len(scans) == 4
+
+
+def test_an_index_from_another_workbench_version_is_ignored(tmp_path):
+    store = RunStore(tmp_path, index_slack=1)
+    store.save(make_record())
+    store.list_summaries()
+    data = json.loads((tmp_path / INDEX_NAME).read_text())
+    assert len(read_index(tmp_path)) == 1
+    data["app_version"] = "0.0.1"  # its checks, or its summaries, may differ from ours
+    (tmp_path / INDEX_NAME).write_text(json.dumps(data))
+    assert read_index(tmp_path) == {}
