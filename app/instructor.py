@@ -209,8 +209,11 @@ def runs_frame(records: list[RunSummary], state: InstructorState) -> pd.DataFram
     return pd.DataFrame(columns, columns=COLUMNS)
 
 
+# The expanded row sits inside a Tabulator row whose hover style sets white text: set our own
+# colours, or the text vanishes on a white background while the pointer is over it.
 _DETAILS_CSS = """
-dl { margin: 4px 12px; } dt { font-weight: bold; margin-top: 4px; }
+:host, :host(:hover) { color: #212529 !important; background: #ffffff; }
+dl { margin: 4px 12px; color: #212529; } dd { unicode-bidi: isolate; } dt { font-weight: bold; margin-top: 4px; }
 dd { margin: 0 0 0 12px; white-space: pre-wrap; overflow-wrap: anywhere; max-width: 900px; }
 """
 

@@ -249,6 +249,9 @@ def test_hostile_learner_text_is_shown_literally_and_runs_nothing(server, browse
     details = page.get_by_label(re.compile("Full text of run"))
     expect(details).to_contain_text("[click](javascript:alert(3)) **bold** <b>x</b>")
     expect(details.locator("b, a, img")).to_have_count(0)
+    # Readable while the pointer is still over the row (its hover style makes text white).
+    details.hover()
+    assert details.locator("dd").first.evaluate("el => getComputedStyle(el).color") == "rgb(33, 37, 41)"
     expect(page.get_by_text(f"{HOSTILE}.json")).to_be_visible()  # in the problems list
     # Hover the run's point: the tooltip shows the name as text.
     x, y = page.evaluate(POINT_JS, ["class-future-figure", "future_weight", source(page, "class-source")["id"][0]])
