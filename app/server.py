@@ -10,6 +10,7 @@ because every run is a new, uniquely named file).
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import panel as pn
@@ -83,10 +84,14 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
     origins = [f"{address}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"]
     if address in ("0.0.0.0", "::"):
         origins = ["*"]
-    host = "localhost" if address in ("0.0.0.0", "::") else address
+    everywhere = address in ("0.0.0.0", "::")
+    host = socket.gethostname() if everywhere else address
     guarded = "password" if instructor_password else "no password"
     print(f"Attention workbench: http://{host}:{port}/  instructor page: http://{host}:{port}"
           f"{INSTRUCTOR_PATH} ({guarded})  (runs saved to {Path(runs_dir).resolve()})", flush=True)
+    if everywhere:
+        print(f"Listening on every interface: learners on other machines open this machine's "
+              f"name or IP address, port {port} (http://localhost:{port}/ works here).", flush=True)
     pn.serve(
         {"/": _served_locally(lambda: create_workbench(store)),
          INSTRUCTOR_PATH: _served_locally(lambda: create_instructor(store))},
