@@ -14,14 +14,20 @@ import param
 
 from app.compare import TABLE_CSS, num
 from app.heatmap import HeatMap
-from app.state import MAX_UI_TOKENS, PRESETS, WorkbenchState
+from app.state import PRESETS, WorkbenchState
 from app.widgets import LabelledCheckbox
 
 _TOKEN_FIELDS = (("queries", "Query"), ("keys", "Key"), ("values", "Value"))
 
 
 class InputsView(pn.viewable.Viewer):
-    """Token count, one labelled text field per query/key/value, the two mask toggles, presets."""
+    """Token count, one labelled text field per query/key/value, the two mask toggles, presets.
+
+    A page holds only the fields it has shown: token fields up to the largest token count used,
+    ``Value i`` fields once values are switched on, a field's message pane once it has had a
+    message. Most learners never raise the token count or type something invalid, and every
+    widget is a Bokeh model the server keeps and ships for each open page.
+    """
 
     state = param.ClassSelector(class_=WorkbenchState)
 
@@ -29,19 +35,12 @@ class InputsView(pn.viewable.Viewer):
         super().__init__(**params)
         s = self.state
         self.tokens = pn.widgets.IntInput.from_param(s.param.tokens, name="Tokens", width=120)
-        self.fields: dict[str, list[pn.widgets.TextInput]] = {}
+        self.fields: dict[str, list[pn.widgets.TextInput]] = {f: [] for f, _ in _TOKEN_FIELDS}
         self.messages: dict[str, pn.pane.HTML] = {}
-        for field, word in _TOKEN_FIELDS:
-            widgets = []
-            for i in range(MAX_UI_TOKENS):
-                label = f"{word} {i + 1}"
-                w = pn.widgets.TextInput(name=label, value=getattr(s, field)[i], width=90,
-                                         stylesheets=[_FIELD_CSS])
-                w.param.watch(lambda e, f=field, i=i: s.set_token_text(f, i, e.new), "value")
-                widgets.append(w)
-                self.messages[label] = pn.pane.HTML("", margin=(0, 5), visible=False,
-                                                    stylesheets=[_ERROR_CSS])
-            self.fields[field] = widgets
+        self._columns = {
+            field: pn.Column(pn.pane.HTML(f"<b>{field.capitalize()}</b>", margin=(0, 10)))
+            for field, _word in _TOKEN_FIELDS
+        }
         self.use_values = LabelledCheckbox.for_param(
             s.param.use_values, "Use values (adds output and contributions)")
         self.causal = LabelledCheckbox.for_param(s.param.causal, "Causal mask")
@@ -54,28 +53,60 @@ class InputsView(pn.viewable.Viewer):
         for button, key in zip(self.presets, [*PRESETS, "reset"], strict=True):
             button.on_click(lambda e, k=key: s.apply_preset(k))
         s.param.watch(self._sync_texts, ["queries", "keys", "values"])
-        s.param.watch(self._sync_visibility, ["tokens", "use_values", "field_errors"])
+        s.param.watch(self._sync_fields, ["tokens", "use_values", "field_errors"])
         s.param.watch(self._sync_mask_note, ["causal", "mask_after_softmax"])
-        self._sync_visibility()
+        self._sync_fields()
         self._sync_mask_note()
+        self._layout = pn.Column(
+            self.tokens,
+            pn.Row(*self._columns.values()),
+            self.use_values,
+            self.causal,
+            self.broken,
+            self.mask_note,
+            pn.pane.HTML("<b>Presets</b>", margin=(10, 10, 0, 10)),
+            pn.FlexBox(*self.presets),
+        )
+
+    def _add_field(self, field: str, word: str) -> None:
+        s, i = self.state, len(self.fields[field])
+        w = pn.widgets.TextInput(name=f"{word} {i + 1}", value=getattr(s, field)[i], width=90)
+        w.param.watch(lambda e: s.set_token_text(field, i, e.new), "value")
+        self.fields[field].append(w)
+        self._columns[field].append(w)
 
     def _sync_texts(self, *events):
         for field, widgets in self.fields.items():
-            for w, text in zip(widgets, getattr(self.state, field), strict=True):
+            for w, text in zip(widgets, getattr(self.state, field), strict=False):
                 if w.value != text:
                     w.value = text
 
-    def _sync_visibility(self, *events):
+    def _sync_fields(self, *events):
         s = self.state
-        for field, widgets in self.fields.items():
+        for field, word in _TOKEN_FIELDS:
             shown_field = field != "values" or s.use_values
-            for i, w in enumerate(widgets):
-                w.visible = shown_field and i < s.tokens
-                message = s.field_errors.get(w.name, "")
-                pane = self.messages[w.name]
-                pane.object = f'<span role="alert">{html.escape(message)}</span>' if message else ""
-                pane.visible = bool(message) and w.visible
-                w.css_classes = ["field-error"] if message else []
+            if shown_field:
+                while len(self.fields[field]) < s.tokens:
+                    self._add_field(field, word)
+            self._columns[field].visible = shown_field
+            for i, w in enumerate(self.fields[field]):
+                w.visible = i < s.tokens
+                self._sync_message(w, s.field_errors.get(w.name, ""))
+
+    def _sync_message(self, w: pn.widgets.TextInput, message: str) -> None:
+        pane = self.messages.get(w.name)
+        if pane is None:
+            if not message:
+                return
+            pane = self.messages[w.name] = pn.pane.HTML(
+                "", margin=(0, 5), visible=False, stylesheets=[_ERROR_CSS])
+            column = self._columns[next(f for f, ws in self.fields.items() if w in ws)]
+            column.insert(column.objects.index(w) + 1, pane)
+        pane.object = f'<span role="alert">{html.escape(message)}</span>' if message else ""
+        pane.visible = bool(message) and w.visible
+        stylesheets = [_FIELD_ERROR_CSS] if message else []
+        if w.stylesheets != stylesheets:
+            w.stylesheets = stylesheets
 
     def _sync_mask_note(self, *events):
         s = self.state
@@ -90,31 +121,11 @@ class InputsView(pn.viewable.Viewer):
         self.mask_note.visible = bool(note)
 
     def __panel__(self):
-        columns = []
-        for field, _word in _TOKEN_FIELDS:
-            items = []
-            for w in self.fields[field]:
-                items += [w, self.messages[w.name]]
-            column = pn.Column(pn.pane.HTML(f"<b>{field.capitalize()}</b>", margin=(0, 10)), *items)
-            if field == "values":
-                column.visible = self.state.use_values
-                self.state.param.watch(lambda e, c=column: setattr(c, "visible", e.new),
-                                       "use_values")
-            columns.append(column)
-        return pn.Column(
-            self.tokens,
-            pn.Row(*columns),
-            self.use_values,
-            self.causal,
-            self.broken,
-            self.mask_note,
-            pn.pane.HTML("<b>Presets</b>", margin=(10, 10, 0, 10)),
-            pn.FlexBox(*self.presets),
-        )
+        return self._layout
 
 
 _ERROR_CSS = ":host { color: #b00020; font-size: 0.85em; max-width: 280px; }"
-_FIELD_CSS = ":host(.field-error) .bk-input { border: 2px solid #b00020; }"
+_FIELD_ERROR_CSS = ":host .bk-input, :host .bk-input:focus { border: 2px solid #b00020; }"
 
 
 class MatricesView(pn.viewable.Viewer):
