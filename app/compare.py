@@ -54,20 +54,27 @@ class ComparisonView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.first = HeatMap("Weights of run A", "compare-a", kind="weights", size=260)
-        self.second = HeatMap("Weights of run B", "compare-b", kind="weights", size=260)
-        self.difference = HeatMap("Difference A − B", "compare-diff", kind="difference",
-                                  size=260)
+        # The three heat maps are built the first time two runs are compared: most pages never
+        # compare, and each map is some 40 Bokeh models the server keeps for every open page.
+        self.first: HeatMap | None = None
+        self.second: HeatMap | None = None
+        self.difference: HeatMap | None = None
+        self._maps = pn.FlexBox()
         self.summary = pn.pane.HTML("", name="comparison-summary", stylesheets=[TABLE_CSS])
         self._pane = pn.Column(
-            pn.pane.HTML("<h3>Comparison</h3>"), self.summary,
-            pn.FlexBox(self.first, self.second, self.difference), visible=False)
+            pn.pane.HTML("<h3>Comparison</h3>"), self.summary, self._maps, visible=False)
 
     def show(self, records) -> None:
         """Compare the first two of ``records`` (hide the view if fewer than two)."""
         if len(records) < 2:
             self._pane.visible = False
             return
+        if self.first is None:
+            self.first = HeatMap("Weights of run A", "compare-a", kind="weights", size=260)
+            self.second = HeatMap("Weights of run B", "compare-b", kind="weights", size=260)
+            self.difference = HeatMap("Difference A − B", "compare-diff", kind="difference",
+                                      size=260)
+            self._maps.objects = [self.first, self.second, self.difference]
         a, b = records[:2]
         wa, wb = _matrix(a.results["weights"]), _matrix(b.results["weights"])
         ma, mb = masked_cells(a), masked_cells(b)
