@@ -157,9 +157,12 @@ def _settle(pid: int, seconds: float) -> float:
 
 def run(workdir: Path, levels: tuple[int, ...], phase_s: float, wait_cleanup: bool) -> dict:
     from app.server import CHECK_UNUSED_SESSIONS_MS, UNUSED_SESSION_LIFETIME_MS
+    from app.workbench import _MemoryReclaimer
 
     _register_panel_models()
-    cleanup_s = (UNUSED_SESSION_LIFETIME_MS + CHECK_UNUSED_SESSIONS_MS) / 1000 + 5
+    # Bokeh discards idle sessions, then the page hands their memory back a little later.
+    cleanup_s = ((UNUSED_SESSION_LIFETIME_MS + CHECK_UNUSED_SESSIONS_MS) / 1000
+                 + _MemoryReclaimer.DELAY_S + 5)
     runs_dir = workdir / "class-runs"
     server = start_workbench(runs_dir, workdir / "classroom.log")
     bench = Classroom()
