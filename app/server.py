@@ -97,7 +97,9 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
          INSTRUCTOR_PATH: _served_locally(lambda: create_instructor(store))},
         port=port, address=address, show=show,
         title={"/": "Self-attention workbench", INSTRUCTOR_PATH: "Instructor · Self-attention workbench"},
-        websocket_origin=origins, check_unused_sessions=CHECK_UNUSED_SESSIONS_MS,
-        unused_session_lifetime=UNUSED_SESSION_LIFETIME_MS, threaded=False, num_procs=num_procs,
+        websocket_origin=origins,
+        # Bokeh's own names: pn.serve passes unknown keywords on, so shorter ones are ignored.
+        check_unused_sessions_milliseconds=CHECK_UNUSED_SESSIONS_MS,
+        unused_session_lifetime_milliseconds=UNUSED_SESSION_LIFETIME_MS, threaded=False, num_procs=num_procs,
         **serve_options(instructor_password),
     )
