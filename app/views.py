@@ -14,7 +14,7 @@ import param
 
 from app.compare import TABLE_CSS, num
 from app.heatmap import HeatMap
-from app.state import PRESETS, WorkbenchState
+from app.state import MAX_UI_TOKENS, PRESETS, WorkbenchState
 from app.widgets import LabelledCheckbox
 
 _TOKEN_FIELDS = (("queries", "Query"), ("keys", "Key"), ("values", "Value"))
@@ -34,7 +34,12 @@ class InputsView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.state
-        self.tokens = pn.widgets.IntInput.from_param(s.param.tokens, name="Tokens", width=120)
+        # Not from_param, and no start/end: with bounds the browser silently keeps an out-of-range
+        # number in the field without sending it. Here it reaches _set_tokens and gets a message.
+        self.tokens = pn.widgets.IntInput(name="Tokens", value=s.tokens, width=120)
+        self.tokens_message = pn.pane.HTML("", margin=(0, 5), visible=False, stylesheets=[_ERROR_CSS])
+        self.tokens.param.watch(self._set_tokens, "value")
+        s.param.watch(lambda e: setattr(self.tokens, "value", e.new), "tokens")
         self.fields: dict[str, list[pn.widgets.TextInput]] = {f: [] for f, _ in _TOKEN_FIELDS}
         self.messages: dict[str, pn.pane.HTML] = {}
         self._columns = {
@@ -59,6 +64,7 @@ class InputsView(pn.viewable.Viewer):
         self._sync_mask_note()
         self._layout = pn.Column(
             self.tokens,
+            self.tokens_message,
             pn.Row(*self._columns.values()),
             self.use_values,
             self.causal,
@@ -67,6 +73,18 @@ class InputsView(pn.viewable.Viewer):
             pn.pane.HTML("<b>Presets</b>", margin=(10, 10, 0, 10)),
             pn.FlexBox(*self.presets),
         )
+
+    def _set_tokens(self, event) -> None:
+        value = event.new
+        if isinstance(value, int) and 1 <= value <= MAX_UI_TOKENS:
+            self.tokens_message.visible = False
+            self.state.tokens = value
+            return
+        shown = "nothing" if value is None else repr(value)
+        self.tokens_message.object = (
+            f'<span role="alert">Tokens: {html.escape(shown)} is not a token count; choose a whole '
+            f"number from 1 to {MAX_UI_TOKENS}. Still showing {self.state.tokens} tokens.</span>")
+        self.tokens_message.visible = True
 
     def _add_field(self, field: str, word: str) -> None:
         s, i = self.state, len(self.fields[field])

@@ -27,6 +27,10 @@ their future-token weight and row sums. Here d = 1, so scores are divided by √
 """
 
 
+DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is saved. "
+                "Reload the page once the server is back; your saved runs are kept.")
+
+
 class _MemoryReclaimer:
     """Gives a closed page's memory back to the operating system, once per burst of closes.
 
@@ -60,9 +64,27 @@ class _MemoryReclaimer:
 _reclaimer = _MemoryReclaimer()
 
 
+def _keep_saved_runs_in_url(state: WorkbenchState) -> None:
+    """Keep the ids of this page's saved runs in its URL (``?runs=id1,id2``), so a reload or a
+    bookmark shows the same Saved runs again. The ids are only ever looked up in the store."""
+    location, args = pn.state.location, pn.state.session_args or {}
+    if location is None:
+        return
+    ids = b",".join(args.get("runs", [])).decode("ascii", "replace")
+    state.restore_runs([i for i in ids.split(",") if i])
+
+    def write(event) -> None:
+        location.update_query(runs=",".join(r.id for r in event.new))
+    state.param.watch(write, "saved")
+
+
 def create_workbench(store: RunStore | None = None) -> pn.template.BootstrapTemplate:
     """Build one session's workbench page over ``store`` (default: the resolved runs dir)."""
     state = WorkbenchState(store if store is not None else RunStore(resolve_runs_dir()))
+    # Session-local config: a learner whose server went away is told so, instead of clicking
+    # Save run into a dead connection and believing the run was saved.
+    pn.config.notifications = True
+    pn.config.disconnect_notification = DISCONNECTED
     template = pn.template.BootstrapTemplate(
         title="Self-attention workbench", sidebar_width=420, header_background="#37474f",
         # Panel's busy indicator follows one process-wide flag: every learner's edit would send
@@ -83,6 +105,7 @@ def create_workbench(store: RunStore | None = None) -> pn.template.BootstrapTemp
     template.state = state  # for tests without a browser
     if pn.state.curdoc is not None:
         pn.state.on_session_destroyed(_reclaimer.session_destroyed)
+        _keep_saved_runs_in_url(state)
     return template
 
 

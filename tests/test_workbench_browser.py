@@ -381,3 +381,45 @@ def test_values_presets_reset_explanation_and_csv_download(server, page, watch):
     saved = [json.loads(p.read_text()) for p in server.runs_dir.glob("*.json")]
     mine = [r for r in saved if r["label"] == "with explanation"]
     assert len(mine) == 1 and mine[0]["explanation"] == "Rows sum to 1 only when the mask comes first."
+
+
+def test_a_token_count_outside_1_to_8_gets_a_message_and_changes_nothing(server, page, watch):
+    open_workbench(page, server)
+    for text in ["9", "0", "-1"]:
+        page.get_by_label("Tokens").fill(text)
+        page.get_by_label("Tokens").press("Enter")
+        message = page.get_by_role("alert").filter(has_text="Tokens:")
+        expect(message).to_contain_text("choose a whole number from 1 to 8")
+        expect(page.get_by_label("Query 3", exact=True)).to_be_visible()
+        expect(page.get_by_label("Query 4", exact=True)).to_have_count(0)
+    page.get_by_label("Tokens").fill("4")
+    page.get_by_label("Tokens").press("Enter")
+    expect(page.get_by_label("Query 4", exact=True)).to_be_visible()
+    expect(page.get_by_role("alert").filter(has_text="Tokens:")).to_have_count(0)
+
+
+def test_a_reload_keeps_this_pages_saved_runs(server, page, watch):
+    open_workbench(page, server)
+    page.get_by_label("Prediction").fill("p")
+    page.get_by_label("Label").fill("before reload")
+    page.get_by_label("Label").press("Tab")
+    save(page, "before reload")
+    expect(page).to_have_url(re.compile(r"[?&]runs=[A-Za-z0-9_-]+"))
+    page.reload()
+    expect(page.locator(".tabulator-row")).to_have_count(1)
+    expect(page.locator(".tabulator-row").first).to_contain_text("before reload")
+    # Anything else in the URL is only looked up as a run id, never as a path.
+    page.goto(server.url + "?runs=..%2F..%2Fetc%2Fpasswd,nope")
+    expect(page.get_by_label("Query 1", exact=True)).to_be_visible()
+    expect(page.locator(".tabulator-row")).to_have_count(0)
+
+
+def test_a_dead_server_is_announced_instead_of_saving_silently(tmp_path, page):
+    own = start_server(tmp_path / "runs", tmp_path / "server.log")
+    try:
+        open_workbench(page, own)
+        own.process.kill()
+        own.process.wait(timeout=30)
+        expect(page.get_by_text("Connection to the workbench server lost")).to_be_visible()
+    finally:
+        own.stop()
