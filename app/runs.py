@@ -98,7 +98,10 @@ class RunsView(pn.viewable.Viewer):
         super().__init__(**params)
         self.table = pn.widgets.Tabulator(
             runs_frame([]), name="Saved runs", show_index=False, selectable="checkbox",
-            disabled=True, hidden_columns=["id"], sizing_mode="stretch_width", height=220,
+            disabled=True, hidden_columns=["id"], sizing_mode="stretch_width",
+            # Pages of 10 with no fixed height: every run of a page is drawn. A fixed height
+            # let Tabulator's virtual rendering leave rows below the fold out of the page.
+            pagination="local", page_size=10,
             widths=dict(_RUN_COLUMNS), text_align="left",
             formatters={c: {"type": "plaintext"} for c in _RUN_COLUMNS},
         )

@@ -178,9 +178,18 @@ def test_many_tabs_saving_at_once_on_two_processes_each_save_lands_exactly_once(
             contexts.append(context)
             pages.append(page)
             watches.append(open_and_prepare(page, server, f"tab {k}"))
-        for _ in range(saves_per_tab):  # every tab clicks before any waits: saves interleave
+        for n in range(saves_per_tab):
+            # Each run differs from the tab's last one (no double-click dedupe): toggle the broken
+            # mode and let the page show it, then every tab clicks before any waits.
             for page in pages:
-                page.get_by_label("Mask after softmax (broken)").click(no_wait_after=True)
+                page.get_by_label("Mask after softmax (broken)").click()
+            banner = "BROKEN MODE: mask after softmax."
+            for page in pages:
+                if n % 2 == 0:
+                    expect(page.get_by_text(banner)).to_be_visible()
+                else:
+                    expect(page.get_by_text(banner)).to_be_hidden()
+            for page in pages:
                 page.get_by_role("button", name="Save run").click(no_wait_after=True)
         for page in pages:
             expect(page.locator(".tabulator-row")).to_have_count(saves_per_tab, timeout=30_000)
