@@ -84,9 +84,9 @@ def runs_frame(records):
     return pd.DataFrame(rows, columns=list(_RUN_COLUMNS))
 
 
-# Column name -> width in pixels; all text is shown as plain text, never HTML.
-_RUN_COLUMNS = {"run": 55, "id": 10, "saved (UTC)": 95, "label": 120, "learner": 100, "mode": 190,
-                "future-token weight": 105, "smallest row sum": 105, "failed checks": 160}
+# All text is shown as plain text, never HTML.
+_RUN_COLUMNS = ("run", "id", "saved (UTC)", "label", "learner", "mode", "future-token weight",
+                "smallest row sum", "failed checks")
 
 
 class RunsView(pn.viewable.Viewer):
@@ -102,7 +102,7 @@ class RunsView(pn.viewable.Viewer):
             # Pages of 10 with no fixed height: every run of a page is drawn. A fixed height
             # let Tabulator's virtual rendering leave rows below the fold out of the page.
             pagination="local", page_size=10,
-            widths=dict(_RUN_COLUMNS), text_align="left",
+            layout="fit_data_stretch", text_align="left",
             formatters={c: {"type": "plaintext"} for c in _RUN_COLUMNS},
         )
         self.download_json = pn.widgets.FileDownload(
@@ -127,6 +127,7 @@ class RunsView(pn.viewable.Viewer):
         chosen = [self.state.saved[i] for i in self.table.selection[:2]
                   if i < len(self.state.saved)]
         self.compare.show(chosen)
+        self.hint.visible = len(chosen) < 2
 
     def _download(self, fmt: str) -> io.StringIO:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
