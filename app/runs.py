@@ -32,14 +32,17 @@ class SaveView(pn.viewable.Viewer):
         super().__init__(**params)
         s = self.state
         self.prediction = pn.widgets.TextAreaInput.from_param(
-            s.param.prediction, name="Prediction", height=80, max_length=2000,
+            s.param.prediction, name="Prediction", height=80,
             placeholder="Can token 2 attend to token 3, and what will post-softmax masking "
                         "change?")
+        # No max_length on these fields: the browser would cut pasted text silently. Too long
+        # is refused on Save run with a message naming the field and its limit (TEXT_LIMITS).
         self.learner = pn.widgets.TextInput.from_param(s.param.learner, name="Learner",
-                                                       max_length=100)
-        self.label = pn.widgets.TextInput.from_param(s.param.label, name="Label", max_length=100)
+                                                       placeholder="optional, up to 100 characters")
+        self.label = pn.widgets.TextInput.from_param(s.param.label, name="Label",
+                                                     placeholder="optional, up to 100 characters")
         self.explanation = pn.widgets.TextAreaInput.from_param(
-            s.param.explanation, name="Explanation", height=80, max_length=2000,
+            s.param.explanation, name="Explanation", height=80,
             placeholder="What invariant did your evidence reveal, and how did the broken mode "
                         "violate it?")
         self.button = pn.widgets.Button(name="Save run", button_type="primary")
