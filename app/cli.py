@@ -69,9 +69,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     runs_dir = resolve_runs_dir(args.runs_dir)
     if args.command == "serve":
+        if argv is None:
+            _use_system_malloc()
         return _serve(args, runs_dir)
     output = None if args.output in (None, "-") else Path(args.output)
     return _export(runs_dir, args.format, output)
+
+
+def _use_system_malloc() -> None:
+    """Re-run this command under ``PYTHONMALLOC=malloc`` (once; only from a real command line).
+
+    CPython's own allocator keeps the arenas of a closed class's sessions mapped, so a server
+    stayed near its peak memory after every page closed; with the C allocator (and the
+    ``malloc_trim`` the workbench runs after closes) it returns that memory to the system.
+    """
+    if os.environ.get("PYTHONMALLOC") or os.environ.get("ATTENTION_WORKBENCH_KEEP_PYMALLOC"):
+        return
+    env = {**os.environ, "PYTHONMALLOC": "malloc"}
+    os.execve(sys.executable, [sys.executable, "-m", "app.cli", *sys.argv[1:]], env)
 
 
 def _serve(args: argparse.Namespace, runs_dir: Path) -> int:

@@ -32,3 +32,20 @@ def test_export_from_a_file_says_it_is_not_a_directory(tmp_path, capsys):
     a_file.write_text("root:x:0:0")
     assert main(["export", "--runs-dir", str(a_file), "--format", "csv"]) == 2
     assert f"runs directory {a_file} is not a directory" in capsys.readouterr().err
+
+
+def test_serve_from_the_command_line_reruns_itself_with_the_c_allocator(monkeypatch):
+    import app.cli as cli
+
+    calls = []
+    monkeypatch.setattr(cli.os, "execve", lambda path, args, env: calls.append((args, env)))
+    monkeypatch.delenv("PYTHONMALLOC", raising=False)
+    monkeypatch.delenv("ATTENTION_WORKBENCH_KEEP_PYMALLOC", raising=False)
+    monkeypatch.setattr(cli.sys, "argv", ["attention-workbench", "serve", "--port", "5007"])
+    cli._use_system_malloc()
+    assert len(calls) == 1
+    args, env = calls[0]
+    assert args[1:] == ["-m", "app.cli", "serve", "--port", "5007"] and env["PYTHONMALLOC"] == "malloc"
+    monkeypatch.setenv("PYTHONMALLOC", "malloc")  # the re-run itself: no loop
+    cli._use_system_malloc()
+    assert len(calls) == 1
