@@ -85,6 +85,18 @@ class Listing:
     records: list[ExperimentRecord] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)
 
+    def add(self, name: str, loaded: ExperimentRecord | RunSummary | str) -> None:
+        """File ``name``'s record (or summary), or the reason it was skipped (a str)."""
+        if isinstance(loaded, str):
+            self.problems.append((name, loaded))
+        else:
+            self.records.append(loaded)
+
+    def sort(self) -> None:
+        """Records by ``created_at`` then id; problems by file name."""
+        self.records.sort(key=lambda r: (r.created_datetime, r.id))
+        self.problems.sort()
+
 
 def resolve_runs_dir(cli_value: str | os.PathLike | None = None) -> Path:
     """The runs directory: ``--runs-dir``, else ``$ATTENTION_WORKBENCH_RUNS_DIR``, else ``runs``.
@@ -210,13 +222,9 @@ class RunStore:
         for name, st in _scan(self.directory):
             seen.add(name)
             loaded = st if isinstance(st, str) else self._load(name, st)
-            if isinstance(loaded, str):
-                listing.problems.append((name, loaded))
-            else:
-                listing.records.append(loaded)
+            listing.add(name, loaded)
         self._forget(seen)
-        listing.records.sort(key=lambda r: (r.created_datetime, r.id))
-        listing.problems.sort()
+        listing.sort()
         return listing
 
     def list_summaries(self) -> Listing:
@@ -258,13 +266,9 @@ class RunStore:
                     loaded = read if isinstance(read, str) else RunSummary.of(read)
                 with self._lock:
                     self._summaries[name] = (key, loaded)
-            if isinstance(loaded, str):
-                listing.problems.append((name, loaded))
-            else:
-                listing.records.append(loaded)
+            listing.add(name, loaded)
         self._forget(seen)
-        listing.records.sort(key=lambda r: (r.created_datetime, r.id))
-        listing.problems.sort()
+        listing.sort()
         self._update_index(listing.records)
         self._last_summaries = (here.st_mtime_ns, here.st_ino, began,
                                 Listing(list(listing.records), list(listing.problems)))
@@ -303,11 +307,7 @@ class RunStore:
             except OSError as error:
                 listing.problems.append((name, f"could not be read ({error.strerror or error})"))
                 continue
-            loaded = _read_record(self.directory, name, st)
-            if isinstance(loaded, str):
-                listing.problems.append((name, loaded))
-            else:
-                listing.records.append(loaded)
+            listing.add(name, _read_record(self.directory, name, st))
         return listing
 
     def _load(self, name: str, st: os.stat_result) -> ExperimentRecord | str:
