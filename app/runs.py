@@ -102,9 +102,10 @@ class RunsView(pn.viewable.Viewer):
         self.table = pn.widgets.Tabulator(
             runs_frame([]), name="Saved runs", show_index=False, selectable="checkbox",
             disabled=True, hidden_columns=["id"], sizing_mode="stretch_width",
-            # Pages of 10 with no fixed height: every run of a page is drawn. A fixed height
-            # let Tabulator's virtual rendering leave rows below the fold out of the page.
-            pagination="local", page_size=10,
+            # No fixed height and no pagination: the table grows with the session's runs and
+            # draws every row. A fixed height let Tabulator's virtual rendering leave rows below
+            # the fold out of the page; local pagination now and then showed no row at all
+            # after the first save (seen in full test runs under load).
             layout="fit_data_stretch", text_align="left",
             formatters={c: {"type": "plaintext"} for c in _RUN_COLUMNS},
         )
