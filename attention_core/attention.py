@@ -10,6 +10,7 @@ Left out: batches, multiple heads, projections (pass ``X @ W_Q`` etc. yourself).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from attention_core.checks import Check, run_checks
 from attention_core.masks import combine_masks, future_cells
 from attention_core.modes import CORRECT, MASK_AFTER_SOFTMAX, FailureMode, get_mode
-from attention_core.softmax import naive_softmax, stable_softmax
+from attention_core.softmax import naive_softmax, shifted_softmax
 from attention_core.validation import AttentionInputError, key_padding, token_array
 
 
@@ -136,13 +137,11 @@ def _resolve_mode(failure_mode: str | FailureMode, mask_after_softmax: bool) -> 
 
 
 def _scores(queries: np.ndarray, keys: np.ndarray, d_k: int, scale: bool) -> np.ndarray:
-    # [T, d_k] @ [d_k, T] -> [T, T]
-    with np.errstate(over="ignore", invalid="ignore"):
-        raw = queries @ keys.T
-        scores = raw / np.sqrt(d_k) if scale else raw
-    bad = ~np.isfinite(scores)
-    if bad.any():
-        i, j = (int(x) + 1 for x in np.argwhere(bad)[0])
+    # [T, d_k] @ [d_k, T] -> [T, T]; called with overflow warnings silenced, as it reports them
+    raw = queries @ keys.T
+    scores = raw / math.sqrt(d_k) if scale else raw
+    if not np.isfinite(scores).all():
+        i, j = (int(x) + 1 for x in np.argwhere(~np.isfinite(scores))[0])
         raise AttentionInputError(
             "queries",
             f"The score of query {i} with key {j} overflows float64 (beyond ±1.8e308); "
@@ -225,25 +224,25 @@ def scaled_dot_product_attention(
     q2, k2 = q.reshape(T, -1), k.reshape(T, -1)  # [T, d_k]
 
     allowed = combine_masks(T, causal=causal, key_is_real=key_is_real)  # [T, T] bool
-    scores = _scores(q2, k2, d_k, mode.scale)  # [T, T]
-    masked_scores = np.where(allowed, scores, -np.inf) if mode.mask == "before" else scores
-    softmax = stable_softmax if mode.softmax == "stable" else naive_softmax
-    weights = softmax(masked_scores, axis=mode.softmax_axis)  # [T, T]
-    if mode.mask == "after":
-        weights = np.where(allowed, weights, 0.0)  # no renormalisation: the broken step
+    # Silenced once for the whole pipeline: an overflowing score is refused by _scores, and the
+    # nan/inf that only the naive_softmax mode can make are what that mode exists to show.
+    with np.errstate(over="ignore", invalid="ignore"):
+        scores = _scores(q2, k2, d_k, mode.scale)  # [T, T]
+        masked_scores = np.where(allowed, scores, -np.inf) if mode.mask == "before" else scores
+        # _scores refused nan and inf, so the stable softmax need not look for them again.
+        softmax = shifted_softmax if mode.softmax == "stable" else naive_softmax
+        weights = softmax(masked_scores, axis=mode.softmax_axis)  # [T, T]
+        if mode.mask == "after":
+            weights = np.where(allowed, weights, 0.0)  # no renormalisation: the broken step
 
-    with np.errstate(invalid="ignore"):
         row_sums = weights.sum(axis=-1)  # [T]
         future_weight = np.where(future_cells(T), weights, 0.0).sum(axis=-1)  # [T]
-    output = contributions = None
-    if v is not None:
-        mixed = v if mode.mix == "values" else k
-        mixed_2d = mixed.reshape(T, -1)  # [T, d_v]
-        with np.errstate(invalid="ignore", over="ignore"):
-            contributions = weights[:, :, None] * mixed_2d[None, :, :]  # [T, T, d_v]
-            output = weights @ mixed_2d  # [T, d_v]
-        if mixed.ndim == 1:
-            contributions, output = contributions[:, :, 0], output[:, 0]
+        output = contributions = None
+        if v is not None:
+            mixed = v if mode.mix == "values" else k  # [T] or [T, d_v]
+            # weights[i, j] * v_j: [T, T] * [T] -> [T, T], or [T, T, 1] * [1, T, d_v] -> [T, T, d_v]
+            contributions = weights * mixed if mixed.ndim == 1 else weights[:, :, None] * mixed[None, :, :]
+            output = weights @ mixed  # [T] or [T, d_v]
 
     result = AttentionResult(
         queries=q, keys=k, values=v, d_k=d_k, causal=causal, key_is_real=key_is_real, mode=mode,

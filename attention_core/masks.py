@@ -8,7 +8,27 @@ and padding masks"). They combine with logical *and*.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
+
+from attention_core.validation import MAX_TOKENS
+
+
+@lru_cache(maxsize=MAX_TOKENS)
+def _lower_triangle(T: int) -> np.ndarray:
+    # Built once per T and shared read-only: np.tril/np.triu cost more than the rest of a
+    # small mask's use, and the pipeline builds one on every edit a learner makes.
+    allowed = np.tril(np.ones((T, T), dtype=bool))
+    allowed.flags.writeable = False
+    return allowed
+
+
+@lru_cache(maxsize=MAX_TOKENS)
+def _strict_upper_triangle(T: int) -> np.ndarray:
+    future = ~_lower_triangle(T)
+    future.flags.writeable = False
+    return future
 
 
 def causal_mask(T: int) -> np.ndarray:
@@ -23,8 +43,9 @@ def causal_mask(T: int) -> np.ndarray:
     -------
     numpy.ndarray of bool, shape (T, T)
         Lower triangle (diagonal included) ``True``; future cells (``j > i``) ``False``.
+        A new array the caller may change.
     """
-    return np.tril(np.ones((T, T), dtype=bool))
+    return _lower_triangle(T).copy()
 
 
 def future_cells(T: int) -> np.ndarray:
@@ -38,9 +59,10 @@ def future_cells(T: int) -> np.ndarray:
     Returns
     -------
     numpy.ndarray of bool, shape (T, T)
-        Strict upper triangle ``True``; the complement of :func:`causal_mask`.
+        Strict upper triangle ``True``; the complement of :func:`causal_mask`. Read-only and
+        shared between calls (copy it to change it).
     """
-    return np.triu(np.ones((T, T), dtype=bool), k=1)
+    return _strict_upper_triangle(T)
 
 
 def padding_mask(key_is_real: np.ndarray) -> np.ndarray:
@@ -76,11 +98,12 @@ def combine_masks(T: int, *, causal: bool, key_is_real: np.ndarray | None = None
     -------
     numpy.ndarray of bool, shape (T, T)
         ``True`` where query row ``i`` may read key column ``j`` (logical *and* of the masks).
+        A new array the caller may change.
     """
-    allowed = causal_mask(T) if causal else np.ones((T, T), dtype=bool)
+    allowed = _lower_triangle(T) if causal else np.ones((T, T), dtype=bool)
     if key_is_real is not None:
-        allowed &= padding_mask(key_is_real)
-    return allowed
+        return allowed & padding_mask(key_is_real)
+    return allowed.copy() if causal else allowed
 
 
 def additive_mask(allowed: np.ndarray) -> np.ndarray:

@@ -53,14 +53,22 @@ def stable_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if not (x < np.inf).all():  # one pass: false exactly for nan and +inf
         raise ValueError("stable_softmax takes finite numbers or -inf (masked); got nan or +inf")
-    visible = np.isfinite(x)
-    has_visible = visible.any(axis=axis, keepdims=True)
-    # The max over visible entries only; a fully masked slice gets 0 so the shift stays finite.
-    row_max = np.max(np.where(visible, x, -np.inf), axis=axis, keepdims=True)
-    row_max = np.where(has_visible, row_max, 0.0)
-    exps = np.where(visible, np.exp(np.where(visible, x - row_max, 0.0)), 0.0)
+    return shifted_softmax(x, axis)
+
+
+def shifted_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """:func:`stable_softmax` for float64 scores already known to hold no ``nan`` or ``+inf``.
+
+    The attention pipeline refuses non-finite scores before softmax, so it skips the check
+    that :func:`stable_softmax` makes on arbitrary input. Same parameters, same result.
+    """
+    # With nan and +inf refused, the slice maximum is the largest visible score, or -inf for a
+    # slice with nothing visible; such a slice is shifted by 0 instead, so it stays finite.
+    row_max = x.max(axis=axis, keepdims=True)
+    has_visible = row_max > -np.inf
+    exps = np.exp(x - np.where(has_visible, row_max, 0.0))  # exp(-inf) is exactly 0.0
     totals = exps.sum(axis=axis, keepdims=True)
-    return np.where(has_visible, exps / np.where(has_visible, totals, 1.0), 0.0)
+    return exps / np.where(has_visible, totals, 1.0)  # a slice with nothing visible: 0 / 1
 
 
 def naive_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -103,9 +103,8 @@ def token_array(field: str, data: object) -> np.ndarray:
         raise AttentionInputError(
             field, f"{field} have {arr.shape[0]} tokens; the workbench takes at most {MAX_TOKENS}"
         )
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        position = np.argwhere(bad)[0]
+    if not np.isfinite(arr).all():
+        position = np.argwhere(~np.isfinite(arr))[0]
         token = int(position[0]) + 1
         raise AttentionInputError(
             field, f"{name.capitalize()} {token} is not a finite number: {float(arr[tuple(position)])}", token
