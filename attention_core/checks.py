@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -62,7 +63,17 @@ class Check:
 
 
 def _check(name: str, passed: bool | None, message: str, rows=(), cells=()) -> Check:
+    if not rows and not cells:
+        return _outcome(name, passed, message)
     return Check(name, CHECK_TITLES[name], passed, message, tuple(rows), tuple(cells))
+
+
+@lru_cache(maxsize=1024)
+def _outcome(name: str, passed: bool | None, message: str) -> Check:
+    # A Check is frozen and an outcome without rows or cells is fully named by these three, so
+    # equal ones can be one shared object (building a frozen dataclass costs more than the
+    # comparison most checks make).
+    return Check(name, CHECK_TITLES[name], passed, message)
 
 
 def _cells(where: np.ndarray) -> list[tuple[int, int]]:
