@@ -189,6 +189,12 @@ def _numbers(values) -> np.ndarray:
     return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
+def _texts(values) -> np.ndarray:
+    """Strings as a numpy unicode array: Bokeh serialises it with one ``tolist`` and its model
+    walks skip it, where a list of 10,000 strings is visited item by item on every walk."""
+    return np.array(list(values), dtype=str)
+
+
 def runs_frame(records: list[RunSummary], state: InstructorState) -> pd.DataFrame:
     """The table's rows, newest first; free text shortened (full text in the row's details)."""
     rows = records[::-1]
@@ -389,9 +395,10 @@ class ClassChartView(pn.viewable.Viewer):
         self._modes = modes
         self._x = dict(zip((r.id for r in records), x, strict=True))
         return {
-            "id": [r.id for r in records], "x": x, "mode": titles,
-            "learner": [r.learner or "" for r in records], "label": [r.label or "" for r in records],
-            "created": self._created(records),
+            "id": _texts(r.id for r in records), "x": x, "mode": _texts(titles),
+            "learner": _texts(r.learner or "" for r in records),
+            "label": _texts(r.label or "" for r in records),
+            "created": _texts(self._created(records)),
             "future_weight": _numbers(r.total_future_weight for r in records),
             "min_row_sum": _numbers(r.min_row_sum for r in records),
         }
@@ -420,7 +427,7 @@ class ClassChartView(pn.viewable.Viewer):
     def _relabel(self, *events) -> None:
         """Only the hover's local times change with the browser's zone: send just that column."""
         with pn.io.unlocked():
-            self.source.data.update(created=self._created(self.state.filtered))
+            self.source.data.update(created=_texts(self._created(self.state.filtered)))
 
     def _show_selected(self, *events) -> None:
         shown = {r.id: r for r in self.state.filtered}
@@ -525,17 +532,21 @@ def create_instructor(store: RunStore) -> pn.template.BootstrapTemplate:
         title="Self-attention workbench · Instructor", header_background="#37474f",
         busy_indicator=None,  # process-wide flag: see app.workbench.create_workbench
     )
+    # The class picture (two figures, some 60 Bokeh models and a point per run) is built once the
+    # browser has drawn the rest: the run count, the filters and the table come first.
+    chart = pn.Column(sizing_mode="stretch_width")
     template.main.append(pn.Column(
         pn.pane.HTML(INTRO),
         ProblemsView(state=state),
         FiltersView(state=state),
-        ClassChartView(state=state),
+        chart,
         pn.pane.HTML("<h3>Runs</h3>"),
         RunsTableView(state=state),
         ExportView(state=state),
         hint, compare,
         sizing_mode="stretch_width",
     ))
+    pn.state.onload(lambda: chart.append(ClassChartView(state=state)))
     _follow_browser_timezone(state)
     callback = pn.state.add_periodic_callback(state.refresh, period=REFRESH_MS)
     if pn.state.curdoc is not None:

@@ -109,7 +109,7 @@ def test_chart_has_one_point_per_filtered_run_grouped_by_mode_and_tap_selects(st
     assert chart.chosen.data["mode"] == [data["mode"][1]]
     assert chart.source.data is before
     s.mode = "no mask"
-    assert chart.source.data["mode"] == ["no mask"]
+    assert list(chart.source.data["mode"]) == ["no mask"]
     assert chart.chosen.data["x"] == []  # the chosen run is filtered out: not drawn
 
 
