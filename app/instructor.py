@@ -546,7 +546,12 @@ def create_instructor(store: RunStore) -> pn.template.BootstrapTemplate:
         hint, compare,
         sizing_mode="stretch_width",
     ))
-    pn.state.onload(lambda: chart.append(ClassChartView(state=state)))
+    def _chart():
+        # Built like the rest of the page, before the template named its design; with the
+        # design set, the headings would take Bootstrap's sizes instead of the page's.
+        with pn.config.set(design=None):
+            chart.append(ClassChartView(state=state))
+    pn.state.onload(_chart)
     _follow_browser_timezone(state)
     callback = pn.state.add_periodic_callback(state.refresh, period=REFRESH_MS)
     if pn.state.curdoc is not None:

@@ -332,6 +332,10 @@ def test_ten_thousand_runs_open_without_errors(tmp_path, page):
         expect(table_rows(page).first).to_contain_text("run 9999")  # newest first
         page.wait_for_function(
             "() => Bokeh.documents[0].get_model_by_name('class-source').data.id.length === 10000")
+        # The class picture, built after the first paint, is styled like the rest of the page.
+        size = "el => getComputedStyle(el).fontSize"
+        assert page.get_by_role("heading", name="Class picture").evaluate(size) == \
+            page.get_by_role("heading", name="Runs", exact=True).evaluate(size)
         page.locator(".tabulator-page[data-page='last']").click()
         expect(table_rows(page).last).to_contain_text("run 0")
         filter_learner(page, "learner 07")
