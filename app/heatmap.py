@@ -16,21 +16,23 @@ from bokeh.models import (
     CDSView,
     ColorBar,
     ColumnDataSource,
+    Div,
     FactorRange,
+    Grid,
     GroupFilter,
     HoverTool,
     LinearColorMapper,
 )
+from bokeh.models import Column as BokehColumn
 from bokeh.palettes import Cividis256, PuOr11
 from bokeh.plotting import figure
 from bokeh.transform import transform
 
 MASKED_COLOR = "#d0d0d0"
-# The mirrored table is for screen readers: in the accessibility tree, visually hidden.
-_TABLE_CSS = """
-.sr-only { position: absolute; width: 1px; height: 1px; padding: 0; margin: -1px;
-           overflow: hidden; clip: rect(0, 0, 0, 0); white-space: nowrap; border: 0; }
-"""
+# The mirrored table is for screen readers: in the accessibility tree, visually hidden. Inline,
+# so it needs no stylesheet model of its own.
+_SR_ONLY = ("position: absolute; width: 1px; height: 1px; padding: 0; margin: -1px; "
+            "overflow: hidden; clip: rect(0, 0, 0, 0); white-space: nowrap; border: 0;")
 _KINDS = {
     # kind: (palette, symmetric range)
     "weights": (Cividis256, False),
@@ -98,19 +100,25 @@ class HeatMap(pn.viewable.Viewer):
             x="column", y="row", text="text", source=self.source, text_align="center",
             text_baseline="middle", text_color="text_color", text_font_size="12px",
         )
+        # Every model here is kept by the server for each open page (some 7 KiB each), so the
+        # figure holds only what it draws: nothing is ever selected or muted (BokehJS derives
+        # those glyphs itself when asked for "auto"), and the invisible grid lines are not built.
+        for renderer in fig.renderers:
+            renderer.nonselection_glyph = renderer.muted_glyph = "auto"
+        fig.center = [r for r in fig.center if not isinstance(r, Grid)]
         fig.add_tools(HoverTool(tooltips=[
             ("row (query)", "@row"), ("column (key)", "@column"), ("score", "@score_text"),
             ("weight", "@weight_text"), ("cell", "@state"),
         ]))
         fig.add_layout(ColorBar(color_mapper=self.mapper, width=12), "right")
-        fig.grid.grid_line_color = None
         fig.axis.major_tick_line_color = None
         fig.axis.axis_line_color = None
         self.figure = fig
-        self.table = pn.pane.HTML("", sizing_mode="stretch_width", stylesheets=[_TABLE_CSS])
-        self._pane = pn.Column(
-            pn.pane.Bokeh(fig), self.table, margin=(0, 10), width=size + 100
-        )
+        # The figure and its table in one Bokeh layout, so one Panel pane: a Panel object costs
+        # the server some 30 KiB per page, a plain Bokeh model a quarter of that.
+        self.table = Div(text="")
+        self._pane = pn.pane.Bokeh(BokehColumn(children=[fig, self.table]), margin=(0, 10),
+                                   width=size + 100)
 
     @staticmethod
     def _empty() -> dict:
@@ -170,8 +178,10 @@ class HeatMap(pn.viewable.Viewer):
             self.mapper.update(low=low, high=high)
             self.x_range.factors = factors
             self.y_range.factors = list(reversed(factors))
+            # The table before the data: the other way round, a token count change sent the
+            # browser a patch it could not read ("Offset is outside the bounds of the DataView").
+            self.table.text = self._table_html(data, T)
             self.source.data = data
-        self.table.object = self._table_html(data, T)
 
     def _range(self, shown: np.ndarray) -> tuple[float, float]:
         if not self._symmetric:
@@ -195,7 +205,7 @@ class HeatMap(pn.viewable.Viewer):
             rows.append(f'<tr><th scope="row">query {i + 1}</th>{cells}</tr>')
         title = html.escape(self.title)
         return (
-            f'<table class="matrix-table sr-only" aria-label="{title} table">'
+            f'<table class="matrix-table sr-only" style="{_SR_ONLY}" aria-label="{title} table">'
             f"<caption>{title}: rows are queries, columns are keys</caption>"
             f"<thead><tr><th scope=\"col\">row</th>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>"

@@ -47,27 +47,31 @@ class SaveView(pn.viewable.Viewer):
                         "violate it?")
         self.button = pn.widgets.Button(name="Save run", button_type="primary")
         self.button.on_click(lambda e: s.save_run())
-        # Plain HTML with escaped text, not an Alert: Alert renders Markdown, and the message
-        # can quote the learner's label.
-        self.message = pn.pane.HTML("", visible=False, stylesheets=[_STATUS_CSS],
-                                    sizing_mode="stretch_width")
+        self.message: pn.pane.HTML | None = None  # built with the first message
+        self._layout = pn.Column(
+            pn.pane.HTML("<h3>Record your run</h3>"),
+            self.prediction, pn.Row(self.learner, self.label), self.button, self.explanation,
+        )
         s.param.watch(self._update, ["save_message", "save_ok", "input_ok"])
         self._update()
 
     def _update(self, *events):
         s = self.state
         self.button.disabled = not s.input_ok
+        if self.message is None:
+            if not s.save_message:
+                return
+            # Plain HTML with escaped text, not an Alert: Alert renders Markdown, and the
+            # message can quote the learner's label.
+            self.message = pn.pane.HTML("", stylesheets=[_STATUS_CSS], sizing_mode="stretch_width")
+            self._layout.insert(self._layout.objects.index(self.button) + 1, self.message)
         kind = "ok" if s.save_ok else "error"
         self.message.object = (f'<div class="status {kind}" role="status">'
                                f"{html.escape(s.save_message)}</div>")
         self.message.visible = bool(s.save_message)
 
     def __panel__(self):
-        return pn.Column(
-            pn.pane.HTML("<h3>Record your run</h3>"),
-            self.prediction, pn.Row(self.learner, self.label), self.button, self.message,
-            self.explanation,
-        )
+        return self._layout
 
 
 def runs_frame(records):
@@ -115,12 +119,20 @@ class RunsView(pn.viewable.Viewer):
         self.download_csv = pn.widgets.FileDownload(
             callback=lambda: self._download("csv"), filename="attention-runs.csv",
             label="Download my runs (CSV)", embed=False)
-        self.compare = ComparisonView()
-        self.hint = pn.pane.HTML(
-            "<p>Tick two saved runs to compare them side by side.</p>")
+        # Built on the first comparison: most pages never compare, and every pane is memory the
+        # server keeps for each open page.
+        self.compare: ComparisonView | None = None
+        self.heading = pn.pane.HTML("")
+        self._layout = pn.Column(
+            self.heading, self.table, pn.Row(self.download_json, self.download_csv))
         self.state.param.watch(self._update_table, "saved")
         self.table.param.watch(self._update_compare, "selection")
         self._update_table()
+        self._show_hint(True)
+
+    def _show_hint(self, shown: bool) -> None:
+        hint = "<p>Tick two saved runs to compare them side by side.</p>" if shown else ""
+        self.heading.object = f"<h3>Saved runs</h3>{hint}"
 
     def _update_table(self, *events):
         self.table.value = runs_frame(self.state.saved)
@@ -130,8 +142,13 @@ class RunsView(pn.viewable.Viewer):
     def _update_compare(self, *events):
         chosen = [self.state.saved[i] for i in self.table.selection[:2]
                   if i < len(self.state.saved)]
+        if self.compare is None:
+            if len(chosen) < 2:
+                return
+            self.compare = ComparisonView()
+            self._layout.append(self.compare)
         self.compare.show(chosen)
-        self.hint.visible = len(chosen) < 2
+        self._show_hint(len(chosen) < 2)
 
     def _download(self, fmt: str) -> io.StringIO:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -143,7 +160,4 @@ class RunsView(pn.viewable.Viewer):
         return io.StringIO(export_csv(records))
 
     def __panel__(self):
-        return pn.Column(
-            pn.pane.HTML("<h3>Saved runs</h3>"), self.table,
-            pn.Row(self.download_json, self.download_csv), self.hint, self.compare,
-        )
+        return self._layout

@@ -15,7 +15,7 @@ import param
 from app.compare import TABLE_CSS, num
 from app.heatmap import HeatMap
 from app.state import MAX_UI_TOKENS, PRESETS, WorkbenchState
-from app.widgets import LabelledCheckbox
+from app.widgets import ButtonGroup, LabelledCheckbox
 
 _TOKEN_FIELDS = (("queries", "Query"), ("keys", "Key"), ("values", "Value"))
 
@@ -24,9 +24,10 @@ class InputsView(pn.viewable.Viewer):
     """Token count, one labelled text field per query/key/value, the two mask toggles, presets.
 
     A page holds only the fields it has shown: token fields up to the largest token count used,
-    ``Value i`` fields once values are switched on, a field's message pane once it has had a
-    message. Most learners never raise the token count or type something invalid, and every
-    widget is a Bokeh model the server keeps and ships for each open page.
+    ``Value i`` fields once values are switched on, a message pane once there is a message.
+    Most learners never raise the token count or type something invalid, and every widget is a
+    Bokeh model the server keeps (some 30 KiB of memory) and ships for each open page. The
+    presets are one model (:class:`app.widgets.ButtonGroup`) for the same reason.
     """
 
     state = param.ClassSelector(class_=WorkbenchState)
@@ -37,49 +38,47 @@ class InputsView(pn.viewable.Viewer):
         # Not from_param, and no start/end: with bounds the browser silently keeps an out-of-range
         # number in the field without sending it. Here it reaches _set_tokens and gets a message.
         self.tokens = pn.widgets.IntInput(name="Tokens", value=s.tokens, width=120)
-        self.tokens_message = pn.pane.HTML("", margin=(0, 5), visible=False, stylesheets=[_ERROR_CSS])
+        self.tokens_message: pn.pane.HTML | None = None  # built with the first message
         self.tokens.param.watch(self._set_tokens, "value")
         s.param.watch(lambda e: setattr(self.tokens, "value", e.new), "tokens")
         self.fields: dict[str, list[pn.widgets.TextInput]] = {f: [] for f, _ in _TOKEN_FIELDS}
         self.messages: dict[str, pn.pane.HTML] = {}
-        self._columns = {
-            field: pn.Column(pn.pane.HTML(f"<b>{field.capitalize()}</b>", margin=(0, 10)))
-            for field, _word in _TOKEN_FIELDS
-        }
+        # No heading pane per column: every field is labelled "Query i", "Key i", "Value i".
+        self._columns = {field: pn.Column(margin=0) for field, _word in _TOKEN_FIELDS}
         self.use_values = LabelledCheckbox.for_param(
             s.param.use_values, "Use values (adds output and contributions)")
         self.causal = LabelledCheckbox.for_param(s.param.causal, "Causal mask")
         self.broken = LabelledCheckbox.for_param(
             s.param.mask_after_softmax, "Mask after softmax (broken)")
-        self.mask_note = pn.pane.HTML("", margin=(0, 10))
-        self.presets = [
-            pn.widgets.Button(name=p["label"], button_type="light") for p in PRESETS.values()
-        ] + [pn.widgets.Button(name="Reset", button_type="light")]
-        for button, key in zip(self.presets, [*PRESETS, "reset"], strict=True):
-            button.on_click(lambda e, k=key: s.apply_preset(k))
+        self.mask_note: pn.pane.HTML | None = None  # built when there is first something to say
+        keys = [*PRESETS, "reset"]
+        self.presets = ButtonGroup(
+            heading="Presets", labels=[p["label"] for p in PRESETS.values()] + ["Reset"],
+            on_press=lambda i: s.apply_preset(keys[i]), margin=(10, 10))
         s.param.watch(self._sync_texts, ["queries", "keys", "values"])
         s.param.watch(self._sync_fields, ["tokens", "use_values", "field_errors"])
         s.param.watch(self._sync_mask_note, ["causal", "mask_after_softmax"])
-        self._sync_fields()
-        self._sync_mask_note()
         self._layout = pn.Column(
             self.tokens,
-            self.tokens_message,
             pn.Row(*self._columns.values()),
             self.use_values,
             self.causal,
             self.broken,
-            self.mask_note,
-            pn.pane.HTML("<b>Presets</b>", margin=(10, 10, 0, 10)),
-            pn.FlexBox(*self.presets),
+            self.presets,
         )
+        self._sync_fields()
+        self._sync_mask_note()
 
     def _set_tokens(self, event) -> None:
         value = event.new
         if isinstance(value, int) and 1 <= value <= MAX_UI_TOKENS:
-            self.tokens_message.visible = False
+            if self.tokens_message is not None:
+                self.tokens_message.visible = False
             self.state.tokens = value
             return
+        if self.tokens_message is None:
+            self.tokens_message = pn.pane.HTML("", margin=(0, 5), stylesheets=[_ERROR_CSS])
+            self._layout.insert(1, self.tokens_message)
         shown = "nothing" if value is None else repr(value)
         self.tokens_message.object = (
             f'<span role="alert">Tokens: {html.escape(shown)} is not a token count; choose a whole '
@@ -135,6 +134,11 @@ class InputsView(pn.viewable.Viewer):
             note = "The causal mask is off: every token can read future tokens."
         else:
             note = ""
+        if self.mask_note is None:
+            if not note:
+                return
+            self.mask_note = pn.pane.HTML("", margin=(0, 10))
+            self._layout.insert(self._layout.objects.index(self.broken) + 1, self.mask_note)
         self.mask_note.object = note
         self.mask_note.visible = bool(note)
 
@@ -175,31 +179,38 @@ class MatricesView(pn.viewable.Viewer):
 
 
 class ReadoutsView(pn.viewable.Viewer):
-    """Each row's sum and future-token weight, the totals, the mode banner, and the output."""
+    """Each row's sum and future-token weight, the totals, the output, and the checks.
+
+    The readouts and the checklist are one HTML pane (with the notice that the input has a
+    problem), and the broken-mode banner a second one above the heat maps: every pane is some
+    30 KiB of server memory per open page, and they all change together on every edit anyway.
+    """
 
     state = param.ClassSelector(class_=WorkbenchState)
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.banner = pn.pane.Alert("", alert_type="danger", visible=False)
-        self.stale = pn.pane.Alert("", alert_type="warning", visible=False)
-        self.table = pn.pane.HTML("", name="readouts", stylesheets=[TABLE_CSS])
+        self.banner = pn.pane.HTML("", visible=False, stylesheets=[_NOTICE_CSS],
+                                   sizing_mode="stretch_width")
+        self.table = pn.pane.HTML("", name="readouts", stylesheets=[TABLE_CSS, _NOTICE_CSS])
         self.state.param.watch(self._update, ["result", "field_errors", "input_ok"])
         self._update()
 
     def _update(self, *events):
         s, r = self.state, self.state.result
-        self.stale.object = (
-            "The inputs have a problem (see the marked fields), so the matrices below still show "
-            "the last valid input." if not s.input_ok else "")
-        self.stale.visible = not s.input_ok
+        stale = "" if s.input_ok else (
+            "<div class='notice warning'>The inputs have a problem (see the marked fields), so "
+            "the matrices below still show the last valid input.</div>")
         if r is None:
+            self.table.object = stale
             return
         broken = bool(r.mode.mask == "after" and (~r.allowed).any())
-        self.banner.object = (
-            "**BROKEN MODE: mask after softmax.** Softmax saw the future scores; the future "
-            "weights were then zeroed without renormalising, so rows sum to less than 1."
-            if broken else "")
+        banner = (
+            "<div class='notice danger'><b>BROKEN MODE: mask after softmax.</b> Softmax saw the "
+            "future scores; the future weights were then zeroed without renormalising, so rows "
+            "sum to less than 1.</div>" if broken else "")
+        if self.banner.object != banner:
+            self.banner.object = banner
         self.banner.visible = broken
         has_output = r.output is not None
         head = "<th scope='col'>row (query)</th><th scope='col'>row sum</th>" \
@@ -216,12 +227,13 @@ class ReadoutsView(pn.viewable.Viewer):
                 cells += f"<td>{', '.join(num(x) for x in out)}</td>"
             rows.append(f"<tr>{cells}</tr>")
         self.table.object = (
+            f"{stale}<div class='readouts-and-checks'><div>"
             "<table class='readouts' aria-label='Row sums and future-token weight'>"
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
             f"<p>Total future-token weight: <b data-testid='total-future-weight'>"
             f"{num(r.total_future_weight)}</b> · smallest row sum: "
             f"<b data-testid='min-row-sum'>{num(r.min_row_sum)}</b></p>"
-            + self._contributions(r)
+            f"{self._contributions(r)}</div><div>{checks_html(r)}</div></div>"
         )
 
     @staticmethod
@@ -239,33 +251,26 @@ class ReadoutsView(pn.viewable.Viewer):
             f"{head}</tr></thead><tbody>{body}</tbody></table></details>")
 
     def __panel__(self):
-        return pn.Column(self.stale, self.table)
+        return self.table
 
 
-class ChecksView(pn.viewable.Viewer):
-    """The core's checks as a checklist in seed 004's audit order."""
-
-    state = param.ClassSelector(class_=WorkbenchState)
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.list = pn.pane.HTML("", name="checks", stylesheets=[TABLE_CSS])
-        self.state.param.watch(self._update, "result")
-        self._update()
-
-    def _update(self, *events):
-        r = self.state.result
-        if r is None:
-            return
-        items = []
-        for c in r.checks:
-            mark, word = {True: ("✓", "pass"), False: ("✗", "FAIL"), None: ("–", "n/a")}[c.passed]
-            items.append(
-                f"<li class='check-{word.lower().replace('/', '')}' data-check='{c.name}'>"
-                f"<span aria-hidden='true'>{mark}</span> <b>{word}</b> {html.escape(c.title)}: "
-                f"{html.escape(c.message)}</li>")
-        self.list.object = (
+def checks_html(r) -> str:
+    """The core's checks of result ``r`` as a checklist in seed 004's audit order."""
+    items = []
+    for c in r.checks:
+        mark, word = {True: ("✓", "pass"), False: ("✗", "FAIL"), None: ("–", "n/a")}[c.passed]
+        items.append(
+            f"<li class='check-{word.lower().replace('/', '')}' data-check='{c.name}'>"
+            f"<span aria-hidden='true'>{mark}</span> <b>{word}</b> {html.escape(c.title)}: "
+            f"{html.escape(c.message)}</li>")
+    return ("<h3>Checks (audit order of seed 004)</h3>"
             "<ol class='checklist' aria-label='Checks in audit order'>" + "".join(items) + "</ol>")
 
-    def __panel__(self):
-        return pn.Column(pn.pane.HTML("<h3>Checks (audit order of seed 004)</h3>"), self.list)
+
+_NOTICE_CSS = """
+.notice { padding: 12px 16px; border-radius: 6px; border: 1px solid; margin-bottom: 8px; }
+.danger { background: #f8d7da; color: #58151c; border-color: #f1aeb5; }
+.warning { background: #fff3cd; color: #664d03; border-color: #ffe69c; }
+.readouts-and-checks { display: flex; flex-wrap: wrap; gap: 10px 40px; align-items: flex-start; }
+h3 { font-size: 1.1em; font-weight: bold; margin: 1.2em 0 0.8em; }
+"""

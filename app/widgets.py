@@ -47,3 +47,54 @@ class LabelledCheckbox(pn.custom.JSComponent):
         box.param.watch(lambda e: setattr(owner, name, e.new), "value")
         owner.param.watch(lambda e: setattr(box, "value", e.new), name)
         return box
+
+
+class ButtonGroup(pn.custom.JSComponent):
+    """A heading and a row of native buttons, one Bokeh model for all of them.
+
+    Each Panel ``Button`` is a model of its own that the server keeps (and ships) for every open
+    page; a row of buttons that only ever says "this one was pressed" needs one. Pressing sends
+    the button's index to :attr:`on_press`.
+    """
+
+    heading = param.String(default="", doc="Bold text above the buttons.")
+    labels = param.List(default=[], item_type=str, doc="One button per label, in order.")
+
+    _esm = """
+    export function render({ model }) {
+      const box = document.createElement("div");
+      const draw = () => {
+        const heading = document.createElement("b");
+        heading.textContent = model.heading;
+        const row = document.createElement("div");
+        row.className = "buttons";
+        model.labels.forEach((text, i) => {
+          const button = document.createElement("button");
+          button.type = "button";
+          button.textContent = text;
+          button.addEventListener("click", () => model.send_msg(i));
+          row.append(button);
+        });
+        box.replaceChildren(...(model.heading ? [heading] : []), row);
+      };
+      draw();
+      model.on(["heading", "labels"], draw);
+      return box;
+    }
+    """
+
+    _stylesheets = [
+        ".buttons { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 6px; } "
+        "button { font: inherit; font-size: 14px; padding: 6px 12px; border-radius: 4px; "
+        "border: 1px solid #dee2e6; background: #f8f9fa; color: #212529; cursor: pointer; } "
+        "button:hover { background: #e2e6ea; } "
+        "button:focus-visible { outline: 2px solid #0d6efd; outline-offset: 2px; }"
+    ]
+
+    def __init__(self, on_press=None, **params):
+        super().__init__(**params)
+        self.on_press = on_press
+
+    def _handle_msg(self, data) -> None:
+        if self.on_press is not None and isinstance(data, int) and 0 <= data < len(self.labels):
+            self.on_press(data)

@@ -15,7 +15,7 @@ from tornado.ioloop import IOLoop
 
 from app.runs import RunsView, SaveView
 from app.state import WorkbenchState
-from app.views import ChecksView, InputsView, MatricesView, ReadoutsView
+from app.views import InputsView, MatricesView, ReadoutsView
 from attention_core.store import RunStore, resolve_runs_dir
 
 INTRO = """
@@ -97,7 +97,7 @@ def create_workbench(store: RunStore | None = None) -> pn.template.BootstrapTemp
         pn.pane.Markdown(INTRO, sizing_mode="stretch_width"),
         readouts.banner,
         MatricesView(state=state),
-        pn.FlexBox(readouts, ChecksView(state=state)),
+        readouts,
         SaveView(state=state),
         RunsView(state=state),
         sizing_mode="stretch_width",

@@ -135,7 +135,7 @@ def test_heat_map_sources_hold_one_row_per_cell_with_masks_marked(state):
     assert view.scores.mapper.low == -view.scores.mapper.high  # symmetric diverging range
     state.tokens = 4
     assert len(view.weights.source.data["row"]) == 16
-    assert "Weights table" in view.weights.table.object
+    assert "Weights table" in view.weights.table.text
 
 
 def test_comparison_shows_both_runs_and_their_difference(state):
