@@ -46,6 +46,7 @@ ALL_MODES = "All modes"
 REFRESH_MS = 2000
 SHORT_TEXT = 40  # characters of prediction / explanation shown in a table cell
 PAGE_SIZE = 20
+CHART_HEIGHT = 390  # px: the class picture's heading and one row of its two figures
 # The lesson's contrast first: the correct run, then the broken one, then the rest.
 _MODE_ORDER = ("correct, causal", "mask after softmax (broken)", "correct, no causal mask")
 _TEXT_COLUMNS = ("created (local)", "created (UTC)", "learner", "label", "mode", "failed checks",
@@ -533,8 +534,9 @@ def create_instructor(store: RunStore) -> pn.template.BootstrapTemplate:
         busy_indicator=None,  # process-wide flag: see app.workbench.create_workbench
     )
     # The class picture (two figures, some 60 Bokeh models and a point per run) is built once the
-    # browser has drawn the rest: the run count, the filters and the table come first.
-    chart = pn.Column(sizing_mode="stretch_width")
+    # browser has drawn the rest: the run count, the filters and the table come first. Its space
+    # (heading and one row of figures) is kept, so the table does not jump down when it arrives.
+    chart = pn.Column(sizing_mode="stretch_width", min_height=CHART_HEIGHT)
     template.main.append(pn.Column(
         pn.pane.HTML(INTRO),
         ProblemsView(state=state),
