@@ -12,6 +12,10 @@ timed three ways: ``summaries_first`` with no summary index (every file parsed, 
 written), ``summaries_cold`` a new store finding that index (a server restart), and
 ``summaries_warm`` the same store again, made to stat every file (an open page's refresh tick
 after a learner saved; a tick with the directory unchanged costs one ``stat``).
+
+The instructor page is timed in Chromium until it shows the run count, alternately with the
+floor any Panel page of its kind imposes (bench/instructor_floor.py: the same template, a 20-row
+Tabulator and the count), and until its class picture holds every point.
 """
 
 from __future__ import annotations
@@ -124,9 +128,34 @@ READY_JS = """(n) => {
 }"""
 
 
+CHART_JS = """(n) => {
+  const doc = window.Bokeh && Bokeh.documents.length && Bokeh.documents[0];
+  const src = doc && doc.get_model_by_name('class-source');
+  return !!src && src.data.x.length === n;
+}"""
+
+
+def _start_floor(n: int, log: Path):
+    """bench/instructor_floor.py showing ``n`` as its run count, served like the workbench."""
+    from common import BENCH, free_port, spawn, wait_listening
+
+    port = free_port()
+    server = spawn([sys.executable, str(BENCH / "instructor_floor.py"), "--port", str(port),
+                    "--runs", str(n)], log, port)
+    wait_listening(server)
+    return server
+
+
 def instructor_ready(directory: Path, workdir: Path, n: int, loads: int) -> dict | str:
     """Seconds from opening ``/instructor`` until it shows ``n`` runs: first page after the server
-    started (the store is listed cold), then ``loads - 1`` more pages (the shared cache is warm)."""
+    started (the store is listed cold), then ``loads - 1`` more pages (the shared cache is warm).
+
+    Every page is a new browser context (nothing cached: every script is fetched and compiled
+    again). Beside it, alternately, the floor: bench/instructor_floor.py, the same template with a
+    20-row Tabulator and the run count, timed the same way. ``chart_s`` is when the page's class
+    picture holds all ``n`` points (it is drawn after the first paint); each page is closed only
+    then, so no page's work spills into the next one's time.
+    """
     try:
         import app.instructor  # noqa: F401
     except ImportError:
@@ -135,23 +164,31 @@ def instructor_ready(directory: Path, workdir: Path, n: int, loads: int) -> dict
     from playwright.sync_api import sync_playwright
 
     server = start_workbench(directory, workdir / f"instructor-{n}.log")
-    times = []
+    floor = _start_floor(n, workdir / f"instructor-floor-{n}.log")
+    times, charts, floors = [], [], []
     try:
         with sync_playwright() as p:
             browser = launch_chromium(p)
             for _ in range(loads):
-                context = browser.new_context()
-                loopback_only(context, server.url.rstrip("/"))
-                page = context.new_page()
-                t = time.monotonic()
-                page.goto(server.url + "instructor")
-                page.wait_for_function(READY_JS, arg=n, timeout=300_000, polling=50)
-                times.append(time.monotonic() - t)
-                context.close()
+                for target, out in ((server, times), (floor, floors)):
+                    context = browser.new_context()
+                    loopback_only(context, target.url.rstrip("/"))
+                    page = context.new_page()
+                    t = time.monotonic()
+                    page.goto(target.url + "instructor")
+                    page.wait_for_function(READY_JS, arg=n, timeout=300_000, polling=50)
+                    out.append(time.monotonic() - t)
+                    if target is server:
+                        page.wait_for_function(CHART_JS, arg=n, timeout=300_000, polling=50)
+                        charts.append(time.monotonic() - t)
+                    context.close()
             browser.close()
     finally:
         server.stop()
-    return {"first_s": times[0], "later_s": summary(times[1:])}
+        floor.stop()
+    return {"first_s": times[0], "later_s": summary(times[1:]), "chart_first_s": charts[0],
+            "chart_later_s": summary(charts[1:]), "floor_first_s": floors[0],
+            "floor_later_s": summary(floors[1:])}
 
 
 def run(workdir: Path, sizes: tuple[int, ...], repeats: int, instructor_max: int = 10_000) -> dict:
