@@ -99,11 +99,16 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
                          "", "", ""))
         for n, row in r["by_runs"].items():
             page = row.get("instructor")
+            floor = ""
             if isinstance(page, dict):
                 shown = (f"{page['first_s']:.2f} / {_f(page['later_s']['median'], '{:.2f}')}")
+                if "floor_later_s" in page:
+                    shown += f" (class picture {_f(page['chart_later_s']['median'], '{:.2f}')})"
+                    floor = (f"template + 20-row Tabulator: {page['floor_first_s']:.2f} / "
+                             f"{_f(page['floor_later_s']['median'], '{:.2f}')}")
             else:
                 shown = page or "not yet measurable"
-            rows.append((f"instructor page {int(n):,} runs: first (cold) / later page (s)", shown, "",
+            rows.append((f"instructor page {int(n):,} runs: first (cold) / later page (s)", shown, floor,
                          "≤ 1 s at 10,000" if n == "10000" else "",
                          _mark(r.get("instructor_pass")) if n == "10000" else ""))
     r = results.get("cold_start")
