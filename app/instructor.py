@@ -515,8 +515,49 @@ INTRO = (
 
 
 def create_instructor(store: RunStore) -> pn.template.BootstrapTemplate:
-    """Build one session's instructor page over the server's ``store``."""
+    """Build one session's instructor page over the server's ``store``.
+
+    The first paint carries the filters, the run count and the table; the class picture (two
+    figures, some 60 Bokeh models and a point per run), the exports and the comparison are built
+    once the browser has drawn it (``pn.state.onload``; at once without a browser session).
+    """
     state = InstructorState(store=store)
+    template = pn.template.BootstrapTemplate(
+        title="Self-attention workbench · Instructor", header_background="#37474f",
+        busy_indicator=None,  # process-wide flag: see app.workbench.create_workbench
+    )
+    # The class picture's space (heading and one row of figures) is kept, so the table does not
+    # jump down when it arrives; what follows the table needs none.
+    chart = pn.Column(sizing_mode="stretch_width", min_height=CHART_HEIGHT)
+    below = pn.Column(sizing_mode="stretch_width")
+    template.main.append(pn.Column(
+        pn.pane.HTML(INTRO),
+        ProblemsView(state=state),
+        FiltersView(state=state),
+        chart,
+        pn.pane.HTML("<h3>Runs</h3>"),
+        RunsTableView(state=state),
+        below,
+        sizing_mode="stretch_width",
+    ))
+
+    def _rest():
+        # Built like the rest of the page, before the template named its design; with the
+        # design set, the headings would take Bootstrap's sizes instead of the page's.
+        with pn.config.set(design=None):
+            chart.append(ClassChartView(state=state))
+            below.objects = [ExportView(state=state), *_comparison(state)]
+    pn.state.onload(_rest)
+    _follow_browser_timezone(state)
+    callback = pn.state.add_periodic_callback(state.refresh, period=REFRESH_MS)
+    if pn.state.curdoc is not None:
+        pn.state.curdoc.on_session_destroyed(lambda context: callback.stop())
+    template.state = state  # for tests without a browser
+    return template
+
+
+def _comparison(state: InstructorState) -> tuple[pn.pane.HTML, ComparisonView]:
+    """The comparison of the selected runs, and a hint while fewer than two are selected."""
     compare = ComparisonView()
     state.param.watch(lambda e: compare.show(state.compared), ["selected_ids", "records"])
     hint = pn.pane.HTML("", name="compare-hint")
@@ -528,38 +569,8 @@ def create_instructor(store: RunStore) -> pn.template.BootstrapTemplate:
                        "(tick it in the table or click its point).</p>")
     state.param.watch(_hint, ["selected_ids", "records"])
     _hint()
-
-    template = pn.template.BootstrapTemplate(
-        title="Self-attention workbench · Instructor", header_background="#37474f",
-        busy_indicator=None,  # process-wide flag: see app.workbench.create_workbench
-    )
-    # The class picture (two figures, some 60 Bokeh models and a point per run) is built once the
-    # browser has drawn the rest: the run count, the filters and the table come first. Its space
-    # (heading and one row of figures) is kept, so the table does not jump down when it arrives.
-    chart = pn.Column(sizing_mode="stretch_width", min_height=CHART_HEIGHT)
-    template.main.append(pn.Column(
-        pn.pane.HTML(INTRO),
-        ProblemsView(state=state),
-        FiltersView(state=state),
-        chart,
-        pn.pane.HTML("<h3>Runs</h3>"),
-        RunsTableView(state=state),
-        ExportView(state=state),
-        hint, compare,
-        sizing_mode="stretch_width",
-    ))
-    def _chart():
-        # Built like the rest of the page, before the template named its design; with the
-        # design set, the headings would take Bootstrap's sizes instead of the page's.
-        with pn.config.set(design=None):
-            chart.append(ClassChartView(state=state))
-    pn.state.onload(_chart)
-    _follow_browser_timezone(state)
-    callback = pn.state.add_periodic_callback(state.refresh, period=REFRESH_MS)
-    if pn.state.curdoc is not None:
-        pn.state.curdoc.on_session_destroyed(lambda context: callback.stop())
-    template.state = state  # for tests without a browser
-    return template
+    compare.show(state.compared)  # runs may have been selected before the page was complete
+    return hint, compare
 
 
 def _follow_browser_timezone(state: InstructorState) -> None:
