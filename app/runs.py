@@ -11,6 +11,9 @@ from datetime import UTC, datetime
 
 import panel as pn
 import param
+from bokeh.models import Button, Div, TextAreaInput, TextInput
+from bokeh.models import Column as BokehColumn
+from bokeh.models import Row as BokehRow
 
 from app.compare import ComparisonView, mode_title
 from app.heatmap import format_number
@@ -24,51 +27,67 @@ _STATUS_CSS = """
 
 
 class SaveView(pn.viewable.Viewer):
-    """The lesson's checkpoints (prediction, explanation), optional learner/label, and Save run."""
+    """The lesson's checkpoints (prediction, explanation), optional learner/label, and Save run.
+
+    Plain Bokeh widgets (the models Panel's widgets wrap) in one Bokeh layout and one Panel
+    pane: a Panel widget costs the server some 25 KiB per open page, its Bokeh model a third.
+    """
 
     state = param.ClassSelector(class_=WorkbenchState)
 
     def __init__(self, **params):
         super().__init__(**params)
         s = self.state
-        self.prediction = pn.widgets.TextAreaInput.from_param(
-            s.param.prediction, name="Prediction", height=80,
+        self.prediction = self._text(
+            TextAreaInput, "prediction", "Prediction", height=80, width=620, max_length=None,
             placeholder="Can token 2 attend to token 3, and what will post-softmax masking "
                         "change?")
-        # No max_length on these fields: the browser would cut pasted text silently. Too long
-        # is refused on Save run with a message naming the field and its limit (TEXT_LIMITS).
-        self.learner = pn.widgets.TextInput.from_param(s.param.learner, name="Learner",
-                                                       placeholder="optional, up to 100 characters")
-        self.label = pn.widgets.TextInput.from_param(s.param.label, name="Label",
-                                                     placeholder="optional, up to 100 characters")
-        self.explanation = pn.widgets.TextAreaInput.from_param(
-            s.param.explanation, name="Explanation", height=80,
+        # No max_length on these fields (Bokeh's text area has 500 by default): the browser would
+        # cut pasted text silently. Too long is refused on Save run with a message naming the
+        # field and its limit (TEXT_LIMITS).
+        self.learner = self._text(TextInput, "learner", "Learner", width=300,
+                                  placeholder="optional, up to 100 characters")
+        self.label = self._text(TextInput, "label", "Label", width=300,
+                                placeholder="optional, up to 100 characters")
+        self.explanation = self._text(
+            TextAreaInput, "explanation", "Explanation", height=80, width=620, max_length=None,
             placeholder="What invariant did your evidence reveal, and how did the broken mode "
                         "violate it?")
-        self.button = pn.widgets.Button(name="Save run", button_type="primary")
-        self.button.on_click(lambda e: s.save_run())
-        self.message: pn.pane.HTML | None = None  # built with the first message
-        self._layout = pn.Column(
-            pn.pane.HTML("<h3>Record your run</h3>"),
-            self.prediction, pn.Row(self.learner, self.label), self.button, self.explanation,
-        )
+        self.button = Button(label="Save run", button_type="primary", margin=(5, 10, 5, 10))
+        self.button.on_click(lambda: s.save_run())
+        self.message: Div | None = None  # built with the first message
+        self._form = BokehColumn(children=[
+            Div(text="<h3>Record your run</h3>", margin=(5, 10, 5, 10)),
+            self.prediction, BokehRow(children=[self.learner, self.label]), self.button,
+            self.explanation,
+        ])
+        self._layout = pn.pane.Bokeh(self._form, margin=0)
         s.param.watch(self._update, ["save_message", "save_ok", "input_ok"])
         self._update()
 
+    def _text(self, kind, field: str, title: str, **params):
+        """A text field writing the state's ``field`` (its value arrives when the field is left)."""
+        w = kind(title=title, value=getattr(self.state, field), margin=(5, 10, 5, 10), **params)
+        w.on_change("value", lambda _attr, _old, new: setattr(self.state, field, new))
+        return w
+
     def _update(self, *events):
         s = self.state
-        self.button.disabled = not s.input_ok
-        if self.message is None:
-            if not s.save_message:
-                return
-            # Plain HTML with escaped text, not an Alert: Alert renders Markdown, and the
-            # message can quote the learner's label.
-            self.message = pn.pane.HTML("", stylesheets=[_STATUS_CSS], sizing_mode="stretch_width")
-            self._layout.insert(self._layout.objects.index(self.button) + 1, self.message)
-        kind = "ok" if s.save_ok else "error"
-        self.message.object = (f'<div class="status {kind}" role="status">'
-                               f"{html.escape(s.save_message)}</div>")
-        self.message.visible = bool(s.save_message)
+        # Bare Bokeh models changed from a Panel callback need Panel's unlocked() to reach the
+        # browser, as in app.heatmap.
+        with pn.io.unlocked():
+            self.button.disabled = not s.input_ok
+            if self.message is None:
+                if not s.save_message:
+                    return
+                # Escaped text only: the message can quote the learner's label.
+                self.message = Div(text="", stylesheets=[_STATUS_CSS], margin=(5, 10, 5, 10))
+                children = self._form.children
+                children.insert(children.index(self.button) + 1, self.message)
+            kind = "ok" if s.save_ok else "error"
+            self.message.text = (f'<div class="status {kind}" role="status">'
+                                 f"{html.escape(s.save_message)}</div>")
+            self.message.visible = bool(s.save_message)
 
     def __panel__(self):
         return self._layout

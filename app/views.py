@@ -11,11 +11,14 @@ import html
 import numpy as np
 import panel as pn
 import param
+from bokeh.models import Column as BokehColumn
+from bokeh.models import Div, TextInput
+from bokeh.models import Row as BokehRow
 
 from app.compare import TABLE_CSS, num
 from app.heatmap import HeatMap
 from app.state import MAX_UI_TOKENS, PRESETS, WorkbenchState
-from app.widgets import ButtonGroup, LabelledCheckbox
+from app.widgets import ButtonGroup, LabelledCheckboxes
 
 _TOKEN_FIELDS = (("queries", "Query"), ("keys", "Key"), ("values", "Value"))
 
@@ -27,7 +30,8 @@ class InputsView(pn.viewable.Viewer):
     ``Value i`` fields once values are switched on, a message pane once there is a message.
     Most learners never raise the token count or type something invalid, and every widget is a
     Bokeh model the server keeps (some 30 KiB of memory) and ships for each open page. The
-    presets are one model (:class:`app.widgets.ButtonGroup`) for the same reason.
+    presets (:class:`app.widgets.ButtonGroup`) and the three toggles
+    (:class:`app.widgets.LabelledCheckboxes`) are one model each for the same reason.
     """
 
     state = param.ClassSelector(class_=WorkbenchState)
@@ -41,15 +45,18 @@ class InputsView(pn.viewable.Viewer):
         self.tokens_message: pn.pane.HTML | None = None  # built with the first message
         self.tokens.param.watch(self._set_tokens, "value")
         s.param.watch(lambda e: setattr(self.tokens, "value", e.new), "tokens")
-        self.fields: dict[str, list[pn.widgets.TextInput]] = {f: [] for f, _ in _TOKEN_FIELDS}
-        self.messages: dict[str, pn.pane.HTML] = {}
-        # No heading pane per column: every field is labelled "Query i", "Key i", "Value i".
-        self._columns = {field: pn.Column(margin=0) for field, _word in _TOKEN_FIELDS}
-        self.use_values = LabelledCheckbox.for_param(
-            s.param.use_values, "Use values (adds output and contributions)")
-        self.causal = LabelledCheckbox.for_param(s.param.causal, "Causal mask")
-        self.broken = LabelledCheckbox.for_param(
-            s.param.mask_after_softmax, "Mask after softmax (broken)")
+        # The token fields are plain Bokeh TextInputs (the model a Panel TextInput wraps) in one
+        # Bokeh layout and one Panel pane: a Panel widget costs the server some 25 KiB per page,
+        # its bare Bokeh model a third of that. Every field is labelled "Query i", "Key i",
+        # "Value i", so the columns need no heading.
+        self.fields: dict[str, list[TextInput]] = {f: [] for f, _ in _TOKEN_FIELDS}
+        self.messages: dict[str, Div] = {}
+        self._columns = {field: BokehColumn(children=[]) for field, _word in _TOKEN_FIELDS}
+        self.toggles = LabelledCheckboxes.for_params(s, {
+            "use_values": "Use values (adds output and contributions)",
+            "causal": "Causal mask",
+            "mask_after_softmax": "Mask after softmax (broken)",
+        }, margin=(5, 10))
         self.mask_note: pn.pane.HTML | None = None  # built when there is first something to say
         keys = [*PRESETS, "reset"]
         self.presets = ButtonGroup(
@@ -60,10 +67,8 @@ class InputsView(pn.viewable.Viewer):
         s.param.watch(self._sync_mask_note, ["causal", "mask_after_softmax"])
         self._layout = pn.Column(
             self.tokens,
-            pn.Row(*self._columns.values()),
-            self.use_values,
-            self.causal,
-            self.broken,
+            pn.pane.Bokeh(BokehRow(children=list(self._columns.values())), margin=0),
+            self.toggles,
             self.presets,
         )
         self._sync_fields()
@@ -87,42 +92,50 @@ class InputsView(pn.viewable.Viewer):
 
     def _add_field(self, field: str, word: str) -> None:
         s, i = self.state, len(self.fields[field])
-        w = pn.widgets.TextInput(name=f"{word} {i + 1}", value=getattr(s, field)[i], width=90)
-        w.param.watch(lambda e: s.set_token_text(field, i, e.new), "value")
+        # A Bokeh TextInput's value, like Panel's, arrives on Enter or when the field is left.
+        w = TextInput(title=f"{word} {i + 1}", value=getattr(s, field)[i], width=90,
+                      margin=(5, 10, 5, 10))
+        w.on_change("value", lambda _attr, _old, new: s.set_token_text(field, i, new))
         self.fields[field].append(w)
-        self._columns[field].append(w)
+        self._columns[field].children.append(w)
 
+    # Bare Bokeh models changed from a Panel callback need Panel's unlocked() to reach the
+    # browser, as in app.heatmap.
     def _sync_texts(self, *events):
-        for field, widgets in self.fields.items():
-            for w, text in zip(widgets, getattr(self.state, field), strict=False):
-                if w.value != text:
-                    w.value = text
+        with pn.io.unlocked():
+            for field, widgets in self.fields.items():
+                for w, text in zip(widgets, getattr(self.state, field), strict=False):
+                    if w.value != text:
+                        w.value = text
 
     def _sync_fields(self, *events):
         s = self.state
-        for field, word in _TOKEN_FIELDS:
-            shown_field = field != "values" or s.use_values
-            if shown_field:
-                while len(self.fields[field]) < s.tokens:
-                    self._add_field(field, word)
-            self._columns[field].visible = shown_field
-            for i, w in enumerate(self.fields[field]):
-                w.visible = i < s.tokens
-                self._sync_message(w, s.field_errors.get(w.name, ""))
+        with pn.io.unlocked():
+            for field, word in _TOKEN_FIELDS:
+                shown_field = field != "values" or s.use_values
+                if shown_field:
+                    while len(self.fields[field]) < s.tokens:
+                        self._add_field(field, word)
+                self._columns[field].visible = shown_field
+                for i, w in enumerate(self.fields[field]):
+                    w.visible = i < s.tokens
+                    self._sync_message(field, w, s.field_errors.get(w.title, ""))
 
-    def _sync_message(self, w: pn.widgets.TextInput, message: str) -> None:
-        pane = self.messages.get(w.name)
-        if pane is None:
+    def _sync_message(self, field: str, w: TextInput, message: str) -> None:
+        div = self.messages.get(w.title)
+        if div is None:
             if not message:
                 return
-            pane = self.messages[w.name] = pn.pane.HTML(
-                "", margin=(0, 5), visible=False, stylesheets=[_ERROR_CSS])
-            column = self._columns[next(f for f, ws in self.fields.items() if w in ws)]
-            column.insert(column.objects.index(w) + 1, pane)
-        pane.object = f'<span role="alert">{html.escape(message)}</span>' if message else ""
-        pane.visible = bool(message) and w.visible
+            div = self.messages[w.title] = Div(text="", margin=(0, 5, 0, 5), visible=False,
+                                               stylesheets=[_ERROR_CSS])
+            column = self._columns[field]
+            column.children.insert(column.children.index(w) + 1, div)
+        text = f'<span role="alert">{html.escape(message)}</span>' if message else ""
+        if div.text != text:
+            div.text = text
+        div.visible = bool(message) and w.visible
         stylesheets = [_FIELD_ERROR_CSS] if message else []
-        if w.stylesheets != stylesheets:
+        if list(w.stylesheets) != stylesheets:
             w.stylesheets = stylesheets
 
     def _sync_mask_note(self, *events):
@@ -138,7 +151,7 @@ class InputsView(pn.viewable.Viewer):
             if not note:
                 return
             self.mask_note = pn.pane.HTML("", margin=(0, 10))
-            self._layout.insert(self._layout.objects.index(self.broken) + 1, self.mask_note)
+            self._layout.insert(self._layout.objects.index(self.toggles) + 1, self.mask_note)
         self.mask_note.object = note
         self.mask_note.visible = bool(note)
 

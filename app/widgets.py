@@ -1,4 +1,4 @@
-"""A checkbox whose label is its accessible name.
+"""Checkboxes whose labels are their accessible names, and a row of buttons, each one model.
 
 Bokeh's checkbox renders its text beside the input without a ``<label>`` around it, so screen
 readers announce an unnamed "checkbox" and tests cannot find it by its label. This is the same
@@ -10,43 +10,6 @@ from __future__ import annotations
 
 import panel as pn
 import param
-
-
-class LabelledCheckbox(pn.custom.JSComponent):
-    """A native, keyboard-usable checkbox named by its ``label``."""
-
-    value = param.Boolean(default=False, doc="Whether the box is ticked.")
-    label = param.String(default="", doc="The visible text, also the accessible name.")
-
-    _esm = """
-    export function render({ model }) {
-      const label = document.createElement("label");
-      const input = document.createElement("input");
-      const text = document.createElement("span");
-      input.type = "checkbox";
-      input.checked = model.value;
-      text.textContent = model.label;
-      label.append(input, text);
-      input.addEventListener("change", () => { model.value = input.checked; });
-      model.on("value", () => { input.checked = model.value; });
-      model.on("label", () => { text.textContent = model.label; });
-      return label;
-    }
-    """
-
-    _stylesheets = [
-        "label { display: flex; gap: 6px; align-items: center; cursor: pointer; "
-        "font-size: 14px; } input { width: 16px; height: 16px; margin: 0; }"
-    ]
-
-    @classmethod
-    def for_param(cls, parameter: param.Parameter, label: str, **params) -> LabelledCheckbox:
-        """A checkbox kept in sync both ways with a Boolean parameter of a Parameterized."""
-        owner, name = parameter.owner, parameter.name
-        box = cls(value=getattr(owner, name), label=label, **params)
-        box.param.watch(lambda e: setattr(owner, name, e.new), "value")
-        owner.param.watch(lambda e: setattr(box, "value", e.new), name)
-        return box
 
 
 class ButtonGroup(pn.custom.JSComponent):
@@ -98,3 +61,65 @@ class ButtonGroup(pn.custom.JSComponent):
     def _handle_msg(self, data) -> None:
         if self.on_press is not None and isinstance(data, int) and 0 <= data < len(self.labels):
             self.on_press(data)
+
+
+class LabelledCheckboxes(pn.custom.JSComponent):
+    """Several native checkboxes, each named by its label, as one Bokeh model.
+
+    One ``<label><input type=checkbox> text</label>`` per label, in one model: every model is
+    memory the server keeps for each open page, and the toggles only say which boxes are ticked.
+    """
+
+    labels = param.List(default=[], item_type=str, doc="One checkbox per label, in order.")
+    value = param.List(default=[], item_type=bool, doc="Whether each box is ticked.")
+
+    _esm = """
+    export function render({ model }) {
+      const box = document.createElement("div");
+      const inputs = model.labels.map((text, i) => {
+        const label = document.createElement("label");
+        const input = document.createElement("input");
+        const span = document.createElement("span");
+        input.type = "checkbox";
+        input.checked = Boolean(model.value[i]);
+        span.textContent = text;
+        label.append(input, span);
+        input.addEventListener("change", () => {
+          const value = [...model.value];
+          value[i] = input.checked;
+          model.value = value;
+        });
+        box.append(label);
+        return input;
+      });
+      model.on("value", () => {
+        inputs.forEach((input, i) => { input.checked = Boolean(model.value[i]); });
+      });
+      return box;
+    }
+    """
+
+    _stylesheets = [
+        "label { display: flex; gap: 6px; align-items: center; cursor: pointer; "
+        "font-size: 14px; margin: 3px 0; } input { width: 16px; height: 16px; margin: 0; }"
+    ]
+
+    @classmethod
+    def for_params(cls, owner: param.Parameterized, labels: dict[str, str],
+                   **params) -> LabelledCheckboxes:
+        """Checkboxes kept in sync both ways with Boolean parameters of ``owner``.
+
+        ``labels`` maps each parameter's name to its checkbox's label.
+        """
+        names = list(labels)
+        boxes = cls(labels=list(labels.values()), value=[getattr(owner, n) for n in names],
+                    **params)
+
+        def to_owner(event):
+            owner.param.update({n: bool(v) for n, v in zip(names, event.new, strict=False)
+                                if getattr(owner, n) != bool(v)})
+
+        boxes.param.watch(to_owner, "value")
+        owner.param.watch(lambda e: setattr(boxes, "value", [getattr(owner, n) for n in names]),
+                          names)
+        return boxes
