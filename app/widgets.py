@@ -68,6 +68,7 @@ class LabelledCheckboxes(pn.custom.JSComponent):
 
     One ``<label><input type=checkbox> text</label>`` per label, in one model: every model is
     memory the server keeps for each open page, and the toggles only say which boxes are ticked.
+    A click sends only that box's new state; :attr:`value` is set on the server alone.
     """
 
     labels = param.List(default=[], item_type=str, doc="One checkbox per label, in order.")
@@ -84,11 +85,10 @@ class LabelledCheckboxes(pn.custom.JSComponent):
         input.checked = Boolean(model.value[i]);
         span.textContent = text;
         label.append(input, span);
-        input.addEventListener("change", () => {
-          const value = [...model.value];
-          value[i] = input.checked;
-          model.value = value;
-        });
+        // Only this box's change goes to the server, which owns `value` and sends it back: a
+        // whole list built here could carry another box's state from before a patch that is
+        // still on its way (a preset, say) and undo it.
+        input.addEventListener("change", () => model.send_msg({ index: i, checked: input.checked }));
         box.append(label);
         return input;
       });
@@ -103,6 +103,13 @@ class LabelledCheckboxes(pn.custom.JSComponent):
         "label { display: flex; gap: 6px; align-items: center; cursor: pointer; "
         "font-size: 14px; margin: 3px 0; } input { width: 16px; height: 16px; margin: 0; }"
     ]
+
+    def _handle_msg(self, data) -> None:
+        index = data.get("index") if isinstance(data, dict) else None
+        if isinstance(index, int) and 0 <= index < len(self.value):
+            value = list(self.value)
+            value[index] = bool(data.get("checked"))
+            self.value = value
 
     @classmethod
     def for_params(cls, owner: param.Parameterized, labels: dict[str, str],

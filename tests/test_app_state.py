@@ -231,3 +231,21 @@ def test_restore_runs_takes_back_saved_runs_and_skips_anything_else(state, tmp_p
     fresh = WorkbenchState(state.store)
     fresh.restore_runs([second.id, "../secret", "/etc/passwd", "%2e%2e%2fsecret", "missing-id", first.id])
     assert [r.id for r in fresh.saved] == [first.id, second.id]
+
+
+def test_a_toggle_click_changes_only_its_own_box(state):
+    # The browser sends one box's change; the others keep the server's state even if the page
+    # had not yet received the latest (e.g. a preset's) when the click was made.
+    from app.views import InputsView
+
+    toggles = InputsView(state=state).toggles
+    state.apply_preset("worked_row")
+    assert (state.use_values, state.causal, state.mask_after_softmax) == (True, True, False)
+    toggles._handle_msg({"index": 2, "checked": True})
+    assert (state.use_values, state.causal, state.mask_after_softmax) == (True, True, True)
+    toggles._handle_msg({"index": 1, "checked": False})
+    assert (state.use_values, state.causal, state.mask_after_softmax) == (True, False, True)
+    assert toggles.value == [True, False, True]
+    for junk in ({"index": 7, "checked": True}, {"index": "1"}, ["causal"], None):
+        toggles._handle_msg(junk)
+    assert toggles.value == [True, False, True]
