@@ -16,7 +16,6 @@ in front of a server reachable beyond the classroom).
 from __future__ import annotations
 
 import ipaddress
-import secrets
 from pathlib import Path
 
 PASSWORD_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD"
@@ -74,6 +73,8 @@ def serve_options(password: str | None) -> dict:
     """
     if not password:
         return {}
+    import secrets  # here: the command line imports this module before it re-runs itself
+
     return {
         "basic_auth": {INSTRUCTOR_USER: password},
         "cookie_secret": secrets.token_urlsafe(32),

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from store_helpers import make_record
@@ -49,3 +53,37 @@ def test_serve_from_the_command_line_reruns_itself_with_the_c_allocator(monkeypa
     monkeypatch.setenv("PYTHONMALLOC", "malloc")  # the re-run itself: no loop
     cli._use_system_malloc()
     assert len(calls) == 1
+
+
+def test_serve_reruns_itself_before_loading_numpy_or_the_core():
+    # The first interpreter only re-executes: it must not pay for numpy and attention_core,
+    # which the re-run imports again anyway.
+    probe = (
+        "import os, sys\n"
+        "import app.cli as cli\n"
+        "def execve(path, args, env):\n"
+        "    print(sorted(m for m in ('numpy', 'attention_core', 'panel') if m in sys.modules))\n"
+        "    raise SystemExit(0)\n"
+        "cli.os.execve = execve\n"
+        "sys.argv = ['attention-workbench', 'serve', '--port', '5007']\n"
+        "cli.main()\n"
+    )
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONMALLOC", "ATTENTION_WORKBENCH_KEEP_PYMALLOC")}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_serve_switches_the_garbage_collector_back_on_whatever_happens(monkeypatch, tmp_path):
+    import types
+
+    def serve(**kwargs):
+        assert not gc.isenabled()  # off while Panel & co are imported
+        raise RuntimeError("server failed")
+
+    monkeypatch.setitem(sys.modules, "app.server", types.SimpleNamespace(serve=serve))
+    with pytest.raises(RuntimeError):
+        main(["serve", "--runs-dir", str(tmp_path)])
+    assert gc.isenabled()

@@ -118,3 +118,21 @@ def test_serve_lists_the_store_before_serving_so_workers_start_warm(tmp_path, mo
     monkeypatch.setattr(server.pn, "serve", lambda *a, **k: events.append(("serve", k["num_procs"])))
     server.serve(tmp_path / "runs", num_procs=2)
     assert events == ["listed", ("serve", 2)]
+
+
+def test_serve_freezes_start_up_objects_and_collects_again(tmp_path, monkeypatch):
+    import gc
+
+    import app.server as server
+
+    seen = {}
+    monkeypatch.setattr(server.pn, "serve", lambda *a, **k: seen.update(
+        enabled=gc.isenabled(), frozen=gc.get_freeze_count()))
+    gc.disable()
+    try:
+        server.serve(tmp_path / "runs", port=0)
+    finally:
+        gc.unfreeze()
+        gc.enable()
+    assert seen["enabled"] and seen["frozen"] > 10_000
+
