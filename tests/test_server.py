@@ -120,6 +120,24 @@ def test_serve_lists_the_store_before_serving_so_workers_start_warm(tmp_path, mo
     assert events == ["listed", ("serve", 2)]
 
 
+def test_pages_leave_out_mathjax_unless_they_hold_tex():
+    import panel as pn
+    from bokeh.document import Document
+    from panel.io import resources
+
+    import app.server as server
+
+    assert hasattr(resources, "_panel_use_mathjax"), "Panel renamed its MathJax check: see app/server.py"
+
+    def needs(pane) -> bool:
+        return server._panel_html_needs_mathjax([pane.get_root(Document())])
+
+    assert not needs(pn.pane.Markdown("**Causal mask**: scores become −∞ *before* softmax"))
+    assert not needs(pn.pane.HTML("<p>$$x^2$$ typed by a learner</p>"))  # HTML panes: maths off
+    assert needs(pn.pane.Markdown("A formula: $$\\sqrt{d_k}$$"))
+    assert needs(pn.Column(pn.pane.Markdown(r"Inline \\(x\\)")))  # Markdown eats one backslash
+
+
 def test_serve_freezes_start_up_objects_and_collects_again(tmp_path, monkeypatch):
     import gc
 
@@ -136,3 +154,15 @@ def test_serve_freezes_start_up_objects_and_collects_again(tmp_path, monkeypatch
         gc.enable()
     assert seen["enabled"] and seen["frozen"] > 10_000
 
+
+def test_the_learner_page_loads_no_mathjax_bundle(tmp_path):
+    running = start_server(tmp_path / "runs", tmp_path / "server.log")
+    try:
+        conn = http.client.HTTPConnection(running.url.split("//")[1].rstrip("/"), timeout=30)
+        conn.request("GET", "/")
+        page = conn.getresponse().read().decode()
+        conn.close()
+        assert "bokeh.min.js" in page and "panel.min.js" in page
+        assert "mathjax" not in page.lower()
+    finally:
+        running.stop()
