@@ -17,7 +17,6 @@ from pathlib import Path
 import panel as pn
 
 from app.auth import INSTRUCTOR_PATH, exposure_problem, serve_options
-from app.instructor import create_instructor
 from app.workbench import create_workbench
 from attention_core.store import RunStore
 
@@ -41,6 +40,18 @@ def _served_locally(factory):
         pn.state.curdoc.template_variables["dist_url"] = LOCAL_DIST
         return factory()
     return build
+
+
+def _create_instructor(store: RunStore):
+    """The instructor page, its module imported on the first request for it, not at start-up.
+
+    It needs pandas and chart code the learner page does not (~0.25 s to import on 2 cores, on
+    the way to a cold server's first learner page); the first instructor page after a start pays
+    for that instead, once per process.
+    """
+    from app.instructor import create_instructor
+
+    return create_instructor(store)
 
 
 def _panel_html_needs_mathjax(roots) -> bool:
@@ -139,7 +150,7 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
     _settle_heap()
     pn.serve(
         {"/": _served_locally(lambda: create_workbench(store)),
-         INSTRUCTOR_PATH: _served_locally(lambda: create_instructor(store))},
+         INSTRUCTOR_PATH: _served_locally(lambda: _create_instructor(store))},
         port=port, address=address, show=show,
         title={"/": "Self-attention workbench", INSTRUCTOR_PATH: "Instructor · Self-attention workbench"},
         websocket_origin=origins,
