@@ -10,6 +10,7 @@ import io
 from datetime import UTC, datetime
 
 import panel as pn
+import panel.models.tabulator  # noqa: F401  (puts the table's script on the page: see RunsView)
 import param
 from bokeh.models import Button, Div, TextAreaInput, TextInput
 from bokeh.models import Column as BokehColumn
@@ -122,16 +123,10 @@ class RunsView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.table = pn.widgets.Tabulator(
-            runs_frame([]), name="Saved runs", show_index=False, selectable="checkbox",
-            disabled=True, hidden_columns=["id"], sizing_mode="stretch_width",
-            # No fixed height and no pagination: the table grows with the session's runs and
-            # draws every row. A fixed height let Tabulator's virtual rendering leave rows below
-            # the fold out of the page; local pagination now and then showed no row at all
-            # after the first save (seen in full test runs under load).
-            layout="fit_data_stretch", text_align="left",
-            formatters={c: {"type": "plaintext"} for c in _RUN_COLUMNS},
-        )
+        # Built with the first saved run: an empty table cost every page pandas, a Tabulator and
+        # their start-up (~0.4 s of a cold server's first page). Its script is on every page
+        # anyway (panel.models.tabulator is imported above), so it can arrive later.
+        self.table: pn.widgets.Tabulator | None = None
         self.download_json = pn.widgets.FileDownload(
             callback=lambda: self._download("json"), filename="attention-runs.json",
             label="Download my runs (JSON)", embed=False)
@@ -142,10 +137,8 @@ class RunsView(pn.viewable.Viewer):
         # server keeps for each open page.
         self.compare: ComparisonView | None = None
         self.heading = pn.pane.HTML("")
-        self._layout = pn.Column(
-            self.heading, self.table, pn.Row(self.download_json, self.download_csv))
+        self._layout = pn.Column(self.heading, pn.Row(self.download_json, self.download_csv))
         self.state.param.watch(self._update_table, "saved")
-        self.table.param.watch(self._update_compare, "selection")
         self._update_table()
         self._show_hint(True)
 
@@ -154,8 +147,23 @@ class RunsView(pn.viewable.Viewer):
         self.heading.object = f"<h3>Saved runs</h3>{hint}"
 
     def _update_table(self, *events):
-        self.table.value = runs_frame(self.state.saved)
         has_runs = bool(self.state.saved)
+        if self.table is None and has_runs:
+            self.table = pn.widgets.Tabulator(
+                runs_frame(self.state.saved), name="Saved runs", show_index=False,
+                selectable="checkbox", disabled=True, hidden_columns=["id"],
+                sizing_mode="stretch_width",
+                # No fixed height and no pagination: the table grows with the session's runs
+                # and draws every row. A fixed height let Tabulator's virtual rendering leave
+                # rows below the fold out of the page; local pagination now and then showed no
+                # row at all after the first save (seen in full test runs under load).
+                layout="fit_data_stretch", text_align="left",
+                formatters={c: {"type": "plaintext"} for c in _RUN_COLUMNS},
+            )
+            self.table.param.watch(self._update_compare, "selection")
+            self._layout.insert(1, self.table)
+        elif self.table is not None:
+            self.table.value = runs_frame(self.state.saved)
         self.download_json.disabled = self.download_csv.disabled = not has_runs
 
     def _update_compare(self, *events):
