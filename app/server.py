@@ -11,7 +11,10 @@ because every run is a new, uniquely named file).
 from __future__ import annotations
 
 import gc
+import os
+import signal
 import socket
+import sys
 from pathlib import Path
 
 import panel as pn
@@ -96,6 +99,29 @@ def _settle_heap() -> None:
     gc.enable()
 
 
+def _workers_end_with_their_parent() -> None:
+    """Have every worker forked from here get SIGTERM when the process that forked it ends.
+
+    With ``--num-procs`` Tornado forks the workers and the first process only waits for them;
+    stopped on its own (``kill <pid>``, a supervisor that signals one process), it left them
+    running, re-parented to init and still serving the port. Linux's ``PR_SET_PDEATHSIG`` ties
+    each worker to it; elsewhere nothing changes.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def in_worker() -> None:
+        prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent ended before the line above took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    os.register_at_fork(after_in_child=in_worker)
+
+
 def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bool = False,
           num_procs: int = 1, instructor_password: str | None = None,
           no_instructor_auth: bool = False) -> None:
@@ -148,6 +174,8 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
               f"name or IP address, port {port} (http://localhost:{port}/ works here).", flush=True)
     _load_mathjax_only_for_tex()
     _settle_heap()
+    if num_procs != 1:
+        _workers_end_with_their_parent()
     pn.serve(
         {"/": _served_locally(lambda: create_workbench(store)),
          INSTRUCTOR_PATH: _served_locally(lambda: _create_instructor(store))},
