@@ -4,7 +4,10 @@ The instructor page shows every learner's runs, so on a class server it sits beh
 This module only *configures* Panel's own :class:`panel.auth.BasicAuthProvider` (a login form
 at ``/login`` that sets a signed cookie): every Tornado handler of a protected app (the page, its
 WebSocket, which carries the downloads too) refuses a request without that cookie before any
-of our code runs. The learner page is listed as a guest endpoint, so learners never log in.
+of our code runs. The learner page is a guest endpoint, so learners never log in: a request is
+a guest's by its *path* (``/``, ``/ws``, ``/autoload.js``), whatever query string it carries
+(Panel itself compares the whole URI, so ``/?runs=…``, the learner page's own address after a
+save, was sent to the login).
 
 It also decides when serving without a password is too dangerous: an instructor page open to
 the network, unless the operator says so explicitly.
@@ -22,8 +25,65 @@ PASSWORD_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD"
 INSTRUCTOR_USER = "instructor"
 INSTRUCTOR_PATH = "/instructor"
 LOGIN_TEMPLATE = Path(__file__).resolve().parent / "instructor_login.html"
-# Endpoints anyone may open without logging in: the learner page and its WebSocket ("/ws").
+# Endpoints anyone may open without logging in: the learner page, its WebSocket and its
+# autoload script, with or without a query string.
 GUEST_ENDPOINTS = ["/"]
+GUEST_PATHS = frozenset({"/", "/ws", "/autoload.js"})
+
+
+def is_guest_path(uri: str) -> bool:
+    """True when a request for ``uri`` (path and query string) needs no login.
+
+    Only the path counts, split off the query string as Tornado splits ``request.path``, so a
+    query string never turns the learner page into a protected one, nor ``/instructor`` into an
+    open one.
+    """
+    return uri.partition("?")[0] in GUEST_PATHS
+
+
+def _provider_class():
+    """Panel's basic-auth provider with guests told apart by path (see :func:`is_guest_path`).
+
+    Built on first use: Panel is imported only when serving.
+    """
+    import hmac
+
+    from panel.auth import BasicAuthProvider
+    from tornado.web import HTTPError
+
+    class InstructorAuthProvider(BasicAuthProvider):
+        def __init__(self, password: str, **kwargs):
+            self._password = password  # before Bokeh's __init__ looks at login_handler
+            super().__init__(**kwargs)
+
+        @property
+        def login_handler(self):
+            base = super().login_handler  # Panel's form, with our template and endpoint
+            password = self._password
+
+            class InstructorLoginHandler(base):
+                def _validate(self, username, typed):
+                    return username == INSTRUCTOR_USER and hmac.compare_digest(
+                        typed.encode("utf-8"), password.encode("utf-8"))
+            return InstructorLoginHandler
+
+        def _allow_guest(self, uri):
+            return is_guest_path(uri)
+
+        @property
+        def get_user(self):
+            get_user = super().get_user
+
+            def get_user_or_refuse_a_script(handler):
+                user = get_user(handler)
+                # Panel's autoload handler awaits a session that Tornado's login redirect never
+                # makes (a TypeError traceback in the log): a script cannot log in, so refuse.
+                if user is None and handler.request.path.endswith("/autoload.js"):
+                    raise HTTPError(403)
+                return user
+            return get_user_or_refuse_a_script
+
+    return InstructorAuthProvider
 
 
 def is_loopback(address: str) -> bool:
@@ -69,17 +129,20 @@ def serve_options(password: str | None) -> dict:
     user ``instructor`` (given as a dict, so a password that happens to be a file path is not
     read as a credentials file), a fresh random cookie secret per server start (forked
     ``--num-procs`` workers inherit it, so a login holds on every worker; restarting the server
-    logs the instructor out), and the learner page as a guest endpoint.
+    logs the instructor out), and the learner page as a guest endpoint. The provider is Panel's
+    own, passed ready-made (``auth_provider``, which :func:`panel.serve` hands to Bokeh) because
+    ``basic_auth`` would make Panel build one that matches guests by their whole URI; its login
+    form checks the one user and the password itself (never a credentials file).
     """
     if not password:
         return {}
     import secrets  # here: the command line imports this module before it re-runs itself
 
     return {
-        "basic_auth": {INSTRUCTOR_USER: password},
+        "auth_provider": _provider_class()(
+            password, login_template=str(LOGIN_TEMPLATE), guest_endpoints=list(GUEST_ENDPOINTS)),
         "cookie_secret": secrets.token_urlsafe(32),
         "oauth_guest_endpoints": list(GUEST_ENDPOINTS),
-        "login_template": str(LOGIN_TEMPLATE),
     }
 
 

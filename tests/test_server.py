@@ -33,7 +33,10 @@ def test_exposure_needs_a_network_address_and_no_password_and_no_explicit_opt_ou
 def test_serve_options_use_panels_basic_auth_for_the_instructor_only():
     assert auth.serve_options(None) == {} and auth.serve_options("") == {}
     options = auth.serve_options("README.md")  # a file path is still just a password
-    assert options["basic_auth"] == {"instructor": "README.md"}
+    login = options["auth_provider"].login_handler
+    assert login._validate(None, "instructor", "README.md")
+    assert not login._validate(None, "instructor", "readme.md") and not login._validate(None, "x", "README.md")
+    assert "basic_auth" not in options  # Panel would build its own provider, matching whole URIs
     assert options["oauth_guest_endpoints"] == ["/"]
     assert len(options["cookie_secret"]) >= 32
     assert options["cookie_secret"] != auth.serve_options("x")["cookie_secret"]
@@ -80,6 +83,16 @@ def test_app_server_refuses_an_exposed_instructor_page_itself(tmp_path):
         serve(tmp_path, address="0.0.0.0")
 
 
+@pytest.mark.parametrize("uri, guest", [
+    ("/", True), ("/?runs=a,b", True), ("/?foo=1", True), ("/ws", True), ("/ws?x=1", True),
+    ("/autoload.js?bokeh-autoload-element=p", True),
+    ("/instructor", False), ("/instructor?runs=x", False), ("/instructor/ws", False),
+    ("/instructor/autoload.js?x=/", False), ("/login", False), ("/x?/", False), ("//", False),
+])
+def test_guests_are_told_apart_by_path_not_by_query_string(uri, guest):
+    assert auth.is_guest_path(uri) is guest
+
+
 def get(url: str, path: str) -> tuple[int, str | None]:
     conn = http.client.HTTPConnection(url.split("//")[1].rstrip("/"), timeout=30)
     conn.request("GET", path)
@@ -100,6 +113,24 @@ def test_two_processes_serve_both_pages_and_the_login(tmp_path):
             assert get(running.url, "/login")[0] == 200
         log = running.log.read_text()
         assert log.count("Launching server") == 2, log
+    finally:
+        running.stop()
+
+
+def test_learners_with_a_query_string_never_log_in_the_instructor_page_stays_closed(tmp_path):
+    # The learner page's own address carries ?runs=<ids> after a save: a reload must not log in.
+    running = start_server(tmp_path / "runs", tmp_path / "server.log", env={auth.PASSWORD_ENV: "pw"})
+    try:
+        for path in ("/", "/?runs=abc", "/?foo=1&bar=2",
+                     "/autoload.js?bokeh-autoload-element=p&bokeh-app-path=/"):
+            assert get(running.url, path)[0] == 200, path
+        for path in ("/instructor", "/instructor?runs=abc", "/instructor/?x=/"):
+            status, location = get(running.url, path)
+            assert status == 302 and "/login" in location, path
+        # A script cannot log in: refused outright, with no traceback in the log.
+        assert get(running.url, "/instructor/autoload.js?bokeh-autoload-element=p")[0] == 403
+        log = running.log.read_text()
+        assert "Traceback" not in log and "Uncaught exception" not in log, log
     finally:
         running.stop()
 
