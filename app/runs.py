@@ -63,7 +63,7 @@ class SaveView(pn.viewable.Viewer):
             self.explanation,
         ])
         self._layout = pn.pane.Bokeh(self._form, margin=0)
-        s.param.watch(self._update, ["save_message", "save_ok", "input_ok"])
+        s.param.watch(self._update, ["save_message", "save_ok", "input_ok", "tokens_error"])
         self._update()
 
     def _text(self, kind, field: str, title: str, **params):
@@ -77,7 +77,7 @@ class SaveView(pn.viewable.Viewer):
         # Bare Bokeh models changed from a Panel callback need Panel's unlocked() to reach the
         # browser, as in app.heatmap.
         with pn.io.unlocked():
-            self.button.disabled = not s.input_ok
+            self.button.disabled = not s.input_ok or bool(s.tokens_error)
             if self.message is None:
                 if not s.save_message:
                     return

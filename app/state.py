@@ -66,6 +66,7 @@ class WorkbenchState(param.Parameterized):
     explanation = param.String(default="", doc="The learner's reflection.")
 
     field_errors = param.Dict(default={}, doc="Message per field label ('Query 2') at fault.")
+    tokens_error = param.String(default="", doc="Why the typed token count was not taken, if not.")
     result = param.ClassSelector(class_=AttentionResult, default=None, allow_None=True,
                                  doc="The last result computed from valid input.")
     input_ok = param.Boolean(default=True, doc="The current input is valid and shown.")
@@ -111,6 +112,15 @@ class WorkbenchState(param.Parameterized):
         # Keep the last good result on screen; only the messages change.
         self.param.update(field_errors=errors, input_ok=False)
 
+    def set_tokens(self, value: object) -> None:
+        """Take a typed token count, or keep the current one and say why in :attr:`tokens_error`."""
+        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_UI_TOKENS:
+            self.param.update(tokens=value, tokens_error="")
+            return
+        shown = "nothing" if value is None else repr(value)
+        self.tokens_error = (f"Tokens: {shown} is not a token count; choose a whole number from 1 "
+                             f"to {MAX_UI_TOKENS}. Still showing {self.tokens} tokens.")
+
     def set_token_text(self, field: str, index: int, text: str) -> None:
         """Set what was typed for token ``index`` (from 0) of ``field`` ("queries", ...)."""
         texts = list(getattr(self, field))
@@ -124,13 +134,13 @@ class WorkbenchState(param.Parameterized):
             defaults = {p: self.param[p].default for p in (
                 "tokens", "queries", "keys", "values", "use_values", "causal",
                 "mask_after_softmax")}
-            self.param.update(**defaults)
+            self.param.update(**defaults, tokens_error="")
             return
         preset = PRESETS[name]
         self.param.update(
             tokens=preset["tokens"], queries=_padded(preset["queries"]),
             keys=_padded(preset["keys"]), values=_padded(preset["values"]),
-            use_values=preset["use_values"],
+            use_values=preset["use_values"], tokens_error="",
         )
 
     def save_run(self) -> ExperimentRecord | None:
@@ -139,9 +149,9 @@ class WorkbenchState(param.Parameterized):
         Returns the record, or ``None`` with :attr:`save_message` saying why nothing was saved
         (invalid input, no prediction, text too long, or a store error such as a full disk).
         """
-        if not self.input_ok or self.result is None:
-            return self._not_saved("fix the highlighted inputs first (" +
-                                   "; ".join(self.field_errors.values()) + ")")
+        if not self.input_ok or self.result is None or self.tokens_error:
+            problems = [*self.field_errors.values(), *([self.tokens_error] if self.tokens_error else [])]
+            return self._not_saved("fix the highlighted inputs first (" + "; ".join(problems) + ")")
         if not self.prediction.strip():
             return self._not_saved("write your prediction first (the Prediction field)")
         try:

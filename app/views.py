@@ -17,7 +17,7 @@ from bokeh.models import Row as BokehRow
 
 from app.compare import TABLE_CSS, num
 from app.heatmap import HeatMap
-from app.state import MAX_UI_TOKENS, PRESETS, WorkbenchState
+from app.state import PRESETS, WorkbenchState
 from app.widgets import ButtonGroup, LabelledCheckboxes
 
 _TOKEN_FIELDS = (("queries", "Query"), ("keys", "Key"), ("values", "Value"))
@@ -43,8 +43,9 @@ class InputsView(pn.viewable.Viewer):
         # number in the field without sending it. Here it reaches _set_tokens and gets a message.
         self.tokens = pn.widgets.IntInput(name="Tokens", value=s.tokens, width=120)
         self.tokens_message: pn.pane.HTML | None = None  # built with the first message
-        self.tokens.param.watch(self._set_tokens, "value")
+        self.tokens.param.watch(lambda e: s.set_tokens(e.new), "value")
         s.param.watch(lambda e: setattr(self.tokens, "value", e.new), "tokens")
+        s.param.watch(self._sync_tokens_message, "tokens_error")
         # The token fields are plain Bokeh TextInputs (the model a Panel TextInput wraps) in one
         # Bokeh layout and one Panel pane: a Panel widget costs the server some 25 KiB per page,
         # its bare Bokeh model a third of that. Every field is labelled "Query i", "Key i",
@@ -74,20 +75,17 @@ class InputsView(pn.viewable.Viewer):
         self._sync_fields()
         self._sync_mask_note()
 
-    def _set_tokens(self, event) -> None:
-        value = event.new
-        if isinstance(value, int) and 1 <= value <= MAX_UI_TOKENS:
+    def _sync_tokens_message(self, *events) -> None:
+        message = self.state.tokens_error
+        if not message:
             if self.tokens_message is not None:
                 self.tokens_message.visible = False
-            self.state.tokens = value
+            self.tokens.value = self.state.tokens  # a preset or reset replaced the bad count
             return
         if self.tokens_message is None:
             self.tokens_message = pn.pane.HTML("", margin=(0, 5), stylesheets=[_ERROR_CSS])
             self._layout.insert(1, self.tokens_message)
-        shown = "nothing" if value is None else repr(value)
-        self.tokens_message.object = (
-            f'<span role="alert">Tokens: {html.escape(shown)} is not a token count; choose a whole '
-            f"number from 1 to {MAX_UI_TOKENS}. Still showing {self.state.tokens} tokens.</span>")
+        self.tokens_message.object = f'<span role="alert">{html.escape(message)}</span>'
         self.tokens_message.visible = True
 
     def _add_field(self, field: str, word: str) -> None:

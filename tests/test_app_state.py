@@ -249,3 +249,21 @@ def test_a_toggle_click_changes_only_its_own_box(state):
     for junk in ({"index": 7, "checked": True}, {"index": "1"}, ["causal"], None):
         toggles._handle_msg(junk)
     assert toggles.value == [True, False, True]
+
+
+@pytest.mark.parametrize("typed", [0, 9, -1, None, True])
+def test_an_impossible_token_count_blocks_saving_until_fixed(state, typed):
+    from app.runs import SaveView
+
+    runs = SaveView(state=state)
+    state.prediction = "token 2 cannot read token 3"
+    state.set_tokens(typed)
+    assert state.tokens == 3 and "is not a token count" in state.tokens_error
+    assert runs.button.disabled
+    assert state.save_run() is None and "Tokens:" in state.save_message
+    assert state.store.list().records == []
+    state.set_tokens(2)
+    assert (state.tokens, state.tokens_error, runs.button.disabled) == (2, "", False)
+    state.set_tokens(9)
+    state.apply_preset("worked_row")  # a preset replaces the bad count too
+    assert state.tokens_error == "" and state.save_run() is not None

@@ -383,7 +383,7 @@ def test_values_presets_reset_explanation_and_csv_download(server, page, watch):
     assert len(mine) == 1 and mine[0]["explanation"] == "Rows sum to 1 only when the mask comes first."
 
 
-def test_a_token_count_outside_1_to_8_gets_a_message_and_changes_nothing(server, page, watch):
+def test_a_token_count_outside_1_to_8_gets_a_message_changes_nothing_and_blocks_saving(server, page, watch):
     open_workbench(page, server)
     for text in ["9", "0", "-1"]:
         page.get_by_label("Tokens").fill(text)
@@ -392,10 +392,13 @@ def test_a_token_count_outside_1_to_8_gets_a_message_and_changes_nothing(server,
         expect(message).to_contain_text("choose a whole number from 1 to 8")
         expect(page.get_by_label("Query 3", exact=True)).to_be_visible()
         expect(page.get_by_label("Query 4", exact=True)).to_have_count(0)
+        # The field shows a count the page is not using, so a save now would not be what it shows.
+        expect(page.get_by_role("button", name="Save run")).to_be_disabled()
     page.get_by_label("Tokens").fill("4")
     page.get_by_label("Tokens").press("Enter")
     expect(page.get_by_label("Query 4", exact=True)).to_be_visible()
     expect(page.get_by_role("alert").filter(has_text="Tokens:")).to_have_count(0)
+    expect(page.get_by_role("button", name="Save run")).to_be_enabled()
 
 
 def test_a_reload_keeps_this_pages_saved_runs(server, page, watch):
