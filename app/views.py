@@ -52,7 +52,11 @@ class InputsView(pn.viewable.Viewer):
         # "Value i", so the columns need no heading.
         self.fields: dict[str, list[TextInput]] = {f: [] for f, _ in _TOKEN_FIELDS}
         self.messages: dict[str, Div] = {}
-        self._columns = {field: BokehColumn(children=[]) for field, _word in _TOKEN_FIELDS}
+        # One row per token (Query i, Key i, Value i) and each field's message right under its
+        # token's row: a message inside a column of queries pushed that column's later fields
+        # below their keys.
+        self._rows: list[BokehRow] = []
+        self._grid = BokehColumn(children=[])
         self.toggles = LabelledCheckboxes.for_params(s, {
             "use_values": "Use values (adds output and contributions)",
             "causal": "Causal mask",
@@ -68,7 +72,7 @@ class InputsView(pn.viewable.Viewer):
         s.param.watch(self._sync_mask_note, ["causal", "mask_after_softmax"])
         self._layout = pn.Column(
             self.tokens,
-            pn.pane.Bokeh(BokehRow(children=list(self._columns.values())), margin=0),
+            pn.pane.Bokeh(self._grid, margin=0),
             self.toggles,
             self.presets,
         )
@@ -95,7 +99,11 @@ class InputsView(pn.viewable.Viewer):
                       margin=(5, 10, 5, 10))
         w.on_change("value", lambda _attr, _old, new: s.set_token_text(field, i, new))
         self.fields[field].append(w)
-        self._columns[field].children.append(w)
+        # Fields are added queries, then keys, then values, so each row keeps that order.
+        if i == len(self._rows):
+            self._rows.append(BokehRow(children=[]))
+            self._grid.children.append(self._rows[i])
+        self._rows[i].children.append(w)
 
     # Bare Bokeh models changed from a Panel callback need Panel's unlocked() to reach the
     # browser, as in app.heatmap.
@@ -114,20 +122,24 @@ class InputsView(pn.viewable.Viewer):
                 if shown_field:
                     while len(self.fields[field]) < s.tokens:
                         self._add_field(field, word)
-                self._columns[field].visible = shown_field
                 for i, w in enumerate(self.fields[field]):
-                    w.visible = i < s.tokens
-                    self._sync_message(field, w, s.field_errors.get(w.title, ""))
+                    w.visible = shown_field and i < s.tokens
+                    self._sync_message(i, w, s.field_errors.get(w.title, ""))
+            for i, row in enumerate(self._rows):
+                row.visible = i < s.tokens
 
-    def _sync_message(self, field: str, w: TextInput, message: str) -> None:
+    def _sync_message(self, token: int, w: TextInput, message: str) -> None:
         div = self.messages.get(w.title)
         if div is None:
             if not message:
                 return
-            div = self.messages[w.title] = Div(text="", margin=(0, 5, 0, 5), visible=False,
-                                               stylesheets=[_ERROR_CSS])
-            column = self._columns[field]
-            column.children.insert(column.children.index(w) + 1, div)
+            div = self.messages[w.title] = Div(text="", margin=(0, 10, 5, 10), visible=False,
+                                               width=310, stylesheets=[_ERROR_CSS])
+            children = self._grid.children
+            at = children.index(self._rows[token]) + 1
+            while at < len(children) and isinstance(children[at], Div):  # its row's other messages
+                at += 1
+            children.insert(at, div)
         text = f'<span role="alert">{html.escape(message)}</span>' if message else ""
         if div.text != text:
             div.text = text

@@ -426,3 +426,17 @@ def test_a_dead_server_is_announced_instead_of_saving_silently(tmp_path, page):
         expect(page.get_by_text("Connection to the workbench server lost")).to_be_visible()
     finally:
         own.stop()
+
+
+def test_a_field_message_keeps_each_tokens_query_and_key_side_by_side(server, page, watch):
+    open_workbench(page, server)
+    type_number(page, "Query 2", "1,5")
+    expect(page.get_by_role("alert").filter(has_text="Query 2:")).to_be_visible()
+    # The message sits under token 2's row; token 3's query and key stay on one line below it.
+    message = page.get_by_role("alert").filter(has_text="Query 2:").bounding_box()
+    query3 = page.get_by_label("Query 3", exact=True).bounding_box()
+    key3 = page.get_by_label("Key 3", exact=True).bounding_box()
+    key2 = page.get_by_label("Key 2", exact=True).bounding_box()
+    assert abs(query3["y"] - key3["y"]) < 2, (query3, key3)
+    assert key2["y"] < message["y"] < query3["y"]
+    watch.assert_clean()
