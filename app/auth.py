@@ -100,6 +100,28 @@ def is_loopback(address: str) -> bool:
         return False
 
 
+def url_host(address: str) -> str:
+    """``address`` as the host part of a URL: an IPv6 literal in brackets (``[::1]``)."""
+    bare = address.strip("[]")
+    try:
+        return f"[{bare}]" if ipaddress.ip_address(bare).version == 6 else bare
+    except ValueError:
+        return address
+
+
+def websocket_origins(address: str, port: int) -> list[str]:
+    """The ``host:port`` values a page's WebSocket may come from (its ``Origin`` header).
+
+    Every name the server answers to on this machine; ``*`` when it listens on every interface
+    (learners use names the server cannot know). An IPv6 address is bracketed, as a browser
+    sends it (``[::1]:5006``).
+    """
+    if address in ("0.0.0.0", "::"):
+        return ["*"]
+    return list(dict.fromkeys([f"{url_host(address)}:{port}", f"localhost:{port}",
+                               f"127.0.0.1:{port}"]))
+
+
 def exposure_problem(address: str, password: str | None, no_instructor_auth: bool) -> str | None:
     """Why serving like this would expose the class's runs, or None when it is fine.
 
@@ -146,5 +168,5 @@ def serve_options(password: str | None) -> dict:
     }
 
 
-__all__ = ["INSTRUCTOR_PATH", "INSTRUCTOR_USER", "PASSWORD_ENV", "exposure_problem", "is_loopback",
-           "serve_options"]
+__all__ = ["INSTRUCTOR_PATH", "INSTRUCTOR_USER", "PASSWORD_ENV", "exposure_problem", "is_guest_path",
+           "is_loopback", "serve_options", "url_host", "websocket_origins"]

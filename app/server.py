@@ -161,11 +161,18 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
         store.list_summaries()
     except OSError:
         pass  # the pages report an unreadable runs directory themselves
-    origins = [f"{address}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"]
-    if address in ("0.0.0.0", "::"):
-        origins = ["*"]
+    from app.auth import url_host, websocket_origins
+
+    origins = websocket_origins(address, port)
+    if any(origin.startswith("[") for origin in origins):
+        # Bokeh's allow_websocket_origin parser cannot read "[::1]:5006" (bokeh#13811); its
+        # allowed_ws_origin setting is matched as given and replaces that option.
+        from bokeh.settings import settings as bokeh_settings
+
+        bokeh_settings.allowed_ws_origin.set_value(origins)
+        origins = [origin for origin in origins if not origin.startswith("[")]
     everywhere = address in ("0.0.0.0", "::")
-    host = socket.gethostname() if everywhere else address
+    host = socket.gethostname() if everywhere else url_host(address)
     guarded = "password" if instructor_password else "no password"
     print(f"Attention workbench: http://{host}:{port}/  instructor page: http://{host}:{port}"
           f"{INSTRUCTOR_PATH} ({guarded})  (runs saved to {Path(runs_dir).resolve()})", flush=True)
