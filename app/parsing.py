@@ -13,8 +13,10 @@ import math
 import re
 import unicodedata
 
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+")
+# ASCII: \d alone would also take full-width, Arabic-Indic and other digits, which float() reads
+# silently (a full-width '１' became 1); they are refused with a message instead, like commas.
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+_DECIMAL_COMMA = re.compile(r"[+-]?\d*,\d+", re.ASCII)
 MAX_NUMBER_LENGTH = 40
 
 # Embedding, override and isolate controls reorder the text around them, so a name could be
@@ -52,6 +54,8 @@ def parse_number(text: str, field: str) -> float:
     if _DECIMAL_COMMA.fullmatch(stripped):
         point = stripped.replace(",", ".")
         return _refuse(field, f"{stripped!r} uses a decimal comma; type {point} with a point instead")
+    if any(c.isdigit() and not c.isascii() for c in stripped):
+        return _refuse(field, f"{_quote(stripped)} uses digits other than 0-9; type it with 0-9")
     if stripped.lower().lstrip("+-") in {"nan", "inf", "infinity"}:
         return _refuse(field, f"{stripped!r} is not a finite number; attention needs one")
     if not _NUMBER.fullmatch(stripped):

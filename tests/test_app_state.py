@@ -35,6 +35,8 @@ def test_numbers_as_people_type_them(text, value):
     ("inf", "not a finite number"), ("-Infinity", "not a finite number"),
     ("1,5", "decimal comma; type 1.5"), ("1_000", "not a number"), ("0x10", "not a number"),
     ("1" * 50, "too long"),
+    ("\uff11", "digits other than 0-9"), ("\u0661.\u0665", "digits other than 0-9"),
+    ("1\u00b2", "digits other than 0-9"), ("\uff11,\uff15", "digits other than 0-9"),
 ])
 def test_bad_numbers_are_refused_naming_the_field(text, words):
     with pytest.raises(ValueError, match="^Key 2: ") as info:
