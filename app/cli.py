@@ -9,6 +9,7 @@ anything heavy (see :func:`_use_system_malloc`), so the run that only re-execute
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import importlib
 import os
@@ -65,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Exit status: 0 done (``export``: every readable run written, skipped files listed on
     stderr); 1 the output file could not be written; 2 bad usage, a missing runs directory, or
-    (``serve``) a non-loopback address without an instructor password or ``--no-instructor-auth``.
+    (``serve``) a non-loopback address without an instructor password or ``--no-instructor-auth``,
+    a runs directory that is a file or cannot be created, a port already in use.
     """
     args = build_parser().parse_args(argv)
     if args.command == "serve" and argv is None:
@@ -105,6 +107,10 @@ def _serve(args: argparse.Namespace, runs_dir: Path) -> int:
     if args.num_procs < 0:
         print("attention-workbench serve: error: --num-procs must be 0 or more", file=sys.stderr)
         return EXIT_USAGE
+    problem = _runs_dir_problem(runs_dir)  # before Panel is imported (a second or two)
+    if problem:
+        print(f"attention-workbench serve: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     # Importing Panel and Bokeh makes ~190,000 objects that live as long as the process; with
     # the collector on, CPython walks them again and again while they are made (~0.4 s, a sixth
     # of the import, on 2 cores). app.server switches it back on before it serves, with those
@@ -116,9 +122,38 @@ def _serve(args: argparse.Namespace, runs_dir: Path) -> int:
         server.serve(runs_dir=runs_dir, port=args.port, address=args.address,
                      num_procs=args.num_procs, instructor_password=password,
                      no_instructor_auth=args.no_instructor_auth)
+    except OSError as error:
+        # Start-up problems only: the port is taken (or not ours to bind), the address is not
+        # one of this machine's, the runs directory cannot be created. Anything else is a bug.
+        import socket
+
+        from attention_core.store import StoreError
+
+        if isinstance(error, StoreError):
+            problem = str(error)
+        elif isinstance(error, socket.gaierror) or error.errno in (
+                errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            problem = _listen_message(args.address, args.port, error)
+        else:
+            raise
+        print(f"attention-workbench serve: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     finally:
         gc.enable()
     return EXIT_OK
+
+
+def _runs_dir_problem(runs_dir: Path) -> str | None:
+    """Why ``serve`` cannot keep its runs in ``runs_dir``, or None (a missing one is created)."""
+    if runs_dir.exists() and not runs_dir.is_dir():
+        return f"runs directory {runs_dir} is not a directory"
+    return None
+
+
+def _listen_message(address: str, port: int, error: OSError) -> str:
+    if error.errno == errno.EADDRINUSE:
+        return f"port {port} on {address} is already in use"
+    return f"cannot listen on {address} port {port}: {error.strerror or error}"
 
 
 def _export(runs_dir: Path, fmt: str, output: Path | None) -> int:

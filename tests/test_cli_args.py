@@ -87,3 +87,41 @@ def test_serve_switches_the_garbage_collector_back_on_whatever_happens(monkeypat
     with pytest.raises(RuntimeError):
         main(["serve", "--runs-dir", str(tmp_path)])
     assert gc.isenabled()
+
+
+def test_serve_from_a_file_says_it_is_not_a_directory_before_loading_the_server(tmp_path, capsys,
+                                                                              monkeypatch):
+    import types
+
+    calls = []
+    monkeypatch.setitem(sys.modules, "app.server", types.SimpleNamespace(serve=calls.append))
+    a_file = tmp_path / "passwd"
+    a_file.write_text("root:x:0:0")
+    assert main(["serve", "--runs-dir", str(a_file)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"attention-workbench serve: error: runs directory {a_file} is not a directory\n"
+    assert calls == []
+
+
+def test_serve_under_a_file_says_the_runs_directory_cannot_be_made(tmp_path, capsys):
+    a_file = tmp_path / "passwd"
+    a_file.write_text("root:x:0:0")
+    assert main(["serve", "--runs-dir", str(a_file / "runs"), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("attention-workbench serve: error: ") and str(a_file / "runs") in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "serve", "--runs-dir", str(tmp_path / "runs"),
+             "--port", str(port), "--address", "127.0.0.1"],
+            capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"attention-workbench serve: error: port {port} on 127.0.0.1 is already in use\n"
