@@ -19,6 +19,7 @@ from bokeh.models import Row as BokehRow
 from app.compare import ComparisonView, mode_title
 from app.heatmap import format_number
 from app.state import WorkbenchState
+from app.widgets import like_the_first_paint
 from attention_core.store import export_csv, export_json
 
 _STATUS_CSS = """
@@ -172,7 +173,8 @@ class RunsView(pn.viewable.Viewer):
         if self.compare is None:
             if len(chosen) < 2:
                 return
-            self.compare = ComparisonView()
+            with like_the_first_paint():
+                self.compare = ComparisonView()
             self._layout.append(self.compare)
         self.compare.show(chosen)
         self._show_hint(len(chosen) < 2)

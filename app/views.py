@@ -18,7 +18,7 @@ from bokeh.models import Row as BokehRow
 from app.compare import TABLE_CSS, num
 from app.heatmap import HeatMap
 from app.state import PRESETS, WorkbenchState
-from app.widgets import ButtonGroup, LabelledCheckboxes
+from app.widgets import ButtonGroup, LabelledCheckboxes, like_the_first_paint
 
 _TOKEN_FIELDS = (("queries", "Query"), ("keys", "Key"), ("values", "Value"))
 
@@ -87,7 +87,8 @@ class InputsView(pn.viewable.Viewer):
             self.tokens.value = self.state.tokens  # a preset or reset replaced the bad count
             return
         if self.tokens_message is None:
-            self.tokens_message = pn.pane.HTML("", margin=(0, 5), stylesheets=[_ERROR_CSS])
+            with like_the_first_paint():
+                self.tokens_message = pn.pane.HTML("", margin=(0, 5), stylesheets=[_ERROR_CSS])
             self._layout.insert(1, self.tokens_message)
         self.tokens_message.object = f'<span role="alert">{html.escape(message)}</span>'
         self.tokens_message.visible = True
@@ -160,7 +161,8 @@ class InputsView(pn.viewable.Viewer):
         if self.mask_note is None:
             if not note:
                 return
-            self.mask_note = pn.pane.HTML("", margin=(0, 10))
+            with like_the_first_paint():
+                self.mask_note = pn.pane.HTML("", margin=(0, 10))
             self._layout.insert(self._layout.objects.index(self.toggles) + 1, self.mask_note)
         self.mask_note.object = note
         self.mask_note.visible = bool(note)

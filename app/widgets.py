@@ -130,3 +130,12 @@ class LabelledCheckboxes(pn.custom.JSComponent):
         owner.param.watch(lambda e: setattr(boxes, "value", [getattr(owner, n) for n in names]),
                           names)
         return boxes
+
+
+def like_the_first_paint():
+    """Build a part that arrives after the first paint as the parts built with the page were.
+
+    The page's parts are built before its template sets a design; built later, under that
+    design, a part takes Bootstrap's larger headings and table fonts (as app.instructor found).
+    """
+    return pn.config.set(design=None)
