@@ -77,6 +77,7 @@ class LabelledCheckboxes(pn.custom.JSComponent):
     _esm = """
     export function render({ model }) {
       const box = document.createElement("div");
+      const pending = new Map();  // box index -> state clicked, until the server's value agrees
       const inputs = model.labels.map((text, i) => {
         const label = document.createElement("label");
         const input = document.createElement("input");
@@ -88,12 +89,23 @@ class LabelledCheckboxes(pn.custom.JSComponent):
         // Only this box's change goes to the server, which owns `value` and sends it back: a
         // whole list built here could carry another box's state from before a patch that is
         // still on its way (a preset, say) and undo it.
-        input.addEventListener("change", () => model.send_msg({ index: i, checked: input.checked }));
+        input.addEventListener("change", () => {
+          pending.set(i, input.checked);
+          model.send_msg({ index: i, checked: input.checked });
+        });
         box.append(label);
         return input;
       });
       model.on("value", () => {
-        inputs.forEach((input, i) => { input.checked = Boolean(model.value[i]); });
+        inputs.forEach((input, i) => {
+          const server = Boolean(model.value[i]);
+          // A click the server has not answered yet is not undone by a patch sent before it.
+          if (pending.has(i)) {
+            if (pending.get(i) !== server) return;
+            pending.delete(i);
+          }
+          input.checked = server;
+        });
       });
       return box;
     }

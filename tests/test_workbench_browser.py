@@ -207,8 +207,11 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
     expect(table.get_by_text("mask after softmax (broken)")).to_be_visible()
     checkboxes = table.locator(".tabulator-row input[type='checkbox']")
     expect(checkboxes).to_have_count(2)
-    checkboxes.nth(0).check()
-    checkboxes.nth(1).check()
+    # click, then wait for the tick: Tabulator redraws a row as the server confirms the selection,
+    # which check()'s look straight after its click could catch half-way.
+    for n in (0, 1):
+        checkboxes.nth(n).click()
+        expect(checkboxes.nth(n)).to_be_checked()
     expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_be_visible()
     a = wait_for_cell(page, "compare-a-source", 2, 2, lambda v: v is not None and abs(v - 0.731) < 5e-4)
     b = wait_for_cell(page, "compare-b-source", 2, 2, lambda v: v is not None and v < 0.001)
