@@ -38,6 +38,7 @@ from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
 from app.compare import ComparisonView, mode_title
+from app.widgets import like_the_first_paint
 from attention_core.records import ExperimentRecord, RecordError
 from attention_core.store import RunStore, export_csv, export_json
 from attention_core.summaries import RunSummary
@@ -542,9 +543,7 @@ def create_instructor(store: RunStore) -> pn.template.BootstrapTemplate:
     ))
 
     def _rest():
-        # Built like the rest of the page, before the template named its design; with the
-        # design set, the headings would take Bootstrap's sizes instead of the page's.
-        with pn.config.set(design=None):
+        with like_the_first_paint():
             chart.append(ClassChartView(state=state))
             below.objects = [ExportView(state=state), *_comparison(state)]
     pn.state.onload(_rest)

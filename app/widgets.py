@@ -148,6 +148,6 @@ def like_the_first_paint():
     """Build a part that arrives after the first paint as the parts built with the page were.
 
     The page's parts are built before its template sets a design; built later, under that
-    design, a part takes Bootstrap's larger headings and table fonts (as app.instructor found).
+    design, a part takes Bootstrap's larger headings and table fonts. Both pages use it.
     """
     return pn.config.set(design=None)
