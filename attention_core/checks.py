@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from attention_core._bools import every, some
+
 if TYPE_CHECKING:
     from attention_core.attention import AttentionResult
 
@@ -122,12 +124,18 @@ def is_row_stochastic(weights: np.ndarray, allowed: np.ndarray, tol: float = ROW
         ``True`` where the row is finite, non-negative and sums to 1 within ``tol``. A row with
         no allowed key is never stochastic.
     """
-    with np.errstate(invalid="ignore"):
-        # A nan or infinite weight makes its row's sum nan or infinite, so this one test also
-        # rejects every row that is not finite.
-        sums_ok = np.abs(weights.sum(axis=-1) - 1.0) <= tol
-        nonneg = (weights >= 0).all(axis=-1)
-    return sums_ok & nonneg & allowed.any(axis=-1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _row_stochastic(weights, allowed, tol)
+
+
+def _row_stochastic(weights: np.ndarray, allowed: np.ndarray, tol: float) -> np.ndarray:
+    # is_row_stochastic without its errstate, for run_checks, which holds one for every check.
+    # A nan or infinite weight makes its row's sum nan or infinite, so this one test also
+    # rejects every row that is not finite.
+    sums_ok = np.abs(weights.sum(axis=-1) - 1.0) <= tol
+    # The row minimum is >= 0 exactly when every weight is (a nan minimum compares False).
+    nonneg = np.minimum.reduce(weights, axis=-1) >= 0
+    return sums_ok & nonneg & np.logical_or.reduce(allowed, axis=-1)
 
 
 def check_input_shapes(r: AttentionResult) -> Check:
@@ -137,8 +145,14 @@ def check_input_shapes(r: AttentionResult) -> Check:
         return _check("input_shapes", False, f"queries {q.shape} and keys {k.shape} differ in shape")
     if v is not None and v.shape[0] != q.shape[0]:
         return _check("input_shapes", False, f"values have {v.shape[0]} rows for {q.shape[0]} tokens")
-    widths = f"d_k = {q.shape[1]}" + ("" if v is None else f", d_v = {v.shape[1]}")
-    return _check("input_shapes", True, f"{q.shape[0]} tokens, {widths}.")
+    return _shapes_pass(q.shape[0], q.shape[1], None if v is None else v.shape[1])
+
+
+@lru_cache(maxsize=1024)
+def _shapes_pass(T: int, d_k: int, d_v: int | None) -> Check:
+    # Cached by the three numbers, so a passing edit neither formats nor hashes a message.
+    widths = f"d_k = {d_k}" + ("" if d_v is None else f", d_v = {d_v}")
+    return _outcome("input_shapes", True, f"{T} tokens, {widths}.")
 
 
 def check_score_scale(r: AttentionResult) -> Check:
@@ -146,32 +160,40 @@ def check_score_scale(r: AttentionResult) -> Check:
     T = r.T
     if r.scores.shape != (T, T):
         return _check("score_scale", False, f"scores have shape {r.scores.shape}, expected ({T}, {T})")
-    if r.queries_2d.shape != r.keys_2d.shape:  # reported by input_shapes; q·k is undefined here
+    q, k = r.queries_2d, r.keys_2d
+    if q.shape != k.shape:  # reported by input_shapes; q·k is undefined here
         return _check("score_scale", False, "scores cannot be recomputed: queries and keys differ in shape")
-    expected = r.queries_2d @ r.keys_2d.T / math.sqrt(r.d_k)
+    expected = q @ k.T
+    if r.d_k != 1:  # x / sqrt(1) is exactly x
+        expected = expected / math.sqrt(r.d_k)
     # Equal is the usual outcome (the same product); the tolerance is for any other route.
-    wrong = None if (r.scores == expected).all() else ~close(r.scores, expected, rtol=1e-12, atol=1e-300)
-    if wrong is not None and wrong.any():
+    wrong = None if every(r.scores == expected) else ~close(r.scores, expected, rtol=1e-12, atol=1e-300)
+    if wrong is not None and some(wrong):
         return _check(
             "score_scale", False,
             f"scores differ from q·k / sqrt({r.d_k}) at cells {_list(_cells(wrong))}",
             cells=_cells(wrong),
         )
-    return _check("score_scale", True, f"Scores are {T}×{T} and equal q·k / sqrt({r.d_k}).")
+    return _scale_pass(T, r.d_k)
+
+
+@lru_cache(maxsize=1024)
+def _scale_pass(T: int, d_k: int) -> Check:
+    return _outcome("score_scale", True, f"Scores are {T}×{T} and equal q·k / sqrt({d_k}).")
 
 
 def check_mask(r: AttentionResult) -> Check:
     """Softmax received ``-inf`` at exactly the forbidden cells (seed 003, step 2)."""
     received_masked = r.masked_scores == -np.inf
     # One comparison finds both faults: a masked allowed cell or a visible forbidden one.
-    if not (received_masked == r.allowed).any():
+    if not some(received_masked == r.allowed):
         forbidden = r.allowed.size - np.count_nonzero(r.allowed)
         if forbidden == 0:
             return _check("mask", True, "No cell is forbidden, so softmax sees every score.")
-        return _check("mask", True, f"All {forbidden} forbidden cells were -inf before softmax.")
+        return _mask_pass(forbidden)
     leaked = ~r.allowed & ~received_masked
     extra = r.allowed & received_masked
-    if leaked.any():
+    if some(leaked):
         return _check(
             "mask", False,
             f"softmax saw finite scores at forbidden cells {_list(_cells(leaked))}: "
@@ -181,10 +203,15 @@ def check_mask(r: AttentionResult) -> Check:
     return _check("mask", False, f"allowed cells {_list(_cells(extra))} were masked", cells=_cells(extra))
 
 
+@lru_cache(maxsize=1024)
+def _mask_pass(forbidden: int) -> Check:
+    return _outcome("mask", True, f"All {forbidden} forbidden cells were -inf before softmax.")
+
+
 def check_finite_weights(r: AttentionResult) -> Check:
     """Every weight is a finite number (no overflow to inf or nan)."""
     bad = ~np.isfinite(r.weights)
-    if bad.any():
+    if some(bad):
         rows = sorted({i for i, _ in _cells(bad)})
         return _check(
             "finite_weights", False,
@@ -196,12 +223,12 @@ def check_finite_weights(r: AttentionResult) -> Check:
 
 def check_row_sums(r: AttentionResult) -> Check:
     """Every row with a visible key sums to 1; a row with none is named as failed (seed 003)."""
-    stochastic = is_row_stochastic(r.weights, r.allowed)
-    if stochastic.all():
+    stochastic = _row_stochastic(r.weights, r.allowed, ROW_SUM_TOLERANCE)
+    if every(stochastic):
         return _check("row_sums", True, "Every row sums to 1.")
     bad = ~stochastic
     no_key = ~r.allowed.any(axis=-1)
-    if no_key.any():
+    if some(no_key):
         rows = [int(i) + 1 for i in np.flatnonzero(no_key)]
         return _check(
             "row_sums", False,
@@ -229,16 +256,17 @@ def check_output(r: AttentionResult) -> Check:
     """Output is (T, d_v) and equals ``weights @ values`` (seed 003, step 4)."""
     if r.values is None:
         return _check("output", None, "No values given, so there is no output to check.")
-    if r.values_2d.shape[0] != r.T:  # reported by input_shapes; weights @ values is undefined
-        return _check("output", False, f"output cannot be recomputed: values have {r.values_2d.shape[0]} rows")
-    out = r.output.reshape(r.T, -1)
-    expected = r.weights @ r.values_2d
+    T, v = r.T, r.values_2d
+    if v.shape[0] != T:  # reported by input_shapes; weights @ values is undefined
+        return _check("output", False, f"output cannot be recomputed: values have {v.shape[0]} rows")
+    out = r.output.reshape(T, -1)
+    expected = r.weights @ v
     if out.shape != expected.shape:
         return _check("output", False, f"output has shape {out.shape}, expected {expected.shape}")
-    if (out == expected).all():  # the usual outcome: the same product
+    if every(out == expected):  # the usual outcome: the same product
         return _check("output", True, "Each output row is its weights times the values.")
     wrong = ~close(out, expected, rtol=1e-12, atol=1e-12, equal_nan=True).all(axis=-1)
-    if wrong.any():
+    if some(wrong):
         rows = [int(i) + 1 for i in np.flatnonzero(wrong)]
         return _check("output", False, f"output rows {_list(rows)} are not weights × values", rows=rows)
     return _check("output", True, "Each output row is its weights times the values.")
@@ -266,6 +294,13 @@ def run_checks(result: AttentionResult) -> tuple[Check, ...]:
     Returns
     -------
     tuple of Check
-        One per name in :data:`CHECK_NAMES`, in that order.
+        One per name in :data:`CHECK_NAMES`, in that order. Floating-point warnings from
+        non-finite weights are silenced: they are what the checks report.
     """
+    with np.errstate(invalid="ignore", over="ignore"):
+        return audit(result)
+
+
+def audit(result: AttentionResult) -> tuple[Check, ...]:
+    """:func:`run_checks` for a caller that already silences floating-point warnings."""
     return tuple(check(result) for check in CHECKS)

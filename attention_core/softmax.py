@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from attention_core._bools import every
+
 
 def stable_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """Normalise ``x`` into non-negative weights that sum to 1 along ``axis``.
@@ -64,8 +66,11 @@ def shifted_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """
     # With nan and +inf refused, the slice maximum is the largest visible score, or -inf for a
     # slice with nothing visible; such a slice is shifted by 0 instead, so it stays finite.
-    row_max = x.max(axis=axis, keepdims=True)
+    row_max = np.maximum.reduce(x, axis=axis, keepdims=True)
     has_visible = row_max > -np.inf
+    if every(has_visible):  # the usual case (a causal row always sees its own key): no where
+        exps = np.exp(x - row_max)
+        return exps / np.add.reduce(exps, axis=axis, keepdims=True)
     exps = np.exp(x - np.where(has_visible, row_max, 0.0))  # exp(-inf) is exactly 0.0
     totals = exps.sum(axis=axis, keepdims=True)
     return exps / np.where(has_visible, totals, 1.0)  # a slice with nothing visible: 0 / 1

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from attention_core._bools import every
+
 MAX_TOKENS = 16
 
 _SINGULAR = {"queries": "query", "keys": "key", "values": "value", "padding_mask": "padding mask"}
@@ -103,7 +105,7 @@ def token_array(field: str, data: object) -> np.ndarray:
         raise AttentionInputError(
             field, f"{field} have {arr.shape[0]} tokens; the workbench takes at most {MAX_TOKENS}"
         )
-    if not np.isfinite(arr).all():
+    if not every(np.isfinite(arr)):
         position = np.argwhere(~np.isfinite(arr))[0]
         token = int(position[0]) + 1
         raise AttentionInputError(
