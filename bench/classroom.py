@@ -28,6 +28,7 @@ from common import cpu_seconds, rss_mib, start_baseline, start_workbench, summar
 THINK_S = (2.0, 6.0)  # a learner's pause between edits, uniform
 RSS_TARGET_MIB = 2e6 / 2**20  # issue 6 says 2 MB a session: 1.91 MiB, not 2 MiB
 SAVE_EVERY = 5
+WAIT_TIMEOUT_S = 60.0  # an edit or save not shown by then is reported as the learner's error
 
 
 def _register_panel_models() -> None:
@@ -41,6 +42,40 @@ def _register_panel_models() -> None:
             importlib.import_module(f"panel.models.{info.name}")
         except Exception:  # noqa: BLE001 - optional extras (e.g. vtk) are not needed here
             pass
+
+
+def _as_a_browser_does(doc) -> None:
+    """Send the ``DocumentReady`` event BokehJS sends once it has drawn the page.
+
+    Panel only counts a session as loaded after it (``pn.state.loaded``, ``onload``); before it,
+    updates go by a scheduled path a browser page never takes, and the Saved runs table a save
+    builds was not sent to the client at all.
+    """
+    from bokeh.document.events import MessageSentEvent
+    from bokeh.events import DocumentReady
+
+    doc.callbacks.trigger_on_change(MessageSentEvent(doc, "bokeh_event", DocumentReady()))
+
+
+def _wait(session, predicate, timeout_s: float) -> bool:
+    """Run the client's loop until ``predicate()`` or ``timeout_s``; return ``predicate()``.
+
+    bokeh.client re-checks the predicate only when a message arrives, so a timer stops the
+    loop if none does.
+    """
+    connection = session._connection  # the client's own way to wait for messages
+    timer = connection._loop.call_later(timeout_s, connection._loop.stop)
+    try:
+        connection._loop_until(lambda: predicate() or not session.connected)
+    finally:
+        connection._loop.remove_timeout(timer)
+    return predicate()
+
+
+def _saved_rows(doc) -> int:
+    """Rows in the page's Saved runs table (0 before the first save builds it)."""
+    tables = [m for m in doc.models if type(m).__name__ == "DataTabulator"]
+    return len(tables[0].source.data.get("id", ())) if tables else 0
 
 
 class Learner(threading.Thread):
@@ -71,12 +106,12 @@ class Learner(threading.Thread):
             self.ready.set()
             return
         doc = session.document
+        _as_a_browser_does(doc)
         inputs = {m.title: m for m in doc.select({"type": TextInput})}
         query3 = inputs["Query 3"]
         prediction = next(m for m in doc.select({"type": TextAreaInput}) if m.title == "Prediction")
         save = next(m for m in doc.select({"type": Button}) if m.label == "Save run")
         weights = doc.get_model_by_name("weights-source")
-        loop_until = session._connection._loop_until  # the client's own way to wait for messages
         rng = random.Random(self.index)
         self.ready.set()
         try:
@@ -90,11 +125,12 @@ class Learner(threading.Thread):
                 q = f"{rng.uniform(-3, 3):.4f}"
                 t = time.monotonic()
                 query3.value = q
-                loop_until(lambda b=before: list(weights.data["value"]) != b
-                           or not session.connected)
+                changed = _wait(session, lambda b=before: list(weights.data["value"]) != b,
+                                WAIT_TIMEOUT_S)
                 elapsed = time.monotonic() - t
-                if not session.connected:
-                    self.error = "disconnected"
+                if not changed:
+                    self.error = ("disconnected" if not session.connected
+                                  else f"edit not shown in {WAIT_TIMEOUT_S} s")
                     return
                 self.bench.record(elapsed)
                 self.edits += 1
@@ -102,7 +138,16 @@ class Learner(threading.Thread):
                     prediction.value = f"learner {self.index}: row 3 moves towards key 3"
                     doc.callbacks.trigger_on_change(
                         MessageSentEvent(doc, "bokeh_event", ButtonClick(save)))
-                    session.force_roundtrip()
+                    # Wait for the saved run's row in the page's table. Not force_roundtrip():
+                    # bokeh.client drops every PATCH-DOC that arrives while it waits for a
+                    # reply (client/states.py, WAITING_FOR_REPLY), so the patch that adds the
+                    # table was lost and the next one naming the table raised
+                    # UnknownReferenceError, ending that learner's session.
+                    if not _wait(session, lambda n=self.saves + 1: _saved_rows(doc) >= n,
+                                 WAIT_TIMEOUT_S):
+                        self.error = ("disconnected during a save" if not session.connected
+                                      else f"save {self.saves + 1} not shown in {WAIT_TIMEOUT_S} s")
+                        return
                     self.saves += 1
         except Exception as exc:  # noqa: BLE001
             self.error = repr(exc)
@@ -135,13 +180,15 @@ def client_floor(workdir: Path, edits: int = 20) -> dict:
     try:
         session = pull_session(url=server.url)
         doc = session.document
+        _as_a_browser_does(doc)
         query3 = next(m for m in doc.select({"type": TextInput}) if m.title == "Query 3")
         echo = doc.get_model_by_name("echo-source")
         for i in range(edits + 2):
             text = f"{i / 7:.4f}"
             t = time.monotonic()
             query3.value = text
-            session._connection._loop_until(lambda t=text: echo.data["value"][0] == t)
+            if not _wait(session, lambda t=text: echo.data["value"][0] == t, WAIT_TIMEOUT_S):
+                raise RuntimeError(f"the echo app did not answer an edit in {WAIT_TIMEOUT_S} s")
             if i >= 2:
                 samples.append(time.monotonic() - t)
             time.sleep(0.3)
