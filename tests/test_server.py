@@ -272,3 +272,50 @@ def test_the_learner_page_loads_no_mathjax_bundle(tmp_path):
         assert "mathjax" not in page.lower()
     finally:
         running.stop()
+
+
+def test_serve_leaves_full_collections_to_the_pages_not_to_the_collector():
+    # In a child process: the thresholds are process-wide and pytest's own must not change.
+    code = (
+        "import gc\n"
+        "from app.server import NO_AUTOMATIC_FULL_COLLECTION, _settle_heap\n"
+        "young, middle, _ = gc.get_threshold()\n"
+        "gc.disable()\n"
+        "_settle_heap()\n"
+        "assert gc.isenabled()\n"
+        "assert gc.get_threshold() == (young, middle, NO_AUTOMATIC_FULL_COLLECTION)\n"
+        "assert gc.get_freeze_count() > 0\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_pages_run_a_full_collection_periodically_once_per_process(monkeypatch):
+    from tornado.ioloop import IOLoop
+
+    from app.workbench import _MemoryReclaimer
+
+    collections = []
+    monkeypatch.setattr("app.workbench.gc.collect", lambda *a: collections.append(a))
+    reclaimer = _MemoryReclaimer()
+    monkeypatch.setattr(_MemoryReclaimer, "EVERY_S", 0.05)
+    loop = IOLoop(make_current=False)
+    try:
+        loop.run_sync(lambda: _start_twice_and_wait(reclaimer))
+    finally:
+        reclaimer._periodic.stop()
+        loop.close()
+    assert reclaimer._periodic.callback_time == 50
+    assert 2 <= len(collections) <= 8  # one timer, not two: about 0.3 s / 0.05 s
+
+
+async def _start_twice_and_wait(reclaimer) -> None:
+    import asyncio
+
+    reclaimer.start()
+    first = reclaimer._periodic
+    reclaimer.start()
+    assert reclaimer._periodic is first
+    await asyncio.sleep(0.3)
