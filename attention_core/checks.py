@@ -78,6 +78,13 @@ def _outcome(name: str, passed: bool | None, message: str) -> Check:
     return Check(name, CHECK_TITLES[name], passed, message)
 
 
+@lru_cache(maxsize=1024)
+def _passed(name: str, template: str, *numbers: int) -> Check:
+    # A pass whose message holds numbers, cached by the constant template and the numbers, so a
+    # passing edit neither formats nor hashes a fresh message string.
+    return _outcome(name, True, template.format(*numbers))
+
+
 def _cells(where: np.ndarray) -> list[tuple[int, int]]:
     return [(int(i) + 1, int(j) + 1) for i, j in np.argwhere(where)]
 
@@ -145,14 +152,9 @@ def check_input_shapes(r: AttentionResult) -> Check:
         return _check("input_shapes", False, f"queries {q.shape} and keys {k.shape} differ in shape")
     if v is not None and v.shape[0] != q.shape[0]:
         return _check("input_shapes", False, f"values have {v.shape[0]} rows for {q.shape[0]} tokens")
-    return _shapes_pass(q.shape[0], q.shape[1], None if v is None else v.shape[1])
-
-
-@lru_cache(maxsize=1024)
-def _shapes_pass(T: int, d_k: int, d_v: int | None) -> Check:
-    # Cached by the three numbers, so a passing edit neither formats nor hashes a message.
-    widths = f"d_k = {d_k}" + ("" if d_v is None else f", d_v = {d_v}")
-    return _outcome("input_shapes", True, f"{T} tokens, {widths}.")
+    if v is None:
+        return _passed("input_shapes", "{} tokens, d_k = {}.", *q.shape)
+    return _passed("input_shapes", "{} tokens, d_k = {}, d_v = {}.", *q.shape, v.shape[1])
 
 
 def check_score_scale(r: AttentionResult) -> Check:
@@ -174,12 +176,7 @@ def check_score_scale(r: AttentionResult) -> Check:
             f"scores differ from q·k / sqrt({r.d_k}) at cells {_list(_cells(wrong))}",
             cells=_cells(wrong),
         )
-    return _scale_pass(T, r.d_k)
-
-
-@lru_cache(maxsize=1024)
-def _scale_pass(T: int, d_k: int) -> Check:
-    return _outcome("score_scale", True, f"Scores are {T}×{T} and equal q·k / sqrt({d_k}).")
+    return _passed("score_scale", "Scores are {0}×{0} and equal q·k / sqrt({1}).", T, r.d_k)
 
 
 def check_mask(r: AttentionResult) -> Check:
@@ -190,7 +187,7 @@ def check_mask(r: AttentionResult) -> Check:
         forbidden = r.allowed.size - np.count_nonzero(r.allowed)
         if forbidden == 0:
             return _check("mask", True, "No cell is forbidden, so softmax sees every score.")
-        return _mask_pass(forbidden)
+        return _passed("mask", "All {} forbidden cells were -inf before softmax.", forbidden)
     leaked = ~r.allowed & ~received_masked
     extra = r.allowed & received_masked
     if some(leaked):
@@ -201,11 +198,6 @@ def check_mask(r: AttentionResult) -> Check:
             cells=_cells(leaked),
         )
     return _check("mask", False, f"allowed cells {_list(_cells(extra))} were masked", cells=_cells(extra))
-
-
-@lru_cache(maxsize=1024)
-def _mask_pass(forbidden: int) -> Check:
-    return _outcome("mask", True, f"All {forbidden} forbidden cells were -inf before softmax.")
 
 
 def check_finite_weights(r: AttentionResult) -> Check:
