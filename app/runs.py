@@ -10,9 +10,17 @@ import io
 from datetime import UTC, datetime
 
 import panel as pn
-import panel.models.tabulator  # noqa: F401  (puts the table's script on the page: see RunsView)
 import param
-from bokeh.models import Button, Div, TextAreaInput, TextInput
+from bokeh.models import (
+    Button,
+    ColumnDataSource,
+    DataTable,
+    Div,
+    StringFormatter,
+    TableColumn,
+    TextAreaInput,
+    TextInput,
+)
 from bokeh.models import Column as BokehColumn
 from bokeh.models import Row as BokehRow
 
@@ -95,26 +103,32 @@ class SaveView(pn.viewable.Viewer):
         return self._layout
 
 
-def runs_frame(records):
-    """This session's saved runs as a pandas DataFrame, one row per experiment record."""
-    import pandas as pd
+def runs_columns(records) -> dict[str, list[str]]:
+    """This session's saved runs as table columns: one list of display text per column of
+    ``RUN_COLUMNS``, one entry per experiment record (run 1 first). Numbers are shown as the
+    readouts show them; a missing future-token weight or row sum shows as "—"."""
 
     def number(x):
         return "—" if x is None else format_number(x)
 
-    rows = [{
-        "run": n, "id": r.id, "saved (UTC)": r.created_at[11:19], "label": r.label or "",
-        "learner": r.learner or "",
-        "mode": mode_title(r), "future-token weight": number(r.total_future_weight),
-        "smallest row sum": number(r.min_row_sum),
-        "failed checks": ", ".join(r.failed_checks) or "none",
-    } for n, r in enumerate(records, start=1)]
-    return pd.DataFrame(rows, columns=list(_RUN_COLUMNS))
+    return {
+        "run": [str(n) for n in range(1, len(records) + 1)],
+        "id": [r.id for r in records],
+        "saved (UTC)": [r.created_at[11:19] for r in records],
+        "label": [r.label or "" for r in records],
+        "learner": [r.learner or "" for r in records],
+        "mode": [mode_title(r) for r in records],
+        "future-token weight": [number(r.total_future_weight) for r in records],
+        "smallest row sum": [number(r.min_row_sum) for r in records],
+        "failed checks": [", ".join(r.failed_checks) or "none" for r in records],
+    }
 
 
-# All text is shown as plain text, never HTML.
-_RUN_COLUMNS = ("run", "id", "saved (UTC)", "label", "learner", "mode", "future-token weight",
-                "smallest row sum", "failed checks")
+# The columns shown, in order, with their relative widths (the table fits the page width). The
+# run id is in the data (for tests and the page's own code) but not shown. All text is shown as plain text, never HTML.
+RUN_COLUMNS = {"run": 35, "saved (UTC)": 85, "label": 140, "learner": 100, "mode": 215,
+               "future-token weight": 145, "smallest row sum": 130, "failed checks": 120}
+_ROW_HEIGHT = 28  # px; the table is as tall as its rows, so every row is drawn (see RunsView)
 
 
 class RunsView(pn.viewable.Viewer):
@@ -124,10 +138,11 @@ class RunsView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        # Built with the first saved run: an empty table cost every page pandas, a Tabulator and
-        # their start-up (~0.4 s of a cold server's first page). Its script is on every page
-        # anyway (panel.models.tabulator is imported above), so it can arrive later.
-        self.table: pn.widgets.Tabulator | None = None
+        # Built with the first saved run, as most pages are looked at before anything is saved.
+        # A plain Bokeh DataTable rather than Panel's Tabulator: building a Tabulator cost the
+        # server ~90 ms of CPU on each page's first save and pandas (~0.7 s to import), which
+        # stalled every other page in a classroom's burst of first saves (bench/classroom.py).
+        self.table: DataTable | None = None
         self.download_json = pn.widgets.FileDownload(
             callback=lambda: self._download("json"), filename="attention-runs.json",
             label="Download my runs (JSON)", embed=False)
@@ -150,26 +165,32 @@ class RunsView(pn.viewable.Viewer):
     def _update_table(self, *events):
         has_runs = bool(self.state.saved)
         if self.table is None and has_runs:
-            self.table = pn.widgets.Tabulator(
-                runs_frame(self.state.saved), name="Saved runs", show_index=False,
-                selectable="checkbox", disabled=True, hidden_columns=["id"],
-                sizing_mode="stretch_width",
-                # No fixed height and no pagination: the table grows with the session's runs
-                # and draws every row. A fixed height let Tabulator's virtual rendering leave
-                # rows below the fold out of the page; local pagination now and then showed no
-                # row at all after the first save (seen in full test runs under load).
-                layout="fit_data_stretch", text_align="left",
-                formatters={c: {"type": "plaintext"} for c in _RUN_COLUMNS},
-            )
-            self.table.param.watch(self._update_compare, "selection")
-            self._layout.insert(1, self.table)
+            source = ColumnDataSource(runs_columns(self.state.saved), name="saved-runs-source")
+            self.table = DataTable(
+                source=source, name="saved-runs", selectable="checkbox", editable=False,
+                index_position=None, sortable=False, reorderable=False, row_height=_ROW_HEIGHT,
+                autosize_mode="force_fit", sizing_mode="stretch_width",
+                columns=[TableColumn(field=c, title=c, width=w, formatter=StringFormatter())
+                         for c, w in RUN_COLUMNS.items()],
+                height=self._height(), margin=(5, 10, 5, 10))
+            source.selected.on_change("indices", self._update_compare)
+            self._layout.insert(1, pn.pane.Bokeh(self.table, sizing_mode="stretch_width"))
         elif self.table is not None:
-            self.table.value = runs_frame(self.state.saved)
+            # No fixed height: the table grows with the session's runs and draws every row. A
+            # fixed height let the grid's virtual rendering leave rows below the fold out of
+            # the page.
+            with pn.io.unlocked():
+                self.table.source.data = runs_columns(self.state.saved)
+                self.table.height = self._height()
         self.download_json.disabled = self.download_csv.disabled = not has_runs
 
-    def _update_compare(self, *events):
-        chosen = [self.state.saved[i] for i in self.table.selection[:2]
-                  if i < len(self.state.saved)]
+    def _height(self) -> int:
+        """The table's height in px: its header and every saved run's row."""
+        return _ROW_HEIGHT * (len(self.state.saved) + 1) + 4
+
+    def _update_compare(self, _attr, _old, indices):
+        """Compares the first two ticked runs (by run number) once two are ticked."""
+        chosen = [self.state.saved[i] for i in sorted(indices)[:2] if i < len(self.state.saved)]
         if self.compare is None:
             if len(chosen) < 2:
                 return

@@ -74,8 +74,8 @@ def _wait(session, predicate, timeout_s: float) -> bool:
 
 def _saved_rows(doc) -> int:
     """Rows in the page's Saved runs table (0 before the first save builds it)."""
-    tables = [m for m in doc.models if type(m).__name__ == "DataTabulator"]
-    return len(tables[0].source.data.get("id", ())) if tables else 0
+    source = doc.get_model_by_name("saved-runs-source")
+    return 0 if source is None else len(source.data.get("id", ()))
 
 
 class Learner(threading.Thread):

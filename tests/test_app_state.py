@@ -147,8 +147,9 @@ def test_comparison_shows_both_runs_and_their_difference(state):
     a = state.save_run()
     state.mask_after_softmax = True
     b = state.save_run()
-    assert len(runs.table.value) == 2
-    runs.table.selection = [0, 1]
+    assert runs.table.source.data["run"] == ["1", "2"]
+    assert runs.table.source.data["id"] == [a.id, b.id]
+    runs.table.source.selected.indices = [0, 1]
     assert runs.compare._pane.visible
     wa = np.array(a.results["weights"])
     wb = np.array(b.results["weights"])

@@ -200,7 +200,7 @@ def test_many_tabs_saving_at_once_on_two_processes_each_save_lands_exactly_once(
             for page in pages:
                 page.get_by_role("button", name="Save run").click(no_wait_after=True)
         for page in pages:
-            expect(page.locator(".tabulator-row")).to_have_count(saves_per_tab, timeout=30_000)
+            expect(page.locator(".slick-row")).to_have_count(saves_per_tab, timeout=30_000)
         files = list(runs.glob("*.json"))
         records = [json.loads(p.read_text()) for p in files]
         assert len(records) == tabs * saves_per_tab

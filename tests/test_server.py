@@ -314,3 +314,24 @@ def test_pages_run_a_full_collection_periodically_once_per_process(monkeypatch):
     assert timers[0].callback_time == workbench._MemoryReclaimer.EVERY_S * 1000 == 600_000
     timers[0].callback()
     assert len(collections) == 1
+
+
+def test_a_learner_page_and_its_saves_never_load_pandas(tmp_path):
+    # pandas costs a server ~0.7 s to import and ~30 MiB; only the instructor page needs it. In a
+    # child process, since this test process has pandas loaded already.
+    code = (
+        "import sys\n"
+        "from app.workbench import create_workbench\n"
+        "from attention_core.store import RunStore\n"
+        f"page = create_workbench(RunStore({str(tmp_path)!r}))\n"
+        "page.state.prediction = 'p'\n"
+        "page.state.save_run()\n"
+        "page.state.mask_after_softmax = True\n"
+        "page.state.save_run()\n"
+        "assert len(page.state.saved) == 2\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -156,6 +156,13 @@ def save(page: Page, label: str) -> None:
     expect(page.get_by_text(re.compile(rf"Saved run “{re.escape(label)}”"))).to_be_visible()
 
 
+def saved_run_row(page: Page, run: int):
+    """The Saved runs row of run number ``run``. Rows are found by their run cell, not their
+    place in the page: the grid re-adds a row at the end of its rows whenever it redraws it."""
+    return page.locator(".slick-row").filter(
+        has=page.locator(".slick-cell.l1").filter(has_text=re.compile(rf"^{run}$")))
+
+
 def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server, page, watch):
     open_workbench(page, server)
     page.get_by_role("button", name="Worked row (seed 003)").click()
@@ -203,15 +210,14 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
     assert "row_sums" in bad["results"]["failed_checks"]
 
     # The saved-runs table lists both; ticking both shows the comparison.
-    table = page.locator(".tabulator")
-    expect(table.get_by_text("mask after softmax (broken)")).to_be_visible()
-    checkboxes = table.locator(".tabulator-row input[type='checkbox']")
-    expect(checkboxes).to_have_count(2)
-    # click, then wait for the tick: Tabulator redraws a row as the server confirms the selection,
-    # which check()'s look straight after its click could catch half-way.
-    for n in (0, 1):
-        checkboxes.nth(n).click()
-        expect(checkboxes.nth(n)).to_be_checked()
+    expect(page.locator(".slick-row")).to_have_count(2)
+    expect(saved_run_row(page, 1)).to_contain_text("correct, causal")
+    expect(saved_run_row(page, 2)).to_contain_text("mask after softmax (broken)")
+    expect(page.get_by_text("Tick two saved runs to compare them side by side.")).to_be_visible()
+    for n in (1, 2):
+        box = saved_run_row(page, n).locator("input[type='checkbox']")
+        box.click()
+        expect(box).to_be_checked()
     expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_be_visible()
     a = wait_for_cell(page, "compare-a-source", 2, 2, lambda v: v is not None and abs(v - 0.731) < 5e-4)
     b = wait_for_cell(page, "compare-b-source", 2, 2, lambda v: v is not None and v < 0.001)
@@ -280,8 +286,8 @@ def test_two_browser_contexts_do_not_share_inputs_or_runs(server, browser, page,
     page.get_by_label("Label").press("Tab")
     save(page, "first tab")
     expect(other.get_by_label("Key 1", exact=True)).to_have_value("1")
-    expect(other.locator(".tabulator-row")).to_have_count(0)
-    expect(page.locator(".tabulator-row")).to_have_count(1)
+    expect(other.locator(".slick-row")).to_have_count(0)
+    expect(page.locator(".slick-row")).to_have_count(1)
     other_watch.assert_clean()
     other_context.close()
 
@@ -314,11 +320,11 @@ def test_hostile_text_is_shown_literally_and_never_runs(server, page, watch):
     page.get_by_label("Label").press("Tab")
     page.get_by_role("button", name="Save run").click()
     expect(page.get_by_role("status")).to_have_text(re.compile(r"Saved run “<b>x</b> \*\*y\*\*”"))
-    row = page.locator(".tabulator-row").first
+    row = page.locator(".slick-row").first
     expect(row).to_contain_text(hostile)
     expect(row).to_contain_text("<b>x</b> **y**")
-    assert page.locator(".tabulator-row img").count() == 0
-    assert page.locator(".tabulator-row b").count() == 0
+    assert page.locator(".slick-row img").count() == 0
+    assert page.locator(".slick-row b").count() == 0
     assert dialogs == []
 
 
@@ -412,12 +418,12 @@ def test_a_reload_keeps_this_pages_saved_runs(server, page, watch):
     save(page, "before reload")
     expect(page).to_have_url(re.compile(r"[?&]runs=[A-Za-z0-9_-]+"))
     page.reload()
-    expect(page.locator(".tabulator-row")).to_have_count(1)
-    expect(page.locator(".tabulator-row").first).to_contain_text("before reload")
+    expect(page.locator(".slick-row")).to_have_count(1)
+    expect(page.locator(".slick-row").first).to_contain_text("before reload")
     # Anything else in the URL is only looked up as a run id, never as a path.
     page.goto(server.url + "?runs=..%2F..%2Fetc%2Fpasswd,nope")
     expect(page.get_by_label("Query 1", exact=True)).to_be_visible()
-    expect(page.locator(".tabulator-row")).to_have_count(0)
+    expect(page.locator(".slick-row")).to_have_count(0)
 
 
 def test_a_dead_server_is_announced_instead_of_saving_silently(tmp_path, page):
