@@ -114,11 +114,12 @@ class HeatMap(pn.viewable.Viewer):
         fig.axis.major_tick_line_color = None
         fig.axis.axis_line_color = None
         self.figure = fig
-        # The figure and its table in one Bokeh layout, so one Panel pane: a Panel object costs
-        # the server some 30 KiB per page, a plain Bokeh model a quarter of that.
+        # The figure and its table in one Bokeh layout (``model``), which the workbench places
+        # in its page's one Bokeh layout: a Panel pane costs the server some 30 KiB per page, a
+        # plain Bokeh model a quarter of that. A pane is built only if asked for (__panel__).
         self.table = Div(text="")
-        self._pane = pn.pane.Bokeh(BokehColumn(children=[fig, self.table]), margin=(0, 10),
-                                   width=size + 100)
+        self.model = BokehColumn(children=[fig, self.table], margin=(0, 10), width=size + 100)
+        self._pane: pn.pane.Bokeh | None = None
 
     @staticmethod
     def _empty() -> dict:
@@ -212,4 +213,6 @@ class HeatMap(pn.viewable.Viewer):
         )
 
     def __panel__(self):
+        if self._pane is None:
+            self._pane = pn.pane.Bokeh(self.model, margin=0)
         return self._pane

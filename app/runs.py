@@ -39,8 +39,9 @@ _STATUS_CSS = """
 class SaveView(pn.viewable.Viewer):
     """The lesson's checkpoints (prediction, explanation), optional learner/label, and Save run.
 
-    Plain Bokeh widgets (the models Panel's widgets wrap) in one Bokeh layout and one Panel
-    pane: a Panel widget costs the server some 25 KiB per open page, its Bokeh model a third.
+    Plain Bokeh widgets (the models Panel's widgets wrap) in one Bokeh layout, ``model``, which
+    the workbench places in its page's one Bokeh layout: a Panel widget or pane costs the server
+    some 25 KiB per open page, a Bokeh model a third of that.
     """
 
     state = param.ClassSelector(class_=WorkbenchState)
@@ -71,7 +72,7 @@ class SaveView(pn.viewable.Viewer):
             self.prediction, BokehRow(children=[self.learner, self.label]), self.button,
             self.explanation,
         ])
-        self._layout = pn.pane.Bokeh(self._form, margin=0)
+        self.model = self._form
         s.param.watch(self._update, ["save_message", "save_ok", "input_ok", "tokens_error"])
         self._update()
 
@@ -100,7 +101,7 @@ class SaveView(pn.viewable.Viewer):
             self.message.visible = bool(s.save_message)
 
     def __panel__(self):
-        return self._layout
+        return pn.pane.Bokeh(self.model, margin=0)
 
 
 def runs_columns(records) -> dict[str, list[str]]:
@@ -152,15 +153,19 @@ class RunsView(pn.viewable.Viewer):
         # Built on the first comparison: most pages never compare, and every pane is memory the
         # server keeps for each open page.
         self.compare: ComparisonView | None = None
-        self.heading = pn.pane.HTML("")
-        self._layout = pn.Column(self.heading, pn.Row(self.download_json, self.download_csv))
+        # The heading and (from the first save) the table: one Bokeh layout in one Panel pane.
+        self.heading = Div(text="", margin=(5, 10))
+        self._top = BokehColumn(children=[self.heading], sizing_mode="stretch_width")
+        self._layout = pn.Column(pn.pane.Bokeh(self._top, sizing_mode="stretch_width", margin=0),
+                                 pn.Row(self.download_json, self.download_csv))
         self.state.param.watch(self._update_table, "saved")
         self._update_table()
         self._show_hint(True)
 
     def _show_hint(self, shown: bool) -> None:
         hint = "<p>Tick two saved runs to compare them side by side.</p>" if shown else ""
-        self.heading.object = f"<h3>Saved runs</h3>{hint}"
+        with pn.io.unlocked():  # a bare Bokeh model, changed from a Panel callback
+            self.heading.text = f"<h3>Saved runs</h3>{hint}"
 
     def _update_table(self, *events):
         has_runs = bool(self.state.saved)
@@ -174,7 +179,8 @@ class RunsView(pn.viewable.Viewer):
                          for c, w in RUN_COLUMNS.items()],
                 height=self._height(), margin=(5, 10, 5, 10))
             source.selected.on_change("indices", self._update_compare)
-            self._layout.insert(1, pn.pane.Bokeh(self.table, sizing_mode="stretch_width"))
+            with pn.io.unlocked():
+                self._top.children.append(self.table)
         elif self.table is not None:
             # No fixed height: the table grows with the session's runs and draws every row. A
             # fixed height let the grid's virtual rendering leave rows below the fold out of

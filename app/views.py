@@ -12,7 +12,7 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.models import Column as BokehColumn
-from bokeh.models import Div, TextInput
+from bokeh.models import Div, Spinner, TextInput
 from bokeh.models import Row as BokehRow
 
 from app.compare import TABLE_CSS, num
@@ -41,10 +41,13 @@ class InputsView(pn.viewable.Viewer):
         s = self.state
         # Not from_param, and no start/end: with bounds the browser silently keeps an out-of-range
         # number in the field without sending it. Here it reaches _set_tokens and gets a message.
-        self.tokens = pn.widgets.IntInput(name="Tokens", value=s.tokens, width=120)
-        self.tokens_message: pn.pane.HTML | None = None  # built with the first message
-        self.tokens.param.watch(lambda e: s.set_tokens(e.new), "value")
-        s.param.watch(lambda e: setattr(self.tokens, "value", e.new), "tokens")
+        # A plain Bokeh Spinner, the model Panel's IntInput wraps, in the same Bokeh layout as the
+        # token fields.
+        self.tokens = Spinner(title="Tokens", value=s.tokens, mode="int", step=1, width=120,
+                              margin=(5, 10, 5, 10))
+        self.tokens_message: Div | None = None  # built with the first message
+        self.tokens.on_change("value", lambda _attr, _old, new: s.set_tokens(new))
+        s.param.watch(self._show_tokens, "tokens")
         s.param.watch(self._sync_tokens_message, "tokens_error")
         # The token fields are plain Bokeh TextInputs (the model a Panel TextInput wraps) in one
         # Bokeh layout and one Panel pane: a Panel widget costs the server some 25 KiB per page,
@@ -57,6 +60,7 @@ class InputsView(pn.viewable.Viewer):
         # below their keys.
         self._rows: list[BokehRow] = []
         self._grid = BokehColumn(children=[])
+        self._top = BokehColumn(children=[self.tokens, self._grid])
         self.toggles = LabelledCheckboxes.for_params(s, {
             "use_values": "Use values (adds output and contributions)",
             "causal": "Causal mask",
@@ -71,27 +75,30 @@ class InputsView(pn.viewable.Viewer):
         s.param.watch(self._sync_fields, ["tokens", "use_values", "field_errors"])
         s.param.watch(self._sync_mask_note, ["causal", "mask_after_softmax"])
         self._layout = pn.Column(
-            self.tokens,
-            pn.pane.Bokeh(self._grid, margin=0),
+            pn.pane.Bokeh(self._top, margin=0),
             self.toggles,
             self.presets,
         )
         self._sync_fields()
         self._sync_mask_note()
 
+    def _show_tokens(self, *events) -> None:
+        with pn.io.unlocked():
+            self.tokens.value = self.state.tokens
+
     def _sync_tokens_message(self, *events) -> None:
         message = self.state.tokens_error
-        if not message:
-            if self.tokens_message is not None:
-                self.tokens_message.visible = False
-            self.tokens.value = self.state.tokens  # a preset or reset replaced the bad count
-            return
-        if self.tokens_message is None:
-            with like_the_first_paint():
-                self.tokens_message = pn.pane.HTML("", margin=(0, 5), stylesheets=[_ERROR_CSS])
-            self._layout.insert(1, self.tokens_message)
-        self.tokens_message.object = f'<span role="alert">{html.escape(message)}</span>'
-        self.tokens_message.visible = True
+        with pn.io.unlocked():
+            if not message:
+                if self.tokens_message is not None:
+                    self.tokens_message.visible = False
+                self.tokens.value = self.state.tokens  # a preset or reset replaced the bad count
+                return
+            if self.tokens_message is None:
+                self.tokens_message = Div(text="", margin=(0, 10, 5, 10), stylesheets=[_ERROR_CSS])
+                self._top.children.insert(1, self.tokens_message)
+            self.tokens_message.text = f'<span role="alert">{html.escape(message)}</span>'
+            self.tokens_message.visible = True
 
     def _add_field(self, field: str, word: str) -> None:
         s, i = self.state, len(self.fields[field])
@@ -176,7 +183,11 @@ _FIELD_ERROR_CSS = ":host .bk-input, :host .bk-input:focus { border: 2px solid #
 
 
 class MatricesView(pn.viewable.Viewer):
-    """The ``Scores`` and ``Weights`` heat maps of the current result."""
+    """The ``Scores`` and ``Weights`` heat maps of the current result.
+
+    ``model`` is the two maps side by side (wrapping on a narrow page) as one Bokeh layout, which
+    the workbench places in its page's Bokeh layout rather than in panes of their own.
+    """
 
     state = param.ClassSelector(class_=WorkbenchState)
 
@@ -184,6 +195,8 @@ class MatricesView(pn.viewable.Viewer):
         super().__init__(**params)
         self.scores = HeatMap("Scores", "scores", kind="scores")
         self.weights = HeatMap("Weights", "weights", kind="weights")
+        self.model = BokehRow(children=[self.scores.model, self.weights.model],
+                              styles={"flex-wrap": "wrap"})
         self.state.param.watch(self._update, "result")
         self._update()
 
@@ -200,42 +213,51 @@ class MatricesView(pn.viewable.Viewer):
                             masked_note="zeroed after softmax" if after else "masked")
 
     def __panel__(self):
-        return pn.FlexBox(self.scores, self.weights)
+        return pn.pane.Bokeh(self.model, margin=0)
 
 
 class ReadoutsView(pn.viewable.Viewer):
     """Each row's sum and future-token weight, the totals, the output, and the checks.
 
-    The readouts and the checklist are one HTML pane (with the notice that the input has a
-    problem), and the broken-mode banner a second one above the heat maps: every pane is some
-    30 KiB of server memory per open page, and they all change together on every edit anyway.
+    The readouts and the checklist are one Bokeh ``Div`` (``table``, with the notice that the
+    input has a problem), and the broken-mode banner a second one (``banner``) above the heat
+    maps. The workbench places both in its page's one Bokeh layout: a Panel pane is some 30 KiB
+    of server memory per open page, and they all change together on every edit anyway. The
+    HTML is built here from numbers and the core's messages, escaped.
     """
 
     state = param.ClassSelector(class_=WorkbenchState)
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.banner = pn.pane.HTML("", visible=False, stylesheets=[_NOTICE_CSS],
-                                   sizing_mode="stretch_width")
-        self.table = pn.pane.HTML("", name="readouts", stylesheets=[TABLE_CSS, _NOTICE_CSS])
+        self.banner = Div(text="", visible=False, stylesheets=[_NOTICE_CSS],
+                          sizing_mode="stretch_width", margin=(5, 10))
+        self.table = Div(text="", name="readouts", stylesheets=[TABLE_CSS, _NOTICE_CSS],
+                         margin=(5, 10))
         self.state.param.watch(self._update, ["result", "field_errors", "input_ok"])
         self._update()
 
     def _update(self, *events):
+        # Bare Bokeh models changed from a Panel callback need Panel's unlocked() to reach the
+        # browser, as in app.heatmap.
+        with pn.io.unlocked():
+            self._show()
+
+    def _show(self) -> None:
         s, r = self.state, self.state.result
         stale = "" if s.input_ok else (
             "<div class='notice warning'>The inputs have a problem (see the marked fields), so "
             "the matrices below still show the last valid input.</div>")
         if r is None:
-            self.table.object = stale
+            self.table.text = stale
             return
         broken = bool(r.mode.mask == "after" and (~r.allowed).any())
         banner = (
             "<div class='notice danger'><b>BROKEN MODE: mask after softmax.</b> Softmax saw the "
             "future scores; the future weights were then zeroed without renormalising, so rows "
             "sum to less than 1.</div>" if broken else "")
-        if self.banner.object != banner:
-            self.banner.object = banner
+        if self.banner.text != banner:
+            self.banner.text = banner
         self.banner.visible = broken
         has_output = r.output is not None
         head = "<th scope='col'>row (query)</th><th scope='col'>row sum</th>" \
@@ -251,7 +273,7 @@ class ReadoutsView(pn.viewable.Viewer):
                 out = np.atleast_1d(r.output[i])
                 cells += f"<td>{', '.join(num(x) for x in out)}</td>"
             rows.append(f"<tr>{cells}</tr>")
-        self.table.object = (
+        self.table.text = (
             f"{stale}<div class='readouts-and-checks'><div>"
             "<table class='readouts' aria-label='Row sums and future-token weight'>"
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
@@ -276,7 +298,7 @@ class ReadoutsView(pn.viewable.Viewer):
             f"{head}</tr></thead><tbody>{body}</tbody></table></details>")
 
     def __panel__(self):
-        return self.table
+        return pn.pane.Bokeh(BokehColumn(children=[self.banner, self.table]), margin=0)
 
 
 def checks_html(r) -> str:

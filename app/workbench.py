@@ -11,6 +11,8 @@ import ctypes.util
 import gc
 
 import panel as pn
+from bokeh.models import Column as BokehColumn
+from bokeh.models import Div
 from tornado.ioloop import IOLoop, PeriodicCallback
 
 from app.runs import RunsView, SaveView
@@ -18,13 +20,13 @@ from app.state import WorkbenchState
 from app.views import InputsView, MatricesView, ReadoutsView
 from attention_core.store import RunStore, resolve_runs_dir
 
-INTRO = """
+INTRO = """<p>
 Type a query and a key for each token. Rows are querying tokens, columns are the keys they may
-read. With the **Causal mask** on, a token cannot read later tokens: their scores become −∞
-*before* softmax, so each row's weights still sum to 1. Switch on **Mask after softmax (broken)**
-to see what goes wrong when the mask is applied afterwards. Save a run in each mode and compare
-their future-token weight and row sums. Here d = 1, so scores are divided by √1 = 1.
-"""
+read. With the <b>Causal mask</b> on, a token cannot read later tokens: their scores become −∞
+<em>before</em> softmax, so each row's weights still sum to 1. Switch on <b>Mask after softmax
+(broken)</b> to see what goes wrong when the mask is applied afterwards. Save a run in each mode
+and compare their future-token weight and row sums. Here d = 1, so scores are divided by √1 = 1.
+</p>"""
 
 
 DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is saved. "
@@ -106,12 +108,18 @@ def create_workbench(store: RunStore | None = None) -> pn.template.BootstrapTemp
     )
     template.sidebar.append(InputsView(state=state))
     readouts = ReadoutsView(state=state)
-    template.main.append(pn.Column(
-        pn.pane.Markdown(INTRO, sizing_mode="stretch_width"),
+    # Everything down to Save run is plain Bokeh models in one Bokeh layout, so one Panel pane:
+    # each Panel pane costs the server some 25-35 KiB for every open page (and a Panel Row it
+    # builds for itself), a Bokeh model about a third of that.
+    lesson = BokehColumn(children=[
+        Div(text=INTRO, sizing_mode="stretch_width", margin=(5, 10)),
         readouts.banner,
-        MatricesView(state=state),
-        readouts,
-        SaveView(state=state),
+        MatricesView(state=state).model,
+        readouts.table,
+        SaveView(state=state).model,
+    ], sizing_mode="stretch_width")
+    template.main.append(pn.Column(
+        pn.pane.Bokeh(lesson, sizing_mode="stretch_width", margin=0),
         RunsView(state=state),
         sizing_mode="stretch_width",
     ))
