@@ -16,6 +16,7 @@ from bokeh.models import (
     ColumnDataSource,
     DataTable,
     Div,
+    StringEditor,
     StringFormatter,
     TableColumn,
     TextAreaInput,
@@ -66,11 +67,14 @@ class SaveView(pn.viewable.Viewer):
                         "violate it?")
         self.button = Button(label="Save run", button_type="primary", margin=(5, 10, 5, 10))
         self.button.on_click(lambda: s.save_run())
-        self.message: Div | None = None  # built with the first message
+        # Built with the page, hidden: added on the first save, it made Bokeh walk every model
+        # of the page again (Document.models.recompute, ~25 ms), in the save's own callback.
+        self.message = Div(text="", stylesheets=[_STATUS_CSS], margin=(5, 10, 5, 10),
+                           visible=False)
         self._form = BokehColumn(children=[
             Div(text="<h3>Record your run</h3>", margin=(5, 10, 5, 10)),
             self.prediction, BokehRow(children=[self.learner, self.label]), self.button,
-            self.explanation,
+            self.message, self.explanation,
         ])
         self.model = self._form
         s.param.watch(self._update, ["save_message", "save_ok", "input_ok", "tokens_error"])
@@ -88,13 +92,9 @@ class SaveView(pn.viewable.Viewer):
         # browser, as in app.heatmap.
         with pn.io.unlocked():
             self.button.disabled = not s.input_ok or bool(s.tokens_error)
-            if self.message is None:
-                if not s.save_message:
-                    return
-                # Escaped text only: the message can quote the learner's label.
-                self.message = Div(text="", stylesheets=[_STATUS_CSS], margin=(5, 10, 5, 10))
-                children = self._form.children
-                children.insert(children.index(self.button) + 1, self.message)
+            if not s.save_message and not self.message.visible:
+                return
+            # Escaped text only: the message can quote the learner's label.
             kind = "ok" if s.save_ok else "error"
             self.message.text = (f'<div class="status {kind}" role="status">'
                                  f"{html.escape(s.save_message)}</div>")
@@ -171,11 +171,14 @@ class RunsView(pn.viewable.Viewer):
         has_runs = bool(self.state.saved)
         if self.table is None and has_runs:
             source = ColumnDataSource(runs_columns(self.state.saved), name="saved-runs-source")
+            # One formatter and one (unused: not editable) editor for every column, instead of
+            # a new pair of models per column by default: fewer models to build and send.
+            formatter, editor = StringFormatter(), StringEditor()
             self.table = DataTable(
                 source=source, name="saved-runs", selectable="checkbox", editable=False,
                 index_position=None, sortable=False, reorderable=False, row_height=_ROW_HEIGHT,
                 autosize_mode="force_fit", sizing_mode="stretch_width",
-                columns=[TableColumn(field=c, title=c, width=w, formatter=StringFormatter())
+                columns=[TableColumn(field=c, title=c, width=w, formatter=formatter, editor=editor)
                          for c, w in RUN_COLUMNS.items()],
                 height=self._height(), margin=(5, 10, 5, 10))
             source.selected.on_change("indices", self._update_compare)
