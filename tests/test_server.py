@@ -316,6 +316,41 @@ def test_pages_run_a_full_collection_periodically_once_per_process(monkeypatch):
     assert len(collections) == 1
 
 
+def test_closes_collect_at_once_only_when_few_pages_remain_open(monkeypatch):
+    # A full collection walks every open page and stops them all, so a close in a full class
+    # leaves the garbage to the periodic collection; the class's last closes collect it.
+    from app import workbench
+
+    later, collections = [], []
+
+    class Loop:  # stands in for tornado's IOLoop: no event loop in this test
+        def call_later(self, delay, callback):
+            later.append((delay, callback))
+
+    class Timer:
+        def __init__(self, callback, callback_time):
+            pass
+
+        def start(self):
+            pass
+
+    monkeypatch.setattr(workbench, "PeriodicCallback", Timer)
+    monkeypatch.setattr(workbench.IOLoop, "current", staticmethod(lambda: Loop()))
+    monkeypatch.setattr(workbench.gc, "collect", lambda *a: collections.append(a))
+    reclaimer = workbench._MemoryReclaimer()
+    cheap = workbench._MemoryReclaimer.CHEAP_PAGES
+    for _ in range(cheap + 3):
+        reclaimer.start()
+    reclaimer.session_destroyed(None)
+    reclaimer.session_destroyed(None)  # same burst: one timer
+    assert len(later) == 1 and later[0][0] == workbench._MemoryReclaimer.DELAY_S
+    later.pop()[1]()
+    assert collections == [] and reclaimer.open_pages == cheap + 1
+    reclaimer.session_destroyed(None)
+    later.pop()[1]()
+    assert len(collections) == 1 and reclaimer.open_pages == cheap
+
+
 def test_a_learner_page_and_its_saves_never_load_pandas(tmp_path):
     # pandas costs a server ~0.7 s to import and ~30 MiB; only the instructor page needs it. In a
     # child process, since this test process has pandas loaded already.
