@@ -274,6 +274,14 @@ def test_the_learner_page_loads_no_mathjax_bundle(tmp_path):
         running.stop()
 
 
+def _in_a_child(code: str) -> str:
+    """Run ``code`` in a fresh interpreter from the checkout; return what it printed."""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def test_serve_leaves_full_collections_to_the_pages_not_to_the_collector():
     # In a child process: the thresholds are process-wide and pytest's own must not change.
     code = (
@@ -287,9 +295,7 @@ def test_serve_leaves_full_collections_to_the_pages_not_to_the_collector():
         "assert gc.get_freeze_count() > 0\n"
         "print('ok')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+    assert _in_a_child(code) == "ok"
 
 
 def test_pages_run_a_full_collection_periodically_once_per_process(monkeypatch):
@@ -366,7 +372,4 @@ def test_a_learner_page_and_its_saves_never_load_pandas(tmp_path):
         "assert len(page.state.saved) == 2\n"
         "print('pandas' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    assert _in_a_child(code) == "False"
