@@ -29,6 +29,8 @@ def mode_title(record) -> str:
     """How a saved run computed, in words: "correct, causal", "mask after softmax (broken)", …"""
     if record.mask_after_softmax and record.causal:
         return "mask after softmax (broken)"
+    if record.mask_after_softmax:  # no causal mask, so the broken order had nothing to mask
+        return "correct, no causal mask (mask after softmax: nothing to mask)"
     if record.failure_mode != "correct":
         return record.failure_mode.replace("_", " ")
     return "correct, causal" if record.causal else "correct, no causal mask"

@@ -160,10 +160,19 @@ class RunsView(pn.viewable.Viewer):
                                  pn.Row(self.download_json, self.download_csv))
         self.state.param.watch(self._update_table, "saved")
         self._update_table()
-        self._show_hint(True)
+        self._show_hint([])
 
-    def _show_hint(self, shown: bool) -> None:
-        hint = "<p>Tick two saved runs to compare them side by side.</p>" if shown else ""
+    def _show_hint(self, ticked: list[int]) -> None:
+        """Say what is compared: ``ticked`` are the ticked rows' indices, in run order."""
+        if len(ticked) < 2:
+            hint = "<p>Tick two saved runs to compare them side by side.</p>"
+        else:
+            a, b = ticked[0] + 1, ticked[1] + 1
+            hint = f"<p>Comparing run {a} (A) with run {b} (B).</p>"
+            if len(ticked) > 2:
+                hint = (f"<p>{len(ticked)} runs are ticked; only two can be compared, so this "
+                        f"compares the first two: run {a} (A) with run {b} (B). Untick runs to "
+                        "compare another pair.</p>")
         with pn.io.unlocked():  # a bare Bokeh model, changed from a Panel callback
             self.heading.text = f"<h3>Saved runs</h3>{hint}"
 
@@ -199,7 +208,8 @@ class RunsView(pn.viewable.Viewer):
 
     def _update_compare(self, _attr, _old, indices):
         """Compares the first two ticked runs (by run number) once two are ticked."""
-        chosen = [self.state.saved[i] for i in sorted(indices)[:2] if i < len(self.state.saved)]
+        ticked = sorted(i for i in indices if i < len(self.state.saved))
+        chosen = [self.state.saved[i] for i in ticked[:2]]
         if self.compare is None:
             if len(chosen) < 2:
                 return
@@ -207,7 +217,7 @@ class RunsView(pn.viewable.Viewer):
                 self.compare = ComparisonView()
             self._layout.append(self.compare)
         self.compare.show(chosen)
-        self._show_hint(len(chosen) < 2)
+        self._show_hint(ticked)
 
     def _download(self, fmt: str) -> io.StringIO:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -158,6 +158,36 @@ def test_comparison_shows_both_runs_and_their_difference(state):
     assert "0.00125" in runs.compare.summary.object
 
 
+def test_a_third_tick_says_which_two_runs_are_compared(state):
+    runs = RunsView(state=state)
+    state.prediction = "p"
+    state.apply_preset("worked_row")
+    records = [state.save_run()]
+    state.mask_after_softmax = True
+    records.append(state.save_run())
+    state.causal = False  # broken toggle on, causal mask off: nothing to mask
+    records.append(state.save_run())
+    assert runs.table.source.data["mode"] == [
+        "correct, causal", "mask after softmax (broken)",
+        "correct, no causal mask (mask after softmax: nothing to mask)"]
+    assert "Tick two saved runs" in runs.heading.text
+    runs.table.source.selected.indices = [2, 0]
+    assert "Comparing run 1 (A) with run 3 (B)." in runs.heading.text
+    assert shows_weights_of(runs.compare.first, records[0])
+    runs.table.source.selected.indices = [2, 0, 1]
+    assert "3 runs are ticked" in runs.heading.text
+    assert "run 1 (A) with run 2 (B)" in runs.heading.text
+    assert shows_weights_of(runs.compare.second, records[1])
+    runs.table.source.selected.indices = [1]
+    assert "Tick two saved runs" in runs.heading.text and not runs.compare._pane.visible
+
+
+def shows_weights_of(heatmap, record) -> bool:
+    """Whether ``heatmap`` draws ``record``'s weights (its masked cells are drawn as NaN)."""
+    shown = np.nan_to_num(np.array(heatmap.source.data["value"], dtype=float))
+    return np.allclose(shown, np.array(record.results["weights"]).ravel())
+
+
 def test_downloads_are_fresh_on_every_call(state):
     runs = RunsView(state=state)
     state.prediction = "p"

@@ -219,6 +219,7 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
         box.click()
         expect(box).to_be_checked()
     expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_be_visible()
+    expect(page.get_by_text("Comparing run 1 (A) with run 2 (B).")).to_be_visible()
     a = wait_for_cell(page, "compare-a-source", 2, 2, lambda v: v is not None and abs(v - 0.731) < 5e-4)
     b = wait_for_cell(page, "compare-b-source", 2, 2, lambda v: v is not None and v < 0.001)
     diff = wait_for_cell(page, "compare-diff-source", 2, 2, lambda v: v is not None and v > 0.7)
