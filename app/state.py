@@ -117,9 +117,10 @@ class WorkbenchState(param.Parameterized):
         if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_UI_TOKENS:
             self.param.update(tokens=value, tokens_error="")
             return
-        shown = "nothing" if value is None else repr(value)
+        shown = "an empty field" if value is None else repr(value)
+        tokens = "1 token" if self.tokens == 1 else f"{self.tokens} tokens"
         self.tokens_error = (f"Tokens: {shown} is not a token count; choose a whole number from 1 "
-                             f"to {MAX_UI_TOKENS}. Still showing {self.tokens} tokens.")
+                             f"to {MAX_UI_TOKENS}. Still showing {tokens}.")
 
     def set_token_text(self, field: str, index: int, text: str) -> None:
         """Set what was typed for token ``index`` (from 0) of ``field`` ("queries", ...)."""

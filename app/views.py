@@ -247,7 +247,7 @@ class ReadoutsView(pn.viewable.Viewer):
         s, r = self.state, self.state.result
         stale = "" if s.input_ok else (
             "<div class='notice warning'>The inputs have a problem (see the marked fields), so "
-            "the matrices below still show the last valid input.</div>")
+            "the heat maps and these readouts still show the last valid input.</div>")
         if r is None:
             self.table.text = stale
             return

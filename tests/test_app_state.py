@@ -300,3 +300,22 @@ def test_an_impossible_token_count_blocks_saving_until_fixed(state, typed):
     state.set_tokens(9)
     state.apply_preset("worked_row")  # a preset replaces the bad count too
     assert state.tokens_error == "" and state.save_run() is not None
+
+
+def test_the_token_message_names_an_empty_field_and_counts_in_words(state):
+    state.set_tokens(1)
+    state.set_tokens(None)
+    assert state.tokens_error.startswith("Tokens: an empty field is not a token count")
+    assert state.tokens_error.endswith("Still showing 1 token.")
+    state.set_tokens(2)
+    state.set_tokens(0)
+    assert state.tokens_error.endswith("Still showing 2 tokens.")
+
+
+def test_the_stale_notice_points_at_the_heat_maps_and_readouts(state):
+    from app.views import ReadoutsView
+
+    readouts = ReadoutsView(state=state)
+    state.set_token_text("keys", 1, "abc")
+    assert not state.input_ok
+    assert "the heat maps and these readouts still show the last valid input" in readouts.table.text
