@@ -126,7 +126,8 @@ def runs_columns(records) -> dict[str, list[str]]:
 
 
 # The columns shown, in order, with their relative widths (the table fits the page width). The
-# run id is in the data (for tests and the page's own code) but not shown. All text is shown as plain text, never HTML.
+# run id is in the data (for tests and the page's own code) but not shown. Every cell is plain
+# text (StringFormatter writes it as a text node), never HTML.
 RUN_COLUMNS = {"run": 35, "saved (UTC)": 85, "label": 140, "learner": 100, "mode": 215,
                "future-token weight": 145, "smallest row sum": 130, "failed checks": 120}
 _ROW_HEIGHT = 28  # px; the table is as tall as its rows, so every row is drawn (see RunsView)
