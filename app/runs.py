@@ -16,8 +16,8 @@ from bokeh.models import (
     ColumnDataSource,
     DataTable,
     Div,
+    HTMLTemplateFormatter,
     StringEditor,
-    StringFormatter,
     TableColumn,
     TextAreaInput,
     TextInput,
@@ -126,11 +126,17 @@ def runs_columns(records) -> dict[str, list[str]]:
 
 
 # The columns shown, in order, with their relative widths (the table fits the page width). The
-# run id is in the data (for tests and the page's own code) but not shown. Every cell is plain
-# text (StringFormatter writes it as a text node), never HTML.
+# run id is in the data (for tests and the page's own code) but not shown.
 RUN_COLUMNS = {"run": 35, "saved (UTC)": 85, "label": 140, "learner": 100, "mode": 215,
                "future-token weight": 145, "smallest row sum": 130, "failed checks": 120}
 _ROW_HEIGHT = 28  # px; the table is as tall as its rows, so every row is drawn (see RunsView)
+
+
+def _plain_text_with_tooltip() -> HTMLTemplateFormatter:
+    """A cell formatter showing the text escaped, and all of it on hover when the cell cuts it
+    off. ``<%- %>`` is the template's escaping form (&, <, >, quotes), so learner text is only
+    ever text, in the cell and in its ``title``."""
+    return HTMLTemplateFormatter(template='<span title="<%- value %>"><%- value %></span>')
 
 
 class RunsView(pn.viewable.Viewer):
@@ -183,7 +189,7 @@ class RunsView(pn.viewable.Viewer):
             source = ColumnDataSource(runs_columns(self.state.saved), name="saved-runs-source")
             # One formatter and one (unused: not editable) editor for every column, instead of
             # a new pair of models per column by default: fewer models to build and send.
-            formatter, editor = StringFormatter(), StringEditor()
+            formatter, editor = _plain_text_with_tooltip(), StringEditor()
             self.table = DataTable(
                 source=source, name="saved-runs", selectable="checkbox", editable=False,
                 index_position=None, sortable=False, reorderable=False, row_height=_ROW_HEIGHT,

@@ -324,6 +324,9 @@ def test_hostile_text_is_shown_literally_and_never_runs(server, page, watch):
     row = page.locator(".slick-row").first
     expect(row).to_contain_text(hostile)
     expect(row).to_contain_text("<b>x</b> **y**")
+    # A cell too narrow for its text shows all of it on hover, still as text.
+    expect(row.locator(f"[title='{hostile}']")).to_have_text(hostile)
+    expect(row.locator("[title='<b>x</b> **y**']")).to_have_text("<b>x</b> **y**")
     assert page.locator(".slick-row img").count() == 0
     assert page.locator(".slick-row b").count() == 0
     assert dialogs == []
