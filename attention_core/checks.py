@@ -152,9 +152,10 @@ def check_input_shapes(r: AttentionResult) -> Check:
         return _check("input_shapes", False, f"queries {q.shape} and keys {k.shape} differ in shape")
     if v is not None and v.shape[0] != q.shape[0]:
         return _check("input_shapes", False, f"values have {v.shape[0]} rows for {q.shape[0]} tokens")
+    tokens = "{} token" if q.shape[0] == 1 else "{} tokens"
     if v is None:
-        return _passed("input_shapes", "{} tokens, d_k = {}.", *q.shape)
-    return _passed("input_shapes", "{} tokens, d_k = {}, d_v = {}.", *q.shape, v.shape[1])
+        return _passed("input_shapes", tokens + ", d_k = {}.", *q.shape)
+    return _passed("input_shapes", tokens + ", d_k = {}, d_v = {}.", *q.shape, v.shape[1])
 
 
 def check_score_scale(r: AttentionResult) -> Check:

@@ -85,6 +85,14 @@ def test_checks_run_in_audit_order_and_pass() -> None:
     assert run_checks(r) == r.checks
 
 
+def test_the_shape_message_counts_tokens_in_words() -> None:
+    assert by_name(result())["input_shapes"].message == "3 tokens, d_k = 1, d_v = 1."
+    one = by_name(scaled_dot_product_attention([2.0], [1.0]))["input_shapes"]
+    assert one.message == "1 token, d_k = 1."
+    one = by_name(scaled_dot_product_attention([2.0], [1.0], [5.0]))["input_shapes"]
+    assert one.message == "1 token, d_k = 1, d_v = 1."
+
+
 def test_mask_after_softmax_checks_name_rows_and_cells() -> None:
     checks = by_name(result(mask_after_softmax=True))
     assert checks["mask"].passed is False
