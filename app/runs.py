@@ -194,7 +194,10 @@ class RunsView(pn.viewable.Viewer):
                 source=source, name="saved-runs", selectable="checkbox", editable=False,
                 index_position=None, sortable=False, reorderable=False, row_height=_ROW_HEIGHT,
                 autosize_mode="force_fit", sizing_mode="stretch_width",
-                columns=[TableColumn(field=c, title=c, width=w, formatter=formatter, editor=editor)
+                # Not sortable, table or columns: a column's own default drew a sort arrow on a
+                # click that sorted nothing.
+                columns=[TableColumn(field=c, title=c, width=w, formatter=formatter, editor=editor,
+                                     sortable=False)
                          for c, w in RUN_COLUMNS.items()],
                 height=self._height(), margin=(5, 10, 5, 10))
             source.selected.on_change("indices", self._update_compare)

@@ -73,7 +73,7 @@ class InputsView(pn.viewable.Viewer):
             on_press=lambda i: s.apply_preset(keys[i]), margin=(10, 10))
         s.param.watch(self._sync_texts, ["queries", "keys", "values"])
         s.param.watch(self._sync_fields, ["tokens", "use_values", "field_errors"])
-        s.param.watch(self._sync_mask_note, ["causal", "mask_after_softmax"])
+        s.param.watch(self._sync_mask_note, ["causal", "mask_after_softmax", "tokens"])
         self._layout = pn.Column(
             pn.pane.Bokeh(self._top, margin=0),
             self.toggles,
@@ -163,6 +163,9 @@ class InputsView(pn.viewable.Viewer):
                     "act on: no cell is masked before or after softmax.")
         elif not s.causal:
             note = "The causal mask is off: every token can read future tokens."
+        elif s.mask_after_softmax and s.tokens == 1:
+            note = ("With one token there is no future token, so <b>Mask after softmax "
+                    "(broken)</b> has nothing to act on.")
         else:
             note = ""
         if self.mask_note is None:

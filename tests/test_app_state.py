@@ -188,6 +188,23 @@ def shows_weights_of(heatmap, record) -> bool:
     return np.allclose(shown, np.array(record.results["weights"]).ravel())
 
 
+def test_one_token_in_broken_mode_is_named_and_explained_as_nothing_to_mask(state):
+    from app.views import InputsView
+
+    inputs, runs = InputsView(state=state), RunsView(state=state)
+    state.prediction = "p"
+    state.set_tokens(1)
+    state.mask_after_softmax = True
+    assert "With one token there is no future token" in inputs.mask_note.object
+    assert state.save_run() is not None
+    assert runs.table.source.data["mode"] == [
+        "correct, causal (mask after softmax: nothing to mask)"]
+    state.set_tokens(2)
+    assert not inputs.mask_note.visible
+    state.save_run()
+    assert runs.table.source.data["mode"][1] == "mask after softmax (broken)"
+
+
 def test_downloads_are_fresh_on_every_call(state):
     runs = RunsView(state=state)
     state.prediction = "p"

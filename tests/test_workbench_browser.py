@@ -213,6 +213,9 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
     expect(page.locator(".slick-row")).to_have_count(2)
     expect(saved_run_row(page, 1)).to_contain_text("correct, causal")
     expect(saved_run_row(page, 2)).to_contain_text("mask after softmax (broken)")
+    # The table keeps run order: a heading click neither sorts nor draws a sort arrow.
+    page.locator(".slick-header-column").filter(has_text=re.compile(r"^label$")).click()
+    expect(page.locator("[class*='slick-sort-indicator-']")).to_have_count(0)
     expect(page.get_by_text("Tick two saved runs to compare them side by side.")).to_be_visible()
     for n in (1, 2):
         box = saved_run_row(page, n).locator("input[type='checkbox']")
