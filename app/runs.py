@@ -204,16 +204,16 @@ class RunsView(pn.viewable.Viewer):
             with pn.io.unlocked():
                 self._top.children.append(self.table)
         elif self.table is not None:
-            # No fixed height: the table grows with the session's runs and draws every row. A
-            # fixed height let the grid's virtual rendering leave rows below the fold out of
-            # the page.
             with pn.io.unlocked():
                 self.table.source.data = runs_columns(self.state.saved)
                 self.table.height = self._height()
         self.download_json.disabled = self.download_csv.disabled = not has_runs
 
     def _height(self) -> int:
-        """The table's height in px: its header and every saved run's row."""
+        """The table's height in px: its header and every saved run's row.
+
+        The table grows with the session's runs so the grid draws every row: with a fixed
+        height, its virtual rendering left rows below the fold out of the page."""
         return _ROW_HEIGHT * (len(self.state.saved) + 1) + 4
 
     def _update_compare(self, _attr, _old, indices):
