@@ -20,6 +20,7 @@ from pathlib import Path
 import panel as pn
 
 from app.auth import INSTRUCTOR_PATH, exposure_problem, serve_options
+from app.transport import answer_without_nagle_delay
 from app.workbench import create_workbench
 from attention_core.store import RunStore
 
@@ -192,6 +193,7 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
         print(f"Listening on every interface: learners on other machines open this machine's "
               f"name or IP address, port {port} (http://localhost:{port}/ works here).", flush=True)
     _load_mathjax_only_for_tex()
+    answer_without_nagle_delay()
     _settle_heap()
     if num_procs != 1:
         _workers_end_with_their_parent()

@@ -14,6 +14,8 @@ import panel as pn
 from bokeh.models import ColumnDataSource
 from bokeh.plotting import figure
 
+from app.transport import answer_without_nagle_delay
+
 FIELDS = ("Query", "Key", "Value")
 TOKENS = 8
 
@@ -43,6 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
+    answer_without_nagle_delay()  # as app/server.py serves
     pn.serve({"/": create_baseline}, port=args.port, address="127.0.0.1", show=False,
              websocket_origin=[f"127.0.0.1:{args.port}", f"localhost:{args.port}"],
              check_unused_sessions=10_000, unused_session_lifetime=60_000, threaded=False,

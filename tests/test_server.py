@@ -373,3 +373,48 @@ def test_a_learner_page_and_its_saves_never_load_pandas(tmp_path):
         "print('pandas' in sys.modules)\n"
     )
     assert _in_a_child(code) == "False"
+
+
+def test_serve_routes_every_pages_websocket_to_a_handler_without_nagle_delay(tmp_path, monkeypatch):
+    from bokeh.server.urls import per_app_patterns
+    from panel.io.server import WSHandler
+
+    import app.server as server
+
+    monkeypatch.setattr(server.pn, "serve", lambda *a, **k: None)
+    server.serve(tmp_path / "runs", port=0)
+    server.serve(tmp_path / "runs", port=0)  # a second start changes nothing more
+    handlers = [handler for route, handler in per_app_patterns if route == r"/ws"]
+    assert len(handlers) == 1
+    assert issubclass(handlers[0], WSHandler) and handlers[0].sends_at_once
+
+
+def test_a_pages_websocket_sends_each_message_at_once():
+    # A real Panel server and a real Bokeh client session, in a child process (the route table
+    # is process-wide): the server's end of the page's websocket has TCP_NODELAY set.
+    code = (
+        "import gc, socket, time\n"
+        "import panel as pn\n"
+        "from bokeh.client import pull_session\n"
+        "from panel.io.server import WSHandler\n"
+        "from app.transport import answer_without_nagle_delay\n"
+        "answer_without_nagle_delay()\n"
+        "with socket.socket() as s:\n"
+        "    s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]\n"
+        "server = pn.serve({'/': lambda: pn.pane.Markdown('x')}, port=port, address='127.0.0.1',\n"
+        "                  show=False, threaded=True, websocket_origin=[f'127.0.0.1:{port}'])\n"
+        "deadline = time.monotonic() + 60\n"
+        "while True:\n"
+        "    try:\n"
+        "        socket.create_connection(('127.0.0.1', port), timeout=1).close(); break\n"
+        "    except OSError:\n"
+        "        assert time.monotonic() < deadline, 'the server never listened'\n"
+        "        time.sleep(0.05)\n"
+        "session = pull_session(url=f'http://127.0.0.1:{port}/')\n"
+        "open_ = [o for o in gc.get_objects() if isinstance(o, WSHandler) and o.ws_connection]\n"
+        "print([h.ws_connection.stream.socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)\n"
+        "       for h in open_])\n"
+        "session.close()\n"
+        "server.stop()\n"
+    )
+    assert _in_a_child(code).splitlines()[-1] == "[1]"
