@@ -28,7 +28,7 @@ from bokeh.models import Row as BokehRow
 from app.compare import ComparisonView, mode_title
 from app.heatmap import format_number
 from app.state import WorkbenchState
-from app.widgets import like_the_first_paint
+from app.widgets import in_one_patch, like_the_first_paint
 from attention_core.store import export_csv, export_json
 
 _STATUS_CSS = """
@@ -66,7 +66,7 @@ class SaveView(pn.viewable.Viewer):
             placeholder="What invariant did your evidence reveal, and how did the broken mode "
                         "violate it?")
         self.button = Button(label="Save run", button_type="primary", margin=(5, 10, 5, 10))
-        self.button.on_click(lambda: s.save_run())
+        self.button.on_click(in_one_patch(lambda: s.save_run()))
         # Built with the page, hidden: added on the first save, it made Bokeh walk every model
         # of the page again (Document.models.recompute, ~25 ms), in the save's own callback.
         self.message = Div(text="", stylesheets=[_STATUS_CSS], margin=(5, 10, 5, 10),
@@ -83,7 +83,7 @@ class SaveView(pn.viewable.Viewer):
     def _text(self, kind, field: str, title: str, **params):
         """A text field writing the state's ``field`` (its value arrives when the field is left)."""
         w = kind(title=title, value=getattr(self.state, field), margin=(5, 10, 5, 10), **params)
-        w.on_change("value", lambda _attr, _old, new: setattr(self.state, field, new))
+        w.on_change("value", in_one_patch(lambda _attr, _old, new: setattr(self.state, field, new)))
         return w
 
     def _update(self, *events):
@@ -200,7 +200,7 @@ class RunsView(pn.viewable.Viewer):
                                      sortable=False)
                          for c, w in RUN_COLUMNS.items()],
                 height=self._height(), margin=(5, 10, 5, 10))
-            source.selected.on_change("indices", self._update_compare)
+            source.selected.on_change("indices", in_one_patch(self._update_compare))
             with pn.io.unlocked():
                 self._top.children.append(self.table)
         elif self.table is not None:

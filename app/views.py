@@ -18,7 +18,7 @@ from bokeh.models import Row as BokehRow
 from app.compare import TABLE_CSS, num
 from app.heatmap import HeatMap
 from app.state import PRESETS, WorkbenchState
-from app.widgets import ButtonGroup, LabelledCheckboxes, like_the_first_paint
+from app.widgets import ButtonGroup, LabelledCheckboxes, in_one_patch, like_the_first_paint
 
 _TOKEN_FIELDS = (("queries", "Query"), ("keys", "Key"), ("values", "Value"))
 
@@ -46,7 +46,7 @@ class InputsView(pn.viewable.Viewer):
         self.tokens = Spinner(title="Tokens", value=s.tokens, mode="int", step=1, width=120,
                               margin=(5, 10, 5, 10))
         self.tokens_message: Div | None = None  # built with the first message
-        self.tokens.on_change("value", lambda _attr, _old, new: s.set_tokens(new))
+        self.tokens.on_change("value", in_one_patch(lambda _attr, _old, new: s.set_tokens(new)))
         s.param.watch(self._show_tokens, "tokens")
         s.param.watch(self._sync_tokens_message, "tokens_error")
         # The token fields are plain Bokeh TextInputs (the model a Panel TextInput wraps) in one
@@ -105,7 +105,7 @@ class InputsView(pn.viewable.Viewer):
         # A Bokeh TextInput's value, like Panel's, arrives on Enter or when the field is left.
         w = TextInput(title=f"{word} {i + 1}", value=getattr(s, field)[i], width=90,
                       margin=(5, 10, 5, 10))
-        w.on_change("value", lambda _attr, _old, new: s.set_token_text(field, i, new))
+        w.on_change("value", in_one_patch(lambda _attr, _old, new: s.set_token_text(field, i, new)))
         self.fields[field].append(w)
         # Fields are added queries, then keys, then values, so each row keeps that order.
         if i == len(self._rows):

@@ -4,12 +4,34 @@ Bokeh's checkbox renders its text beside the input without a ``<label>`` around 
 readers announce an unnamed "checkbox" and tests cannot find it by its label. This is the same
 control as a native ``<label><input type=checkbox> text</label>`` inside Panel's own custom
 component mechanism (``panel.custom.JSComponent``), with ``value`` synced both ways.
+
+Also :func:`in_one_patch`, for the callbacks of the bare Bokeh widgets the pages use.
 """
 
 from __future__ import annotations
 
+import functools
+
 import panel as pn
 import param
+
+
+def in_one_patch(callback):
+    """Wrap a bare Bokeh widget's ``on_change``/``on_click`` callback so that everything it
+    changes on the page reaches the browser as one message.
+
+    The views change their Bokeh models inside Panel's ``pn.io.unlocked()``, which sends what
+    was changed when it ends. Called from a Bokeh callback, each view's block sent a message of
+    its own: an edit reached the browser as three, and BokehJS applied and drew each before
+    reading the next (~10 ms apiece). Nested in this one, the views' blocks hold their changes
+    until it ends (Panel's documented behaviour when the document is already held), and the
+    browser draws once. Panel's own widgets already process an event this way.
+    """
+    @functools.wraps(callback)
+    def wrapped(*args, **kwargs):
+        with pn.io.unlocked():
+            return callback(*args, **kwargs)
+    return wrapped
 
 
 class ButtonGroup(pn.custom.JSComponent):

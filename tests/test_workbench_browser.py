@@ -14,6 +14,7 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 from workbench_server import PageWatch, start_server
@@ -117,6 +118,42 @@ def test_typing_queries_and_keys_updates_both_heat_maps_and_readouts(server, pag
     # Row 2: sum 1, future-token weight 0, output 17.311.
     expect(page.locator("table.readouts tbody tr").nth(1).locator("td")).to_have_text(["1.000", "0", "17.311"])
     expect(page.get_by_test_id("total-future-weight")).to_have_text("0")
+
+
+# Counts the Bokeh protocol messages the page receives, by type, from the moment it is armed.
+COUNT_MESSAGES_JS = """(() => {
+  window.__received = null;
+  const Original = window.WebSocket;
+  window.WebSocket = function (...args) {
+    const socket = new Original(...args);
+    socket.addEventListener('message', e => {
+      if (window.__received === null || typeof e.data !== 'string') return;
+      const m = e.data.match(/"msgtype": ?"([A-Z-]+)"/);
+      if (m) window.__received.push(m[1]);
+    });
+    return socket;
+  };
+  window.WebSocket.prototype = Original.prototype;
+  Object.assign(window.WebSocket, Original);
+})()"""
+
+
+def test_an_edit_reaches_the_page_as_one_patch(server, page, watch):
+    # Each message is applied and drawn by BokehJS before the next is read: an edit that came as
+    # three patches (readouts, then each heat map) drew the page three times.
+    page.add_init_script(COUNT_MESSAGES_JS)
+    open_workbench(page, server)
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    expect(page.locator("table.readouts")).to_contain_text("17.311")
+    page.wait_for_timeout(500)  # whatever the preset sent has arrived
+    for q in ("1.05", "0.5"):
+        page.evaluate("() => { window.__received = []; }")
+        type_number(page, "Query 3", q)
+        wait_for_cell(page, "weights-source", 3, 3, lambda v, q=q: v is not None and abs(
+            v - float(np.exp(9 * float(q)) / np.exp(np.array([1, 2, 9]) * float(q)).sum())) < 1e-9)
+        page.wait_for_timeout(500)  # a second patch, if any, would have come by now
+        received = page.evaluate("() => window.__received")
+        assert received.count("PATCH-DOC") == 1, received
 
 
 def test_mask_toggles_change_row_sums_and_future_weight_as_seed_003_says(server, page, watch):
