@@ -9,6 +9,7 @@ more than colour. Updates replace ``source.data`` and the factor lists; the figu
 from __future__ import annotations
 
 import html
+import math
 
 import numpy as np
 import panel as pn
@@ -41,6 +42,22 @@ _KINDS = {
 }
 
 
+def nice_bound(x: float) -> float:
+    """The smallest of 1, 2 or 5 × 10^k that is at least ``x`` (1.0 for ``x`` ≤ 0 or not finite).
+
+    The scores colour range is ±this bound of the largest shown ``|score|``, so the colour bar
+    reads in round numbers and stays put while an edit moves a score within it: the same score
+    keeps its colour from one edit to the next, and the browser redraws no colour bar.
+    """
+    if not (math.isfinite(x) and x > 0):
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(x))
+    for step in (1, 2, 5):
+        if step * power >= x:
+            return step * power
+    return 10 * power
+
+
 def format_number(x: float) -> str:
     """Cell text: three decimals, three significant digits below 0.1 (so the broken row's
     0.00125 stays readable), scientific notation for tiny or huge numbers."""
@@ -66,10 +83,15 @@ class HeatMap(pn.viewable.Viewer):
         Prefix of the Bokeh model names (``"<name>-source"``, ``"<name>-figure"``), which
         browser tests look up with ``Bokeh.documents[0].get_model_by_name``.
     kind : {"weights", "scores", "difference"}
-        Weights use a fixed [0, 1] colour range; scores and differences a symmetric diverging one.
+        Weights use a fixed [0, 1] colour range; scores and differences a symmetric diverging one,
+        ± :func:`nice_bound` of the largest shown magnitude.
+    table_apart : bool
+        If true, ``model`` is the figure alone and the caller places ``table`` (the mirror table
+        a screen reader reads) in a layout of its own; see ``MatricesView``.
     """
 
-    def __init__(self, title: str, name: str, kind: str = "weights", size: int = 330) -> None:
+    def __init__(self, title: str, name: str, kind: str = "weights", size: int = 330,
+                 table_apart: bool = False) -> None:
         super().__init__()
         palette, self._symmetric = _KINDS[kind]
         self.title = title
@@ -117,8 +139,9 @@ class HeatMap(pn.viewable.Viewer):
         # The figure and its table in one Bokeh layout (``model``), which the workbench places
         # in its page's one Bokeh layout: a Panel pane costs the server some 30 KiB per page, a
         # plain Bokeh model a quarter of that. A pane is built only if asked for (__panel__).
-        self.table = Div(text="")
-        self.model = BokehColumn(children=[fig, self.table], margin=(0, 10), width=size + 100)
+        self.table = Div(text="", margin=0)  # shows nothing: its table is for screen readers
+        children = [fig] if table_apart else [fig, self.table]
+        self.model = BokehColumn(children=children, margin=(0, 10), width=size + 100)
         self._pane: pn.pane.Bokeh | None = None
 
     @staticmethod
@@ -187,8 +210,8 @@ class HeatMap(pn.viewable.Viewer):
     def _range(self, shown: np.ndarray) -> tuple[float, float]:
         if not self._symmetric:
             return 0.0, 1.0
-        bound = float(np.abs(shown).max()) if shown.size else 1.0
-        return -(bound or 1.0), (bound or 1.0)
+        bound = nice_bound(float(np.abs(shown).max()) if shown.size else 1.0)
+        return -bound, bound
 
     @staticmethod
     def _hover(matrix: np.ndarray | None, i: int, j: int, fallback: float) -> str:

@@ -189,17 +189,23 @@ class MatricesView(pn.viewable.Viewer):
     """The ``Scores`` and ``Weights`` heat maps of the current result.
 
     ``model`` is the two maps side by side (wrapping on a narrow page) as one Bokeh layout, which
-    the workbench places in its page's Bokeh layout rather than in panes of their own.
+    the workbench places in its page's Bokeh layout rather than in panes of their own. ``tables``
+    is their two mirror tables (for screen readers), which the workbench places in another one.
+
+    The tables are apart because every Bokeh ``Div`` whose text changes makes BokehJS lay out
+    its whole layout again, at once: beside the figures, the two tables' changes on an edit laid
+    out and redrew both figures twice more (some 30 ms of the browser's time per edit).
     """
 
     state = param.ClassSelector(class_=WorkbenchState)
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.scores = HeatMap("Scores", "scores", kind="scores")
-        self.weights = HeatMap("Weights", "weights", kind="weights")
+        self.scores = HeatMap("Scores", "scores", kind="scores", table_apart=True)
+        self.weights = HeatMap("Weights", "weights", kind="weights", table_apart=True)
         self.model = BokehRow(children=[self.scores.model, self.weights.model],
                               styles={"flex-wrap": "wrap"})
+        self.tables = BokehColumn(children=[self.scores.table, self.weights.table], margin=0)
         self.state.param.watch(self._update, "result")
         self._update()
 
@@ -216,7 +222,7 @@ class MatricesView(pn.viewable.Viewer):
                             masked_note="zeroed after softmax" if after else "masked")
 
     def __panel__(self):
-        return pn.pane.Bokeh(self.model, margin=0)
+        return pn.pane.Bokeh(BokehColumn(children=[self.model, self.tables]), margin=0)
 
 
 class ReadoutsView(pn.viewable.Viewer):

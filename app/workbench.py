@@ -122,21 +122,27 @@ def create_workbench(store: RunStore | None = None) -> pn.template.BootstrapTemp
     )
     template.sidebar.append(InputsView(state=state))
     readouts = ReadoutsView(state=state)
-    # Everything down to Save run is plain Bokeh models in one Bokeh layout, so one Panel pane:
+    matrices = MatricesView(state=state)
+    # Everything down to Save run is plain Bokeh models in two Bokeh layouts, so two Panel panes:
     # each Panel pane costs the server some 25-35 KiB for every open page (and a Panel Row it
-    # builds for itself), a Bokeh model about a third of that.
-    lesson = BokehColumn(children=[
+    # builds for itself), a Bokeh model about a third of that. Two, because BokehJS lays out a
+    # whole layout again, at once, for every Div whose text changes: an edit changes the mirror
+    # tables and the readouts, and kept in the figures' layout they made the browser lay out
+    # and redraw both heat maps three more times per edit. Each item of the template's main
+    # area is a layout (a document root) of its own.
+    figures = BokehColumn(children=[
         Div(text=INTRO, sizing_mode="stretch_width", margin=(5, 10)),
         readouts.banner,
-        MatricesView(state=state).model,
+        matrices.model,
+    ], sizing_mode="stretch_width")
+    texts = BokehColumn(children=[
+        matrices.tables,
         readouts.table,
         SaveView(state=state).model,
     ], sizing_mode="stretch_width")
-    template.main.append(pn.Column(
-        pn.pane.Bokeh(lesson, sizing_mode="stretch_width", margin=0),
-        RunsView(state=state),
-        sizing_mode="stretch_width",
-    ))
+    for layout in (figures, texts):
+        template.main.append(pn.pane.Bokeh(layout, sizing_mode="stretch_width", margin=0))
+    template.main.append(RunsView(state=state))
     template.state = state  # for tests without a browser
     if pn.state.curdoc is not None:
         pn.state.on_session_destroyed(_reclaimer.session_destroyed)

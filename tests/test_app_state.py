@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from app.heatmap import format_number
+from app.heatmap import format_number, nice_bound
 from app.parsing import clean_text, parse_number
 from app.runs import RunsView
 from app.state import WorkbenchState
@@ -135,6 +135,8 @@ def test_heat_map_sources_hold_one_row_per_cell_with_masks_marked(state):
     assert view.weights.y_range.factors == ["3", "2", "1"]  # token 1 on top
     assert (view.weights.mapper.low, view.weights.mapper.high) == (0.0, 1.0)
     assert view.scores.mapper.low == -view.scores.mapper.high  # symmetric diverging range
+    shown = state.result.scores[state.result.allowed]
+    assert view.scores.mapper.high == nice_bound(float(np.abs(shown).max()))
     state.tokens = 4
     assert len(view.weights.source.data["row"]) == 16
     assert "Weights table" in view.weights.table.text
@@ -223,6 +225,27 @@ def test_downloads_are_fresh_on_every_call(state):
 ])
 def test_cell_number_format(x, text):
     assert format_number(x) == text
+
+
+@pytest.mark.parametrize(("x", "bound"), [
+    (0.3, 0.5), (0.5, 0.5), (1.0, 1.0), (1.01, 2.0), (2.0, 2.0), (2.5, 5.0), (9.0, 10.0),
+    (17.3, 20.0), (1000.0, 1000.0), (1001.0, 2000.0), (3e-7, 5e-7), (0.0, 1.0), (-3.0, 1.0),
+    (float("inf"), 1.0), (float("nan"), 1.0),
+])
+def test_the_scores_colour_range_ends_on_a_round_number_at_or_above_the_largest(x, bound):
+    assert nice_bound(x) == pytest.approx(bound, rel=1e-12)
+    assert nice_bound(x) >= x or not math.isfinite(x) or x <= 0
+
+
+def test_an_edit_within_the_round_bound_keeps_the_scores_colours_where_they_were(state):
+    view = MatricesView(state=state)
+    state.apply_preset("worked_row")  # scores up to 9: the colour bar runs from -10 to 10
+    assert (view.scores.mapper.low, view.scores.mapper.high) == (-10.0, 10.0)
+    state.set_token_text("queries", 2, "1.05")  # row 3 now scores up to 9.45
+    assert state.result.scores[2, 2] == pytest.approx(9.45)
+    assert (view.scores.mapper.low, view.scores.mapper.high) == (-10.0, 10.0)
+    state.set_token_text("queries", 2, "1.2")  # 10.8: past the bound, so the next round one
+    assert (view.scores.mapper.low, view.scores.mapper.high) == (-20.0, 20.0)
 
 
 def test_a_full_or_read_only_store_says_not_saved_and_the_app_keeps_working(state, monkeypatch):
