@@ -15,7 +15,8 @@ after a learner saved; a tick with the directory unchanged costs one ``stat``).
 
 The instructor page is timed in Chromium until it shows the run count, alternately with the
 floor any Panel page of its kind imposes (bench/instructor_floor.py: the same template, a 20-row
-Tabulator and the count), and until its class picture holds every point.
+Tabulator and the count; and with ``--bare`` the count alone), and until its class picture holds
+every point.
 """
 
 from __future__ import annotations
@@ -135,13 +136,14 @@ CHART_JS = """(n) => {
 }"""
 
 
-def _start_floor(n: int, log: Path):
-    """bench/instructor_floor.py showing ``n`` as its run count, served like the workbench."""
+def _start_floor(n: int, log: Path, bare: bool = False):
+    """bench/instructor_floor.py showing ``n`` as its run count, served like the workbench
+    (``bare``: the count alone, with no template and no table)."""
     from common import BENCH, free_port, spawn, wait_listening
 
     port = free_port()
     server = spawn([sys.executable, str(BENCH / "instructor_floor.py"), "--port", str(port),
-                    "--runs", str(n)], log, port)
+                    "--runs", str(n), *(["--bare"] if bare else [])], log, port)
     wait_listening(server)
     return server
 
@@ -152,7 +154,8 @@ def instructor_ready(directory: Path, workdir: Path, n: int, loads: int) -> dict
 
     Every page is a new browser context (nothing cached: every script is fetched and compiled
     again). Beside it, alternately, the floor: bench/instructor_floor.py, the same template with a
-    20-row Tabulator and the run count, timed the same way. ``chart_s`` is when the page's class
+    20-row Tabulator and the run count, timed the same way, and its ``--bare`` page, the count
+    alone in a ``pn.Column`` (``bare_*``): the least any Panel page costs here. ``chart_s`` is when the page's class
     picture holds all ``n`` points (it is drawn after the first paint); each page is closed only
     then, so no page's work spills into the next one's time.
     """
@@ -165,12 +168,13 @@ def instructor_ready(directory: Path, workdir: Path, n: int, loads: int) -> dict
 
     server = start_workbench(directory, workdir / f"instructor-{n}.log")
     floor = _start_floor(n, workdir / f"instructor-floor-{n}.log")
-    times, charts, floors = [], [], []
+    bare = _start_floor(n, workdir / f"instructor-bare-{n}.log", bare=True)
+    times, charts, floors, bares = [], [], [], []
     try:
         with sync_playwright() as p:
             browser = launch_chromium(p)
             for _ in range(loads):
-                for target, out in ((server, times), (floor, floors)):
+                for target, out in ((server, times), (floor, floors), (bare, bares)):
                     context = browser.new_context()
                     loopback_only(context, target.url.rstrip("/"))
                     page = context.new_page()
@@ -186,9 +190,11 @@ def instructor_ready(directory: Path, workdir: Path, n: int, loads: int) -> dict
     finally:
         server.stop()
         floor.stop()
+        bare.stop()
     return {"first_s": times[0], "later_s": summary(times[1:]), "chart_first_s": charts[0],
             "chart_later_s": summary(charts[1:]), "floor_first_s": floors[0],
-            "floor_later_s": summary(floors[1:])}
+            "floor_later_s": summary(floors[1:]), "bare_first_s": bares[0],
+            "bare_later_s": summary(bares[1:])}
 
 
 def run(workdir: Path, sizes: tuple[int, ...], repeats: int, instructor_max: int = 10_000) -> dict:
