@@ -236,8 +236,9 @@ def scaled_dot_product_attention(
         if mode.mask == "after":
             weights = np.where(allowed, weights, 0.0)  # no renormalisation: the broken step
 
-        row_sums = weights.sum(axis=-1)  # [T]
-        future_weight = np.where(future_cells(T), weights, 0.0).sum(axis=-1)  # [T]
+        # np.add.reduce is ndarray.sum without its Python-level wrapper (~1.5 µs a call here).
+        row_sums = np.add.reduce(weights, axis=-1)  # [T]
+        future_weight = np.add.reduce(np.where(future_cells(T), weights, 0.0), axis=-1)  # [T]
         output = contributions = None
         if v is not None:
             mixed = v if mode.mix == "values" else k  # [T] or [T, d_v]

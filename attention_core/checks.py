@@ -139,7 +139,7 @@ def _row_stochastic(weights: np.ndarray, allowed: np.ndarray, tol: float) -> np.
     # is_row_stochastic without its errstate, for run_checks, which holds one for every check.
     # A nan or infinite weight makes its row's sum nan or infinite, so this one test also
     # rejects every row that is not finite.
-    sums_ok = np.abs(weights.sum(axis=-1) - 1.0) <= tol
+    sums_ok = np.abs(np.add.reduce(weights, axis=-1) - 1.0) <= tol  # weights.sum, unwrapped
     # The row minimum is >= 0 exactly when every weight is (a nan minimum compares False).
     nonneg = np.minimum.reduce(weights, axis=-1) >= 0
     return sums_ok & nonneg & np.logical_or.reduce(allowed, axis=-1)
