@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="attention-bench-") as tmp:
         work = Path(tmp)
         steps = {
-            "core": lambda: core.run(repeats=10 if quick else 30),
+            "core": lambda: core.run(repeats=10 if quick else 100, number=100),
             "store": lambda: store_scale.run(
                 work, (1_000, 10_000) if quick else (1_000, 10_000, 100_000), 2 if quick else 5),
             "cold_start": lambda: cold_start.run(work, 2 if quick else 5),
