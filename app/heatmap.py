@@ -47,15 +47,37 @@ def nice_bound(x: float) -> float:
 
     The scores colour range is ±this bound of the largest shown ``|score|``, so the colour bar
     reads in round numbers and stays put while an edit moves a score within it: the same score
-    keeps its colour from one edit to the next, and the browser redraws no colour bar.
+    keeps its colour from one edit to the next, and the browser redraws no colour bar. Each
+    candidate is parsed from its decimal text (``5e-06``), so it is the float64 nearest the
+    round number and an ``x`` typed as one is its own bound. Where float64 holds no round number
+    at or above ``x`` (beyond 1e308, or among the subnormals below 1e-307), ``x`` itself.
     """
     if not (math.isfinite(x) and x > 0):
         return 1.0
-    power = 10.0 ** math.floor(math.log10(x))
-    for step in (1, 2, 5):
-        if step * power >= x:
-            return step * power
-    return 10 * power
+    exponent = math.floor(math.log10(x))
+    for e in (exponent - 1, exponent, exponent + 1):  # log10 can be one off near 10^k
+        for step in (1, 2, 5):
+            bound = float(f"{step}e{e}")
+            if bound >= x and 0 < bound < math.inf:
+                return bound
+    return x
+
+
+def contrasting_text(background: str) -> str:
+    """``"black"`` or ``"white"``, whichever contrasts more with ``background`` (``#rrggbb``).
+
+    By WCAG 2.1's relative luminance and contrast ratio (white wins below a luminance of about
+    0.18). The cell text is chosen from the colour the cell is actually drawn in, not from where
+    its value sits in the range: a palette's dark end need not start where a threshold on the
+    range puts it.
+    """
+    def linear(c: int) -> float:
+        c = c / 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(int(background[i:i + 2], 16)) for i in (1, 3, 5))
+    luminance = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    return "white" if 1.05 / (luminance + 0.05) > (luminance + 0.05) / 0.05 else "black"
 
 
 def format_number(x: float) -> str:
@@ -94,6 +116,7 @@ class HeatMap(pn.viewable.Viewer):
                  table_apart: bool = False) -> None:
         super().__init__()
         palette, self._symmetric = _KINDS[kind]
+        self._palette = palette
         self.title = title
         self.kind = kind
         self.source = ColumnDataSource(self._empty(), name=f"{name}-source")
@@ -185,13 +208,12 @@ class HeatMap(pn.viewable.Viewer):
                 v = float(values[i, j])
                 is_masked = bool(masked[i, j])
                 text = format_number(v) if np.isfinite(v) else ("−∞" if v == -np.inf else "not finite")
-                shade = 0.0 if not np.isfinite(v) or is_masked else (v - low) / ((high - low) or 1)
-                dark = shade < 0.45 if not self._symmetric else abs(shade - 0.5) > 0.35
                 data["row"].append(factors[i])
                 data["column"].append(factors[j])
                 data["value"].append(v if np.isfinite(v) and not is_masked else np.nan)
                 data["text"].append(f"{text}\n{masked_label}" if is_masked else text)
-                data["text_color"].append("white" if dark and not is_masked else "black")
+                drawn = self._colour(v, low, high) if np.isfinite(v) and not is_masked else MASKED_COLOR
+                data["text_color"].append(contrasting_text(drawn))
                 data["hatch"].append("/" if is_masked else " ")
                 data["score_text"].append(self._hover(scores, i, j, v))
                 data["weight_text"].append(self._hover(weights, i, j, v))
@@ -206,6 +228,12 @@ class HeatMap(pn.viewable.Viewer):
             # browser a patch it could not read ("Offset is outside the bounds of the DataView").
             self.table.text = self._table_html(data, T)
             self.source.data = data
+
+    def _colour(self, v: float, low: float, high: float) -> str:
+        """The palette entry BokehJS's ``LinearColorMapper`` draws ``v`` in over [low, high]."""
+        n = len(self._palette)
+        at = int((v - low) / (high - low) * n) if high > low else 0
+        return self._palette[min(max(at, 0), n - 1)]
 
     def _range(self, shown: np.ndarray) -> tuple[float, float]:
         if not self._symmetric:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from app.heatmap import format_number, nice_bound
+from app.heatmap import contrasting_text, format_number, nice_bound
 from app.parsing import clean_text, parse_number
 from app.runs import RunsView
 from app.state import WorkbenchState
@@ -231,10 +231,33 @@ def test_cell_number_format(x, text):
     (0.3, 0.5), (0.5, 0.5), (1.0, 1.0), (1.01, 2.0), (2.0, 2.0), (2.5, 5.0), (9.0, 10.0),
     (17.3, 20.0), (1000.0, 1000.0), (1001.0, 2000.0), (3e-7, 5e-7), (0.0, 1.0), (-3.0, 1.0),
     (float("inf"), 1.0), (float("nan"), 1.0),
+    (5e-6, 5e-6),  # 5 * 10.0**-6 is just below 5e-6: the bound is parsed, not multiplied
+    (1.5e308, 1.5e308),  # 2e308 is beyond float64: the largest score is its own bound
+    (9.88e-324, 1e-323),  # among the subnormals 10.0**-324 is 0: still a bound above 0
 ])
 def test_the_scores_colour_range_ends_on_a_round_number_at_or_above_the_largest(x, bound):
-    assert nice_bound(x) == pytest.approx(bound, rel=1e-12)
+    assert nice_bound(x) == bound
     assert nice_bound(x) >= x or not math.isfinite(x) or x <= 0
+    assert 0 < nice_bound(x) < math.inf
+
+
+def test_cell_text_contrasts_with_the_colour_the_cell_is_drawn_in(state):
+    view = MatricesView(state=state)
+    state.apply_preset("reset")
+    state.set_token_text("keys", 2, "6.6")  # score 6.6 of ±10: the second-darkest purple
+    data = view.scores.source.data
+    at = [n for n in range(9) if (data["row"][n], data["column"][n]) == ("3", "3")][0]
+    assert data["text_color"][at] == "white"
+    for heat_map in (view.scores, view.weights):
+        data, mapper = heat_map.source.data, heat_map.mapper
+        for n, value in enumerate(data["value"]):
+            if math.isnan(value):
+                continue
+            k = len(mapper.palette)
+            drawn = mapper.palette[min(int((value - mapper.low) / (mapper.high - mapper.low) * k), k - 1)]
+            assert data["text_color"][n] == contrasting_text(drawn), (heat_map.title, n, value)
+    assert contrasting_text("#ffffff") == "black" and contrasting_text("#000000") == "white"
+    assert contrasting_text("#542788") == "white"  # PuOr's dark purple, which had black text
 
 
 def test_an_edit_within_the_round_bound_keeps_the_scores_colours_where_they_were(state):
