@@ -24,7 +24,7 @@ def in_one_patch(callback):
     was changed when it ends. Called from a Bokeh callback, each view's block sent a message of
     its own: an edit reached the browser as three, and BokehJS applied and drew each before
     reading the next (~10 ms apiece). Nested in this one, the views' blocks hold their changes
-    until it ends (Panel's documented behaviour when the document is already held), and the
+    until it ends (what ``unlocked()`` does when the document is already held), and the
     browser draws once. Panel's own widgets already process an event this way.
     """
     @functools.wraps(callback)
