@@ -3,7 +3,8 @@
 The floor computes what the learner page needs from a result (scaled scores, causal mask before
 a stable softmax, weights, row sums, future-token weight, output) with no validation, no failure
 modes and no checks. ``scaled_dot_product_attention`` does all of that plus seed 004's audit.
-Both are timed in alternating batches in one process, so machine noise hits them alike.
+Both are timed in alternating batches in one process, so machine noise hits them alike. The
+figure (µs per call) is watched, not targeted: the core is written for clarity (issue 13).
 """
 
 from __future__ import annotations
@@ -50,6 +51,5 @@ def run(repeats: int, number: int = 200, sizes=(3, 8, 16)) -> dict:
         c, f = summary(core_s, 1e6), summary(floor_s, 1e6)
         rows[str(T)] = {"core_us": c, "floor_us": f, "median_ratio": c["median"] / f["median"],
                         "p95_ratio": c["p95"] / f["p95"]}
-    ratio16 = rows.get("16", {}).get("median_ratio")
-    return {"by_T": rows, "calls_per_sample": number, "target": "core <= 3 x floor at T = 16",
-            "pass": ratio16 is not None and ratio16 <= 3.0}
+    # No target: the core is ~0.1 % of an edit's time, so this is a figure to watch, not to chase.
+    return {"by_T": rows, "calls_per_sample": number, "target": None, "pass": None}
