@@ -136,3 +136,51 @@ def get_mode(name: str) -> FailureMode:
     except KeyError:
         known = ", ".join(FAILURE_MODES)
         raise ValueError(f"unknown failure mode {name!r}; known modes: {known}") from None
+
+
+def run_title(failure_mode: str, causal: bool, T: int) -> str:
+    """The one name of a run, as every page, table and export shows it.
+
+    The mode's title, qualified where the mode alone would mislead: causal attention is named
+    as such, bidirectional attention (no causal mask) is legitimate and says so, and "mask after
+    softmax" with no cell to mask (no causal mask, or a single token) computes correct weights.
+
+    Parameters
+    ----------
+    failure_mode : str
+        A key of :data:`FAILURE_MODES`.
+    causal : bool
+        Whether the run asked for a causal mask.
+    T : int
+        Number of tokens, at least 1.
+
+    Returns
+    -------
+    str
+        ``"Correct, causal"``, ``"Correct, bidirectional (no causal mask)"``, ``"Mask after
+        softmax (broken)"``, ``"Mask after softmax (broken), nothing to mask: bidirectional"``
+        (or ``": one token"``), else the mode's title, with ``", bidirectional"`` when
+        ``causal`` is false.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``failure_mode``, or ``T`` below 1.
+
+    Examples
+    --------
+    >>> run_title("correct", False, 3)
+    'Correct, bidirectional (no causal mask)'
+    >>> run_title("mask_after_softmax", True, 1)
+    'Mask after softmax (broken), nothing to mask: one token'
+    """
+    mode = get_mode(failure_mode)
+    if T < 1:
+        raise ValueError(f"a run has at least 1 token, not {T}")
+    if mode.name == "correct":
+        return f"{mode.title}, causal" if causal else f"{mode.title}, bidirectional (no causal mask)"
+    if mode.name == "mask_after_softmax":
+        if causal and T > 1:  # some cell is a future token's
+            return mode.title
+        return f"{mode.title}, nothing to mask: {'one token' if causal else 'bidirectional'}"
+    return mode.title if causal else f"{mode.title}, bidirectional"

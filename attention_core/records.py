@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attention_core.modes import run_title
 from attention_core.record_checks import (
     ID_PATTERN,
     SCHEMA_PATH,
@@ -216,6 +217,11 @@ class ExperimentRecord:
     @property
     def causal(self) -> bool:
         return self.settings["causal"]
+
+    @property
+    def title(self) -> str:
+        """The run's one name on every page and export (:func:`~attention_core.modes.run_title`)."""
+        return run_title(self.failure_mode, self.causal, self.T)
 
     @property
     def mask_after_softmax(self) -> bool:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from attention_core import __version__
+from attention_core.modes import run_title
 from attention_core.records import ExperimentRecord, _refuse_constant
 
 INDEX_NAME = ".summary-index.json"
@@ -45,9 +46,9 @@ class RunSummary:
     """One run without its matrices; attribute names match :class:`ExperimentRecord`'s.
 
     So code that reads ``id``, ``created_at``, the free text, ``causal``, ``mask_after_softmax``,
-    ``failure_mode``, ``T``, ``total_future_weight``, ``min_row_sum``, ``max_row_sum_error`` or
-    ``failed_checks`` (the table, the chart, :func:`~attention_core.store.export_csv`) takes
-    either. ``created_datetime`` is parsed once, here, because listings sort by it.
+    ``failure_mode``, ``T``, ``title``, ``total_future_weight``, ``min_row_sum``,
+    ``max_row_sum_error`` or ``failed_checks`` (the table, the chart,
+    :func:`~attention_core.store.export_csv`) takes either. ``created_datetime`` is parsed once, here, because listings sort by it.
     """
 
     id: str
@@ -69,6 +70,11 @@ class RunSummary:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "created_datetime", datetime.fromisoformat(self.created_at))
+
+    @property
+    def title(self) -> str:
+        """The run's one name on every page and export (:func:`~attention_core.modes.run_title`)."""
+        return run_title(self.failure_mode, self.causal, self.T)
 
     @classmethod
     def of(cls, record: ExperimentRecord) -> RunSummary:

@@ -14,7 +14,7 @@ import pytest
 from store_helpers import T0, check_strict, make_record, make_result
 
 from attention_core import scaled_dot_product_attention
-from attention_core.modes import FAILURE_MODES
+from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import (
     SCHEMA_PATH,
     TEXT_LIMITS,
@@ -23,6 +23,7 @@ from attention_core.records import (
     RecordError,
     validate_record,
 )
+from attention_core.summaries import RunSummary
 
 SCHEMA = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
@@ -48,6 +49,62 @@ def test_every_failure_mode_makes_a_valid_record_that_round_trips(mode, d, value
     assert record.min_row_sum == result.min_row_sum
     assert record.results["weights"] == result.weights.tolist()
     assert (record.results["output"] is None) == (not values)
+
+
+# (mode, causal, T) -> title: every mode × causal on/off × one token or three.
+_QUALIFIED = {
+    ("correct", True, 1): "Correct, causal",
+    ("correct", True, 3): "Correct, causal",
+    ("correct", False, 1): "Correct, bidirectional (no causal mask)",
+    ("correct", False, 3): "Correct, bidirectional (no causal mask)",
+    ("mask_after_softmax", True, 1): "Mask after softmax (broken), nothing to mask: one token",
+    ("mask_after_softmax", True, 3): "Mask after softmax (broken)",
+    ("mask_after_softmax", False, 1): "Mask after softmax (broken), nothing to mask: bidirectional",
+    ("mask_after_softmax", False, 3): "Mask after softmax (broken), nothing to mask: bidirectional",
+}
+RUN_TITLES = {
+    (mode, causal, T): _QUALIFIED.get((mode, causal, T))
+    or (FAILURE_MODES[mode].title + ("" if causal else ", bidirectional"))
+    for mode in FAILURE_MODES for causal in (True, False) for T in (1, 3)
+}
+
+
+def test_the_title_table_names_other_modes_by_their_titles():
+    assert RUN_TITLES["no_mask", True, 3] == "No mask"
+    assert RUN_TITLES["no_mask", False, 1] == "No mask, bidirectional"
+    assert RUN_TITLES["keys_as_values", False, 3] == "Keys mixed instead of values, bidirectional"
+    assert len(RUN_TITLES) == len(FAILURE_MODES) * 4
+    # Every run is told apart from every other kind of run by its title alone, one token aside.
+    assert len({title for (_, _, T), title in RUN_TITLES.items() if T == 3}) == len(FAILURE_MODES) * 2
+
+
+@pytest.mark.parametrize(("mode", "causal", "T"), list(RUN_TITLES))
+def test_run_title_and_the_records_title(mode, causal, T):
+    assert run_title(mode, causal, T) == RUN_TITLES[mode, causal, T]
+    result = make_result(mode, T=T, causal=causal)
+    record = check_strict(ExperimentRecord.from_result(result))
+    assert record.title == RUN_TITLES[mode, causal, T]
+    assert record.settings["mask_after_softmax"] is (mode == "mask_after_softmax")
+    assert RunSummary.of(record).title == record.title
+
+
+def test_run_title_refuses_an_unknown_mode_or_no_tokens():
+    with pytest.raises(ValueError, match="unknown failure mode 'made_up'"):
+        run_title("made_up", True, 3)
+    with pytest.raises(ValueError, match="at least 1 token"):
+        run_title("correct", True, 0)
+
+
+def test_an_old_bidirectional_run_with_the_broken_toggle_reads_and_says_nothing_was_masked():
+    # Saved before the page told the two apart: causal mask off, "mask after softmax" ticked.
+    result = scaled_dot_product_attention([1.0, 1.0, 1.0], [1.0, 2.0, 9.0], [10.0, 20.0, 100.0],
+                                          causal=False, mask_after_softmax=True)
+    old = ExperimentRecord.from_result(result).to_dict()
+    assert old["settings"] == {"causal": False, "mask_after_softmax": True,
+                               "failure_mode": "mask_after_softmax"}
+    record = check_strict(ExperimentRecord.from_json(json.dumps(old)))
+    assert record.title == "Mask after softmax (broken), nothing to mask: bidirectional"
+    assert record.failed_checks == ()  # nothing was masked, so nothing went wrong
 
 
 def _json_types(value, path="$"):
