@@ -37,8 +37,8 @@ from bokeh.models import (
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
-from app.compare import ComparisonView, mode_title
-from app.widgets import like_the_first_paint
+from app.shared.compare import ComparisonView, mode_title
+from app.shared.widgets import like_the_first_paint
 from attention_core.records import ExperimentRecord, RecordError
 from attention_core.store import RunStore, export_csv, export_json
 from attention_core.summaries import RunSummary

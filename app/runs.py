@@ -25,10 +25,10 @@ from bokeh.models import (
 from bokeh.models import Column as BokehColumn
 from bokeh.models import Row as BokehRow
 
-from app.compare import ComparisonView, mode_title
-from app.heatmap import format_number
+from app.shared.compare import ComparisonView, mode_title
+from app.shared.heatmap import format_number
+from app.shared.widgets import in_one_patch, like_the_first_paint
 from app.state import WorkbenchState
-from app.widgets import in_one_patch, like_the_first_paint
 from attention_core.store import export_csv, export_json
 
 _STATUS_CSS = """
@@ -89,7 +89,7 @@ class SaveView(pn.viewable.Viewer):
     def _update(self, *events):
         s = self.state
         # Bare Bokeh models changed from a Panel callback need Panel's unlocked() to reach the
-        # browser, as in app.heatmap.
+        # browser, as in app.shared.heatmap.
         with pn.io.unlocked():
             self.button.disabled = not s.input_ok or bool(s.tokens_error)
             if not s.save_message and not self.message.visible:

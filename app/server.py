@@ -20,7 +20,7 @@ from pathlib import Path
 import panel as pn
 
 from app.auth import INSTRUCTOR_PATH, exposure_problem, serve_options
-from app.transport import answer_without_nagle_delay
+from app.shared.transport import answer_without_nagle_delay
 from app.workbench import create_workbench
 from attention_core.store import RunStore
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import param
 
-from app.parsing import clean_text, parse_number
+from app.shared.parsing import clean_text, parse_number
 from attention_core import AttentionInputError, AttentionResult, scaled_dot_product_attention
 from attention_core.records import ExperimentRecord
 from attention_core.store import RunStore, StoreError

@@ -15,10 +15,10 @@ from bokeh.models import Column as BokehColumn
 from bokeh.models import Div, Spinner, TextInput
 from bokeh.models import Row as BokehRow
 
-from app.compare import TABLE_CSS, num
-from app.heatmap import HeatMap
+from app.shared.compare import TABLE_CSS, num
+from app.shared.heatmap import HeatMap
+from app.shared.widgets import ButtonGroup, LabelledCheckboxes, in_one_patch, like_the_first_paint
 from app.state import PRESETS, WorkbenchState
-from app.widgets import ButtonGroup, LabelledCheckboxes, in_one_patch, like_the_first_paint
 
 _TOKEN_FIELDS = (("queries", "Query"), ("keys", "Key"), ("values", "Value"))
 
@@ -30,8 +30,8 @@ class InputsView(pn.viewable.Viewer):
     ``Value i`` fields once values are switched on, a message pane once there is a message.
     Most learners never raise the token count or type something invalid, and every widget is a
     Bokeh model the server keeps (some 30 KiB of memory) and ships for each open page. The
-    presets (:class:`app.widgets.ButtonGroup`) and the three toggles
-    (:class:`app.widgets.LabelledCheckboxes`) are one model each for the same reason.
+    presets (:class:`app.shared.widgets.ButtonGroup`) and the three toggles
+    (:class:`app.shared.widgets.LabelledCheckboxes`) are one model each for the same reason.
     """
 
     state = param.ClassSelector(class_=WorkbenchState)
@@ -114,7 +114,7 @@ class InputsView(pn.viewable.Viewer):
         self._rows[i].children.append(w)
 
     # Bare Bokeh models changed from a Panel callback need Panel's unlocked() to reach the
-    # browser, as in app.heatmap.
+    # browser, as in app.shared.heatmap.
     def _sync_texts(self, *events):
         with pn.io.unlocked():
             for field, widgets in self.fields.items():
@@ -248,7 +248,7 @@ class ReadoutsView(pn.viewable.Viewer):
 
     def _update(self, *events):
         # Bare Bokeh models changed from a Panel callback need Panel's unlocked() to reach the
-        # browser, as in app.heatmap.
+        # browser, as in app.shared.heatmap.
         with pn.io.unlocked():
             self._show()
 

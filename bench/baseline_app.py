@@ -14,7 +14,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource
 from bokeh.plotting import figure
 
-from app.transport import answer_without_nagle_delay
+from app.shared.transport import answer_without_nagle_delay
 
 FIELDS = ("Query", "Key", "Value")
 TOKENS = 8

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from common import launch_chromium, loopback_only, start_baseline, start_workbench, summary
 
-from app.heatmap import format_number
+from app.shared.heatmap import format_number
 from attention_core import scaled_dot_product_attention
 
 KEYS, VALUES = [1.0, 2.0, 9.0], [10.0, 20.0, 100.0]

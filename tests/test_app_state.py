@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from app.heatmap import contrasting_text, format_number, nice_bound
-from app.parsing import clean_text, parse_number
 from app.runs import RunsView
+from app.shared.heatmap import contrasting_text, format_number, nice_bound
+from app.shared.parsing import clean_text, parse_number
 from app.state import WorkbenchState
 from app.views import MatricesView
 from attention_core.records import validate_record
@@ -292,7 +292,7 @@ def test_a_full_or_read_only_store_says_not_saved_and_the_app_keeps_working(stat
 
 
 def test_comparison_marks_only_the_cells_a_run_itself_masked():
-    from app.compare import masked_cells
+    from app.shared.compare import masked_cells
     from attention_core import scaled_dot_product_attention
     from attention_core.records import ExperimentRecord
 

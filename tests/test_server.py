@@ -397,7 +397,7 @@ def test_a_pages_websocket_sends_each_message_at_once():
         "import panel as pn\n"
         "from bokeh.client import pull_session\n"
         "from panel.io.server import WSHandler\n"
-        "from app.transport import answer_without_nagle_delay\n"
+        "from app.shared.transport import answer_without_nagle_delay\n"
         "answer_without_nagle_delay()\n"
         "with socket.socket() as s:\n"
         "    s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]\n"

@@ -10,7 +10,7 @@ import html
 import numpy as np
 import panel as pn
 
-from app.heatmap import HeatMap, format_number
+from app.shared.heatmap import HeatMap, format_number
 from attention_core.modes import FAILURE_MODES
 
 TABLE_CSS = """

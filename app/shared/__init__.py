@@ -1,0 +1,1 @@
+"""What the learner page and the instructor page both use: heat maps, comparison, parsing, transport."""
