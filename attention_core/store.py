@@ -3,14 +3,19 @@
 A save writes a hidden temp file in the runs directory, fsyncs it, then hard-links it to
 ``<id>.json`` (``os.link`` fails rather than overwrite, so two savers never clobber a run) and
 fsyncs the directory: a ``.json`` file is either complete or absent, even after SIGKILL or power
-loss. Listing never fails on a bad file: corrupt, empty, foreign, newer-schema, oversized (judged
-by ``stat``, never read), non-regular and oddly named files are reported as problems and skipped.
+loss. The one change a saved run accepts is its explanation (the learner explains runs after
+making them): :meth:`RunStore.update_explanation` writes the whole record again to a temp file
+and renames it over the old one (``os.replace``), so a reader sees the old record or the new one.
+
+Listing never fails on a bad file: corrupt, empty, foreign, newer-schema, oversized (judged by
+``stat``, never read), non-regular and oddly named files are reported as problems and skipped.
 Parsed files are cached by (name, mtime_ns, size, inode), so re-listing thousands of unchanged
 runs reads nothing. :meth:`RunStore.list_summaries` lists runs without their matrices and, cold,
 takes them from the summary index (:mod:`attention_core.summaries`) instead of parsing every file.
 Exports (JSON bundle, CSV) are pure functions of the records.
 
-Left out: locking between processes (not needed: every write is a new, uniquely named file).
+Left out: locking between processes (not needed: a save is a new, uniquely named file, and
+concurrent explanation updates of one run leave the last writer's whole record).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from attention_core.records import ID_PATTERN, SCHEMA_VERSION, ExperimentRecord, RecordError
+from attention_core.records import ID_PATTERN, SCHEMA_VERSION, ExperimentRecord, RecordError, check_text
 from attention_core.summaries import INDEX_NAME, RunSummary, StatKey, read_index, write_index
 
 RUNS_DIR_ENV = "ATTENTION_WORKBENCH_RUNS_DIR"
@@ -141,6 +146,7 @@ class RunStore:
         # (directory mtime_ns, inode, wall-clock ns when the listing began, the listing)
         self._last_summaries: tuple[int, int, int, Listing] | None = None
         self._lock = threading.Lock()
+        self._update_lock = threading.Lock()  # one explanation update at a time in this process
         if create:
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)
@@ -186,6 +192,79 @@ class RunStore:
                     pass  # cleanup_temp_files removes it on the next start
         _fsync_directory(self.directory)
         return final
+
+    def update_explanation(self, run_id: str, explanation: str | None) -> ExperimentRecord:
+        """Replace the explanation of run ``run_id``; everything else in the record stays.
+
+        The new record (same id, created_at, app_version, inputs, settings and results) is
+        checked, written to a temp file in the runs directory and fsynced, then renamed over
+        ``<id>.json`` (``os.replace``) and the directory fsynced: the file holds the old record
+        or the new one, never a mix, and no run is ever added.
+
+        Parameters
+        ----------
+        run_id : str
+            An existing run's id.
+        explanation : str or None
+            The new explanation (already cleaned by the caller), ``None`` to remove it; at most
+            ``TEXT_LIMITS["explanation"]`` characters.
+
+        Returns
+        -------
+        ExperimentRecord
+            The run as now stored.
+
+        Raises
+        ------
+        ValueError
+            ``run_id`` is not ``[A-Za-z0-9_-]{1,64}``, or ``explanation`` is not text a record
+            can hold (:class:`RecordError`, naming the field).
+        KeyError
+            No such run (also when it is removed while being updated).
+        RecordError
+            The run's file is not a readable record.
+        StoreError
+            The file could not be written: ``"Explanation not saved: …"``; the old record is
+            left as it was.
+        """
+        check_text("explanation", explanation)
+        with self._update_lock:
+            old = self.get(run_id)
+            name = f"{run_id}.json"
+            final = self.directory / name
+            data = old.to_dict()
+            data["explanation"] = explanation
+            record = ExperimentRecord.from_dict(data)
+            tmp = None
+            try:
+                fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{os.getpid()}-", suffix=".tmp")
+                with os.fdopen(fd, "wb") as f:
+                    os.fchmod(f.fileno(), 0o644)
+                    f.write(record.to_json().encode("utf-8"))
+                    f.flush()
+                    os.fsync(f.fileno())
+                    st = os.fstat(f.fileno())  # a rename keeps inode, size and mtime: the new file's key
+                if not final.exists():  # removed since it was read: replacing would add a run
+                    raise KeyError(run_id)
+                os.replace(tmp, final)
+                tmp = None
+            except OSError as error:
+                raise _store_error(error, self.directory, "Explanation not saved") from error
+            finally:
+                if tmp is not None:
+                    try:
+                        os.unlink(tmp)
+                    except OSError:
+                        pass  # cleanup_temp_files removes it on the next start
+            _fsync_directory(self.directory)
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            with self._lock:
+                # The new file has a new stat, so every other cache (another process's, the summary
+                # index on disk) already treats its old entry as stale; this one holds the new record.
+                self._last_summaries = None
+                self._cache[name] = (key, record)
+                self._summaries[name] = (key, RunSummary.of(record))
+            return record
 
     def get(self, run_id: str) -> ExperimentRecord:
         """The run called ``run_id``.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import errno
 import io
 import json
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -357,3 +359,149 @@ def test_export_json_writes_a_run_per_line_with_the_records_exact_content(count)
     assert text.endswith("}\n")
     run_lines = [line.rstrip(",") for line in text.splitlines()[1:-1]]
     assert [json.loads(line) for line in run_lines] == [r.to_dict() for r in records]
+
+
+def test_update_explanation_changes_only_the_explanation_and_adds_no_run(tmp_path):
+    store = RunStore(tmp_path)
+    other = make_record(minutes=0, learner="Grace")
+    store.save(other)
+    first = make_record(minutes=1, learner="Ada", prediction="row 2 ignores token 3")
+    path = store.save(first)
+    assert len(store.list_summaries().records) == 2  # listed (and cached) before the update
+    updated = store.update_explanation(first.id, "The mask hides token 3 before softmax.")
+    assert updated == dataclasses.replace(first, explanation="The mask hides token 3 before softmax.")
+    assert updated.to_dict() | {"explanation": None} == first.to_dict()
+    assert ExperimentRecord.from_json(path.read_bytes()) == updated
+    check_strict(updated)
+    assert store.get(first.id) == updated
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"{other.id}.json", path.name])
+    listing = store.list()
+    assert [r.id for r in listing.records] == [other.id, first.id] and listing.problems == []
+    assert listing.records[1] == updated
+    summaries = store.list_summaries().records
+    assert [s.explanation for s in summaries] == [None, "The mask hides token 3 before softmax."]
+    # Another store (another server process) over the directory sees the new text too.
+    assert [s.explanation for s in RunStore(tmp_path).list_summaries().records] == [
+        None, "The mask hides token 3 before softmax."]
+    assert store.update_explanation(first.id, None) == first
+    assert store.list_summaries().records[1].explanation is None
+
+
+def test_an_explanation_update_is_not_hidden_by_the_summary_index(tmp_path):
+    store = RunStore(tmp_path, index_slack=1)
+    record = make_record()
+    store.save(record)
+    store.list_summaries()  # writes the index, which holds "no explanation"
+    assert (tmp_path / ".summary-index.json").exists()
+    store.update_explanation(record.id, "because")
+    fresh = RunStore(tmp_path, index_slack=1)  # cold: reads the index first
+    assert [s.explanation for s in fresh.list_summaries().records] == ["because"]
+    assert [s.explanation for s in RunStore(tmp_path).list_summaries().records] == ["because"]
+
+
+@pytest.mark.parametrize("two_stores", [False, True], ids=["one store", "two stores"])
+def test_concurrent_updates_of_one_run_leave_one_whole_valid_record(tmp_path, two_stores):
+    store = RunStore(tmp_path)
+    record = make_record()
+    path = store.save(record)
+    stores = [store, RunStore(tmp_path) if two_stores else store]
+    texts = {n: [f"writer {n}, try {k}: " + "x" * (k * 37 % 500) for k in range(25)] for n in (0, 1)}
+    errors = []
+
+    def write(n):
+        try:
+            for text in texts[n]:
+                stores[n].update_explanation(record.id, text)
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    final = check_strict(ExperimentRecord.from_json(path.read_bytes()))
+    assert final.explanation in (texts[0][-1], texts[1][-1])
+    assert final.to_dict() | {"explanation": None} == record.to_dict()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no temp file left, no new run
+    assert RunStore(tmp_path).list().records == [final]
+
+
+@pytest.mark.parametrize(("where", "code", "message"), [
+    ("replace", errno.ENOSPC, r"Explanation not saved: the runs directory .* is full\."),
+    ("fsync", errno.EIO, r"Explanation not saved: .* could not be written \(Input/output error\)\."),
+    ("mkstemp", errno.EROFS, r"Explanation not saved: the runs directory .* is read-only\."),
+])
+def test_a_failed_explanation_write_leaves_the_old_record_byte_identical(tmp_path, monkeypatch, where,
+                                                                          code, message):
+    store = RunStore(tmp_path)
+    record = make_record(learner="Ada")
+    path = store.save(record)
+    store.update_explanation(record.id, "first thoughts")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def fail(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    target = {"replace": (os, "replace"), "fsync": (os, "fsync"), "mkstemp": (tempfile, "mkstemp")}
+    monkeypatch.setattr(*target[where], fail)
+    with pytest.raises(StoreError, match=message) as caught:
+        store.update_explanation(record.id, "second thoughts")
+    monkeypatch.undo()
+    assert caught.value.errno == code
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert store.get(record.id).explanation == "first thoughts"
+    assert [r.explanation for r in store.list_summaries().records] == ["first thoughts"]
+    assert ExperimentRecord.from_json(path.read_bytes()).explanation == "first thoughts"
+
+
+def test_update_explanation_of_an_unknown_run_is_a_key_error_and_writes_nothing(tmp_path):
+    store = RunStore(tmp_path)
+    store.save(make_record(record_id="known"))
+    with pytest.raises(KeyError):
+        store.update_explanation("unknown", "text")
+    assert [p.name for p in tmp_path.iterdir()] == ["known.json"]
+
+
+def test_an_explanation_for_a_run_removed_meanwhile_adds_no_run(tmp_path, monkeypatch):
+    store = RunStore(tmp_path)
+    record = make_record()
+    path = store.save(record)
+    real_fsync = os.fsync
+
+    def fsync_then_remove(fd):  # the run is removed while the new file is being written
+        real_fsync(fd)
+        if path.exists():
+            path.unlink()
+
+    monkeypatch.setattr(os, "fsync", fsync_then_remove)
+    with pytest.raises(KeyError):
+        store.update_explanation(record.id, "text")
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("bad_id", ["../x", "a/b", "..", "/etc/passwd", "a\\b", "", "x" * 65, None])
+def test_update_explanation_refuses_anything_but_a_run_id(tmp_path, bad_id):
+    store = RunStore(tmp_path / "runs")
+    outside = tmp_path / "x.json"
+    outside.write_text(make_record(record_id="x").to_json())
+    (store.directory / "b.json").write_text(make_record(record_id="b").to_json())
+    before = outside.read_bytes()
+    with pytest.raises(ValueError, match="not a run id"):
+        store.update_explanation(bad_id, "text")
+    assert outside.read_bytes() == before
+    assert [p.name for p in store.directory.iterdir()] == ["b.json"]
+
+
+def test_update_explanation_refuses_text_a_record_cannot_hold(tmp_path):
+    store = RunStore(tmp_path)
+    record = make_record()
+    path = store.save(record)
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="explanation is too long: 2001 characters"):
+        store.update_explanation(record.id, "x" * 2001)
+    with pytest.raises(ValueError, match="explanation holds a lone surrogate"):
+        store.update_explanation(record.id, "bad \ud800")
+    assert path.read_bytes() == before
