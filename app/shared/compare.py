@@ -26,16 +26,8 @@ def num(x: float) -> str:
 
 
 def mode_title(record) -> str:
-    """How a saved run computed, in words: "correct, causal", "mask after softmax (broken)", …"""
-    if record.mask_after_softmax:
-        if record.causal and record.T > 1:  # some cell is a future token's, so forbidden
-            return "mask after softmax (broken)"
-        # No causal mask, or one token: no cell is forbidden, so the broken order masks nothing.
-        base = "correct, causal" if record.causal else "correct, no causal mask"
-        return f"{base} (mask after softmax: nothing to mask)"
-    if record.failure_mode != "correct":
-        return record.failure_mode.replace("_", " ")
-    return "correct, causal" if record.causal else "correct, no causal mask"
+    """The run's one name (``record.title``, see :func:`attention_core.modes.run_title`)."""
+    return record.title
 
 
 def masked_cells(record) -> np.ndarray:
