@@ -11,24 +11,24 @@ Left out: batches, multiple heads, projections (pass ``X @ W_Q`` etc. yourself).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from attention_core._bools import every
-from attention_core.checks import Check, audit
+from attention_core.checks import Check, run_checks
 from attention_core.masks import combine_masks, future_cells
 from attention_core.modes import CORRECT, MASK_AFTER_SOFTMAX, FailureMode, get_mode
-from attention_core.softmax import naive_softmax, shifted_softmax
+from attention_core.softmax import softmax_steps
 from attention_core.validation import AttentionInputError, key_padding, token_array
 
 
-@dataclass(frozen=True, slots=True)  # slots: about 3 µs less to build, on every edit
+@dataclass(frozen=True)
 class AttentionResult:
     """Everything one attention computation produced, intermediates included.
 
     All arrays are float64 unless said otherwise; ``T`` is the number of tokens, rows are
-    query positions and columns key positions.
+    query positions and columns key positions. "Slice" means what softmax normalised: query
+    row ``i``, or key column ``i`` in the ``wrong_axis`` mode.
 
     Attributes
     ----------
@@ -36,7 +36,7 @@ class AttentionResult:
         The inputs as given (1-D means scalar mode, ``d_k = 1``).
     values : numpy.ndarray, shape (T,) or (T, d_v), or None
     d_k : int
-        Head width used for scaling.
+        Head width.
     causal : bool
         Whether a causal mask was asked for.
     key_is_real : numpy.ndarray of bool, shape (T,), or None
@@ -45,20 +45,39 @@ class AttentionResult:
         How the pipeline computed (``correct`` or a deliberate failure).
     allowed : numpy.ndarray of bool, shape (T, T)
         Cells the requested masks allow (what a correct implementation lets through).
+    raw_scores : numpy.ndarray, shape (T, T)
+        ``q_i · k_j`` before any scaling.
+    scale : float
+        What the scores were divided by: ``sqrt(d_k)``, or 1.0 in the ``no_scaling`` mode.
     scores : numpy.ndarray, shape (T, T)
-        ``q_i · k_j / sqrt(d_k)``, unmasked (unscaled in the ``no_scaling`` mode).
+        ``q_i · k_j / scale``, unmasked; computed as ``(q_i / scale) · k_j``, so it equals
+        ``raw_scores / scale`` up to rounding and stays finite where only the raw product is not.
     masked_scores : numpy.ndarray, shape (T, T)
-        What softmax actually received: ``-inf`` at the masked cells in the correct mode.
+        What softmax actually received: ``-inf`` at the cells masked before softmax.
+    shift : numpy.ndarray, shape (T,)
+        Subtracted before ``exp`` in each slice: its largest visible score (0.0 for the naive
+        softmax, or a slice with nothing visible).
+    shifted : numpy.ndarray, shape (T, T)
+        ``masked_scores`` minus each slice's shift.
+    exps : numpy.ndarray, shape (T, T)
+        ``exp(shifted)``; may hold ``inf`` in the ``naive_softmax`` mode.
+    totals : numpy.ndarray, shape (T,)
+        Each slice's sum of ``exps``.
+    softmax_weights : numpy.ndarray, shape (T, T)
+        Softmax's output, before the ``mask_after_softmax`` mode zeroes forbidden cells.
     weights : numpy.ndarray, shape (T, T)
-        Attention weights; may hold ``nan``/``inf`` only in the ``naive_softmax`` mode.
+        Attention weights; may hold ``nan`` only in the ``naive_softmax`` mode.
     row_sums : numpy.ndarray, shape (T,)
         ``weights.sum(axis=-1)``.
     future_weight : numpy.ndarray, shape (T,)
         Each row's weight on future cells ``j > i`` (the future-token weight).
-    output : numpy.ndarray, shape (T,) or (T, d_v), or None
-        ``weights @ values``; 1-D when ``values`` was 1-D.
-    contributions : numpy.ndarray, shape (T, T) or (T, T, d_v), or None
-        ``weights[i, j] * v_j``, the contribution of source ``j`` to row ``i``.
+    mixed : numpy.ndarray, shape (T,) or (T, d), or None
+        What the weights mixed: the values (the keys in the ``keys_as_values`` mode); ``None``
+        without values.
+    output : numpy.ndarray, shape (T,) or (T, d), or None
+        ``weights @ mixed``; 1-D when ``mixed`` is 1-D.
+    contributions : numpy.ndarray, shape (T, T) or (T, T, d), or None
+        ``weights[i, j] * mixed_j``, the contribution of source ``j`` to row ``i``.
     checks : tuple of Check
         The audit of seed 004, in order.
     """
@@ -71,11 +90,19 @@ class AttentionResult:
     key_is_real: np.ndarray | None
     mode: FailureMode
     allowed: np.ndarray
+    raw_scores: np.ndarray
+    scale: float
     scores: np.ndarray
     masked_scores: np.ndarray
+    shift: np.ndarray
+    shifted: np.ndarray
+    exps: np.ndarray
+    totals: np.ndarray
+    softmax_weights: np.ndarray
     weights: np.ndarray
     row_sums: np.ndarray
     future_weight: np.ndarray
+    mixed: np.ndarray | None
     output: np.ndarray | None
     contributions: np.ndarray | None
     checks: tuple[Check, ...] = field(default=())
@@ -137,11 +164,13 @@ def _resolve_mode(failure_mode: str | FailureMode, mask_after_softmax: bool) -> 
     return mode
 
 
-def _scores(queries: np.ndarray, keys: np.ndarray, d_k: int, scale: bool) -> np.ndarray:
-    # [T, d_k] @ [d_k, T] -> [T, T]; called with overflow warnings silenced, as it reports them
-    raw = queries @ keys.T
-    scores = raw / math.sqrt(d_k) if scale and d_k != 1 else raw  # x / sqrt(1) is exactly x
-    if not every(np.isfinite(scores)):
+def _scores(queries: np.ndarray, keys: np.ndarray, scale: float) -> np.ndarray:
+    """``(q_i / scale) · k_j`` for [T, d_k] queries and keys, refused where not finite."""
+    # Dividing each query before the dot product keeps every term at the scaled size, so a
+    # score whose scaled value is finite cannot overflow on the way there.
+    with np.errstate(over="ignore", invalid="ignore"):
+        scores = (queries / scale) @ keys.T  # [T, d_k] @ [d_k, T] -> [T, T]
+    if not np.isfinite(scores).all():
         i, j = (int(x) + 1 for x in np.argwhere(~np.isfinite(scores))[0])
         raise AttentionInputError(
             "queries",
@@ -181,7 +210,9 @@ def scaled_dot_product_attention(
         The deliberately broken mode of seed 003: softmax over the whole row, then zero the
         forbidden cells without renormalising. Same as ``failure_mode="mask_after_softmax"``.
     padding_mask : array_like of bool, shape (T,), optional
-        ``True`` for real tokens; ``False`` keys are forbidden to every row.
+        ``True`` for real tokens; ``False`` keys are forbidden to every row. Applied before
+        softmax in every mode except ``mask_after_softmax``, ``no_mask`` included: that mode
+        forgets the causal mask, a different rule from padding (seed 004).
     failure_mode : str or FailureMode, default "correct"
         One of :data:`attention_core.modes.FAILURE_MODES`.
 
@@ -194,8 +225,9 @@ def scaled_dot_product_attention(
     Raises
     ------
     ValueError
-        :class:`~attention_core.validation.AttentionInputError` for empty, ragged, mismatched,
-        non-numeric or non-finite input, more than 16 tokens, or scores that overflow float64;
+        :class:`~attention_core.validation.AttentionInputError` for a bare number, empty,
+        ragged, mismatched, boolean, non-numeric or non-finite input, more than 16 tokens, or
+        scaled scores that overflow float64;
         the message names the field and the token (from 1). Plain ``ValueError`` for an
         unknown or contradictory failure mode.
 
@@ -225,32 +257,40 @@ def scaled_dot_product_attention(
     q2, k2 = q.reshape(T, -1), k.reshape(T, -1)  # [T, d_k]
 
     allowed = combine_masks(T, causal=causal, key_is_real=key_is_real)  # [T, T] bool
-    # Silenced once for the whole pipeline: an overflowing score is refused by _scores, and the
-    # nan/inf that only the naive_softmax mode can make are what that mode exists to show.
-    with np.errstate(over="ignore", invalid="ignore"):
-        scores = _scores(q2, k2, d_k, mode.scale)  # [T, T]
-        masked_scores = np.where(allowed, scores, -np.inf) if mode.mask == "before" else scores
-        # _scores refused nan and inf, so the stable softmax need not look for them again.
-        softmax = shifted_softmax if mode.softmax == "stable" else naive_softmax
-        weights = softmax(masked_scores, axis=mode.softmax_axis)  # [T, T]
-        if mode.mask == "after":
-            weights = np.where(allowed, weights, 0.0)  # no renormalisation: the broken step
+    scale = math.sqrt(d_k) if mode.scale else 1.0
+    scores = _scores(q2, k2, scale)  # [T, T]
+    with np.errstate(over="ignore"):  # only scores _scores accepted reach here; inf is honest
+        raw_scores = q2 @ k2.T  # [T, d_k] @ [d_k, T] -> [T, T]
 
-        # np.add.reduce is ndarray.sum without its Python-level wrapper (~1.5 µs a call here).
-        row_sums = np.add.reduce(weights, axis=-1)  # [T]
-        future_weight = np.add.reduce(np.where(future_cells(T), weights, 0.0), axis=-1)  # [T]
-        output = contributions = None
-        if v is not None:
-            mixed = v if mode.mix == "values" else k  # [T] or [T, d_v]
-            # weights[i, j] * v_j: [T, T] * [T] -> [T, T], or [T, T, 1] * [1, T, d_v] -> [T, T, d_v]
+    if mode.mask == "before":
+        masked_scores = np.where(allowed, scores, -np.inf)
+    elif mode.mask == "none":  # the causal mask is forgotten; padding is a different rule, kept
+        masked_scores = np.where(combine_masks(T, causal=False, key_is_real=key_is_real), scores, -np.inf)
+    else:  # "after": softmax sees every score
+        masked_scores = scores
+    softmax = softmax_steps(masked_scores, axis=mode.softmax_axis, stable=mode.softmax == "stable")
+    weights = softmax.weights  # [T, T]
+    if mode.mask == "after":
+        weights = np.where(allowed, weights, 0.0)  # no renormalisation: the broken step
+
+    with np.errstate(invalid="ignore"):  # nan weights (naive_softmax) stay nan in the sums
+        row_sums = weights.sum(axis=-1)  # [T]
+        future_weight = np.where(future_cells(T), weights, 0.0).sum(axis=-1)  # [T]
+    mixed = output = contributions = None
+    if v is not None:
+        mixed = v if mode.mix == "values" else k  # [T] or [T, d]
+        with np.errstate(invalid="ignore"):
+            # weights[i, j] * mixed_j: [T, T] * [T] -> [T, T], or [T, T, 1] * [1, T, d] -> [T, T, d]
             contributions = weights * mixed if mixed.ndim == 1 else weights[:, :, None] * mixed[None, :, :]
-            output = weights @ mixed  # [T] or [T, d_v]
+            output = weights @ mixed  # [T, T] @ [T] -> [T], or [T, T] @ [T, d] -> [T, d]
 
-        result = AttentionResult(
-            queries=q, keys=k, values=v, d_k=d_k, causal=causal, key_is_real=key_is_real, mode=mode,
-            allowed=allowed, scores=scores, masked_scores=masked_scores, weights=weights,
-            row_sums=row_sums, future_weight=future_weight, output=output, contributions=contributions,
-        )
-        # The checks read the finished result, so they are attached after it is built.
-        object.__setattr__(result, "checks", audit(result))
-    return result
+    result = AttentionResult(
+        queries=q, keys=k, values=v, d_k=d_k, causal=causal, key_is_real=key_is_real, mode=mode,
+        allowed=allowed, raw_scores=raw_scores, scale=scale, scores=scores,
+        masked_scores=masked_scores, shift=softmax.shift.reshape(T), shifted=softmax.shifted,
+        exps=softmax.exps, totals=softmax.totals.reshape(T), softmax_weights=softmax.weights,
+        weights=weights, row_sums=row_sums, future_weight=future_weight, mixed=mixed,
+        output=output, contributions=contributions,
+    )
+    # The checks audit the finished result, so they go into a copy of it.
+    return replace(result, checks=run_checks(result))

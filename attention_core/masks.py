@@ -4,31 +4,13 @@ Masks here are boolean ``allowed`` matrices (``True`` = the query may read that 
 opposite sign of the additive ``M`` of seed 000; :func:`additive_mask` converts. A causal mask
 removes real future positions; a padding mask removes artificial positions (seed 004, "Causal
 and padding masks"). They combine with logical *and*.
+
+Left out: other mask shapes (sliding windows, blocks, per-query padding) and batches.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
-
-from attention_core.validation import MAX_TOKENS
-
-
-@lru_cache(maxsize=MAX_TOKENS)
-def _lower_triangle(T: int) -> np.ndarray:
-    # Built once per T and shared read-only: np.tril/np.triu cost more than the rest of a
-    # small mask's use, and the pipeline builds one on every edit a learner makes.
-    allowed = np.tril(np.ones((T, T), dtype=bool))
-    allowed.flags.writeable = False
-    return allowed
-
-
-@lru_cache(maxsize=MAX_TOKENS)
-def _strict_upper_triangle(T: int) -> np.ndarray:
-    future = ~_lower_triangle(T)
-    future.flags.writeable = False
-    return future
 
 
 def causal_mask(T: int) -> np.ndarray:
@@ -43,9 +25,8 @@ def causal_mask(T: int) -> np.ndarray:
     -------
     numpy.ndarray of bool, shape (T, T)
         Lower triangle (diagonal included) ``True``; future cells (``j > i``) ``False``.
-        A new array the caller may change.
     """
-    return _lower_triangle(T).copy()
+    return np.tril(np.ones((T, T), dtype=bool))
 
 
 def future_cells(T: int) -> np.ndarray:
@@ -59,10 +40,9 @@ def future_cells(T: int) -> np.ndarray:
     Returns
     -------
     numpy.ndarray of bool, shape (T, T)
-        Strict upper triangle ``True``; the complement of :func:`causal_mask`. Read-only and
-        shared between calls (copy it to change it).
+        Strict upper triangle ``True``; the complement of :func:`causal_mask`.
     """
-    return _strict_upper_triangle(T)
+    return np.triu(np.ones((T, T), dtype=bool), k=1)
 
 
 def padding_mask(key_is_real: np.ndarray) -> np.ndarray:
@@ -98,12 +78,11 @@ def combine_masks(T: int, *, causal: bool, key_is_real: np.ndarray | None = None
     -------
     numpy.ndarray of bool, shape (T, T)
         ``True`` where query row ``i`` may read key column ``j`` (logical *and* of the masks).
-        A new array the caller may change.
     """
-    allowed = _lower_triangle(T) if causal else np.ones((T, T), dtype=bool)
+    allowed = causal_mask(T) if causal else np.ones((T, T), dtype=bool)
     if key_is_real is not None:
-        return allowed & padding_mask(key_is_real)
-    return allowed.copy() if causal else allowed
+        allowed &= padding_mask(key_is_real)
+    return allowed
 
 
 def additive_mask(allowed: np.ndarray) -> np.ndarray:

@@ -32,8 +32,9 @@ class FailureMode:
     scale : bool
         Divide scores by ``sqrt(d_k)``.
     mask : {"before", "after", "none"}
-        Where the mask is applied: to softmax's input (correct), to its output without
-        renormalising (broken), or not at all.
+        Where the masks are applied: to softmax's input (correct), to its output without
+        renormalising (broken), or "none": the causal mask is forgotten while a padding mask
+        still applies before softmax (seed 004: they are different rules).
     softmax : {"stable", "naive"}
         Stable softmax subtracts the row maximum; naive exponentiates raw scores.
     softmax_axis : int
@@ -67,7 +68,7 @@ MASK_AFTER_SOFTMAX = FailureMode(
 NO_MASK = FailureMode(
     "no_mask",
     "No mask",
-    "The causal mask is forgotten, so future tokens receive weight.",
+    "The causal mask is forgotten (padding is still masked), so future tokens receive weight.",
     frozenset({"mask", "forbidden_zeros"}),
     mask="none",
 )

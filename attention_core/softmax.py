@@ -1,14 +1,80 @@
-"""Softmax over one axis, the stable way and the naive way.
+"""Softmax over one axis, the stable way and the naive way, with its steps kept.
 
 ``stable_softmax`` is what the workbench teaches; ``naive_softmax`` exists only so the
 "naive softmax" failure mode can show what overflow does. Both take ``-inf`` as "masked".
+:func:`softmax_steps` is the one route both take, and it keeps the shift, the exponentials and
+their sum so the row-steps view can show them without recomputing anything.
+
+Left out: temperature, ``log_softmax``, and any dtype but float64.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from attention_core._bools import every
+
+class SoftmaxSteps(NamedTuple):
+    """The intermediates of one softmax, each the shape of the input unless said otherwise.
+
+    Attributes
+    ----------
+    shift : numpy.ndarray of float64, the input's shape with ``axis`` of length 1
+        What was subtracted before ``exp``: the slice's largest entry (stable), or 0.0 (naive,
+        or a slice with nothing visible).
+    shifted : numpy.ndarray of float64
+        ``x - shift``.
+    exps : numpy.ndarray of float64
+        ``exp(shifted)``; may hold ``inf`` in the naive route.
+    totals : numpy.ndarray of float64, shaped like ``shift``
+        ``exps.sum(axis)``; 0.0 for a slice with nothing visible.
+    weights : numpy.ndarray of float64
+        ``exps / totals``, and 0.0 throughout a slice with nothing visible.
+    """
+
+    shift: np.ndarray
+    shifted: np.ndarray
+    exps: np.ndarray
+    totals: np.ndarray
+    weights: np.ndarray
+
+
+def softmax_steps(x: np.ndarray, axis: int = -1, *, stable: bool = True) -> SoftmaxSteps:
+    """Softmax of ``x`` along ``axis``, returning every step (see :class:`SoftmaxSteps`).
+
+    Parameters
+    ----------
+    x : array_like of float, any shape
+        Scores; ``-inf`` marks a masked entry. With ``stable=True`` they must hold no ``nan``
+        or ``+inf`` (:func:`stable_softmax` checks; the attention pipeline refuses them earlier).
+    axis : int, default -1
+        Axis to normalise over.
+    stable : bool, default True
+        Subtract each slice's largest entry before ``exp`` (seed 003's stable softmax); with
+        ``False``, exponentiate the scores as they are (the naive route, which overflows).
+
+    Returns
+    -------
+    SoftmaxSteps
+        ``shift``, ``shifted``, ``exps``, ``totals`` and ``weights``. A slice whose entries are
+        all ``-inf`` (a row with no visible key) has all-zero weights on both routes, never
+        ``nan``: that guard is not what the naive route gets wrong.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    visible = (x > -np.inf).any(axis=axis, keepdims=True)
+    if stable:
+        shift = np.where(visible, x.max(axis=axis, keepdims=True, initial=-np.inf), 0.0)
+    else:
+        shift = np.zeros_like(visible, dtype=np.float64)
+    # x - shift <= 0 on the stable route, so an overflow there can only reach -inf, whose exp is
+    # the correct 0; the naive route's inf and nan are what it exists to show.
+    with np.errstate(over="ignore", invalid="ignore"):
+        shifted = x - shift
+        exps = np.exp(shifted)
+        totals = exps.sum(axis=axis, keepdims=True)
+        weights = exps / np.where(visible, totals, 1.0)  # nothing visible: 0 / 1
+    return SoftmaxSteps(shift, shifted, exps, totals, weights)
 
 
 def stable_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -53,27 +119,9 @@ def stable_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     [1.0, 1.0]
     """
     x = np.asarray(x, dtype=np.float64)
-    if not (x < np.inf).all():  # one pass: false exactly for nan and +inf
+    if not (x < np.inf).all():  # false exactly for nan and +inf
         raise ValueError("stable_softmax takes finite numbers or -inf (masked); got nan or +inf")
-    return shifted_softmax(x, axis)
-
-
-def shifted_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """:func:`stable_softmax` for float64 scores already known to hold no ``nan`` or ``+inf``.
-
-    The attention pipeline refuses non-finite scores before softmax, so it skips the check
-    that :func:`stable_softmax` makes on arbitrary input. Same parameters, same result.
-    """
-    # With nan and +inf refused, the slice maximum is the largest visible score, or -inf for a
-    # slice with nothing visible; such a slice is shifted by 0 instead, so it stays finite.
-    row_max = np.maximum.reduce(x, axis=axis, keepdims=True)
-    has_visible = row_max > -np.inf
-    if every(has_visible):  # the usual case (a causal row always sees its own key): no where
-        exps = np.exp(x - row_max)
-        return exps / np.add.reduce(exps, axis=axis, keepdims=True)
-    exps = np.exp(x - np.where(has_visible, row_max, 0.0))  # exp(-inf) is exactly 0.0
-    totals = exps.sum(axis=axis, keepdims=True)
-    return exps / np.where(has_visible, totals, 1.0)  # a slice with nothing visible: 0 / 1
+    return softmax_steps(x, axis).weights
 
 
 def naive_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -91,9 +139,12 @@ def naive_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     numpy.ndarray of float64, same shape as ``x``
         For scores above about 709 ``exp`` overflows to ``inf`` and the slice becomes
         ``nan``; this is the failure seed 003 warns about ("Using naive exponentials: large
-        scores overflow to Infinity"). Floating-point warnings are silenced; nothing raises.
+        scores overflow to Infinity"). A slice with nothing visible is all zeros, as in
+        :func:`stable_softmax`. Floating-point warnings are silenced; nothing raises.
+
+    Examples
+    --------
+    >>> naive_softmax(np.array([1000.0, 0.0])).tolist()
+    [nan, 0.0]
     """
-    x = np.asarray(x, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        exps = np.exp(x)
-        return exps / exps.sum(axis=axis, keepdims=True)
+    return softmax_steps(x, axis, stable=False).weights

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attention_core._bools import every
-
-MAX_TOKENS = 16
+MAX_TOKENS = 16  # the core's own limit; a page may allow fewer and says so in its own message
 
 _SINGULAR = {"queries": "query", "keys": "key", "values": "value", "padding_mask": "padding mask"}
 
@@ -47,22 +45,25 @@ def token_array(field: str, data: object) -> np.ndarray:
     ----------
     field : str
         ``"queries"``, ``"keys"`` or ``"values"``; used in messages.
-    data : array_like
-        Shape (T,) (scalar mode, one number per token) or (T, d).
+    data : array_like of int or float
+        Shape (T,) (scalar mode, one number per token) or (T, d). Booleans are refused in
+        every form, a Python ``True`` in a list as much as a numpy bool array: a query, key or
+        value is a number, and reading ``True`` as 1 would hide a caller's mistake.
 
     Returns
     -------
     numpy.ndarray of float64, shape (T,) or (T, d)
+        A new array, so a caller who later edits theirs cannot change a stored result.
 
     Raises
     ------
     AttentionInputError
-        Empty, ragged, more than 3-D, more than :data:`MAX_TOKENS` tokens, text, ``nan`` or
-        ``±inf``; the message names the field and the token position (from 1).
+        A bare number (a 0-d array included), empty, ragged, more than 2-D, more than
+        :data:`MAX_TOKENS` tokens, text, booleans, ``nan`` or ``±inf``; the message names the
+        field and the token position (from 1).
     """
     name = _SINGULAR.get(field, field)
-    if isinstance(data, np.ndarray) and data.dtype.kind in "biuf":
-        # A copy, so a caller who later edits their array cannot change a stored result.
+    if isinstance(data, np.ndarray) and data.dtype.kind in "iuf":
         arr = np.array(data, dtype=np.float64)
     else:
         try:
@@ -84,7 +85,11 @@ def token_array(field: str, data: object) -> np.ndarray:
                 else:
                     problem = f"{name} {token} holds a list where a number belongs"
                 raise AttentionInputError(field, f"{field} are ragged: {problem}", token)
-            if isinstance(item, bool) or not isinstance(item, (int, float, np.integer, np.floating)):
+            if isinstance(item, (bool, np.bool_)):
+                raise AttentionInputError(
+                    field, f"{name.capitalize()} {token} is not a number: {bool(item)!r}", token
+                )
+            if not isinstance(item, (int, float, np.integer, np.floating)):
                 raise AttentionInputError(
                     field, f"{name.capitalize()} {token} is not a number: {item!r}", token
                 )
@@ -95,6 +100,10 @@ def token_array(field: str, data: object) -> np.ndarray:
                     field, f"{name.capitalize()} {token} is too large for float64 (beyond ±1.8e308)", token
                 ) from None
         arr = arr.astype(np.float64)
+    if arr.ndim == 0:  # a 0-d numpy array: one number, not a list of tokens
+        raise AttentionInputError(
+            field, f"{field} must be a list with one number (or one row) per token, got {float(arr)!r}"
+        )
     if arr.size == 0:
         raise AttentionInputError(field, f"{field} are empty: give at least one token")
     if arr.ndim > 2:
@@ -103,9 +112,9 @@ def token_array(field: str, data: object) -> np.ndarray:
         )
     if arr.shape[0] > MAX_TOKENS:
         raise AttentionInputError(
-            field, f"{field} have {arr.shape[0]} tokens; the workbench takes at most {MAX_TOKENS}"
+            field, f"{field} have {arr.shape[0]} tokens; the attention core takes at most {MAX_TOKENS}"
         )
-    if not every(np.isfinite(arr)):
+    if not np.isfinite(arr).all():
         position = np.argwhere(~np.isfinite(arr))[0]
         token = int(position[0]) + 1
         raise AttentionInputError(
