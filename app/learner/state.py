@@ -239,3 +239,21 @@ class LearnerState(param.Parameterized):
     def _not_saved(self, why: str) -> None:
         self.param.update(save_ok=False, save_message=f"Not saved: {why}")
         return None
+
+    def attach_explanation(self, run_ids: list[str], text: str) -> list[ExperimentRecord]:
+        """Attach ``text`` as the explanation of the saved runs ``run_ids`` (empty text removes
+        it), on disk and in :attr:`saved`; never adds a run.
+
+        Returns the updated records. Raises ``ValueError`` for text over its limit (naming the
+        field), ``KeyError`` for a run not in the store, :class:`StoreError` ("Explanation not
+        saved: …") on a disk error; runs updated before an error stay updated.
+        """
+        explanation = clean_text(text, "explanation")
+        updated = {}
+        try:
+            for run_id in run_ids:
+                updated[run_id] = self.store.update_explanation(run_id, explanation)
+        finally:
+            if updated:
+                self.saved = [updated.get(r.id, r) for r in self.saved]
+        return list(updated.values())
