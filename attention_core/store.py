@@ -51,9 +51,10 @@ INDEX_SLACK = 100
 RESCAN_SECONDS = 10.0
 RACY_SECONDS = 2.0
 EXPORT_FORMAT = "attention-workbench-runs"
+# "mode" (the run's title) comes last so that the older columns keep their places.
 CSV_COLUMNS = ("id", "created_at", "learner", "label", "causal", "mask_after_softmax",
                "failure_mode", "T", "total_future_weight", "min_row_sum", "max_row_sum_error",
-               "failed_checks", "prediction", "explanation", "notes")
+               "failed_checks", "prediction", "explanation", "notes", "mode")
 _WHY_NOT_SAVED = {
     errno.ENOSPC: "the runs directory {} is full", errno.EDQUOT: "the runs directory {} is full",
     errno.EROFS: "the runs directory {} is read-only",
@@ -563,7 +564,8 @@ def export_csv(records: Iterable[ExperimentRecord]) -> str:
     -------
     str
         A header row, then one row per run. Booleans are ``true``/``false``; a number that was
-        not finite is an empty cell; failed checks are joined by ``;``.
+        not finite is an empty cell; failed checks are joined by ``;``; ``mode`` is the run's
+        title (:func:`~attention_core.modes.run_title`), as the pages name it.
 
     Notes
     -----
@@ -581,7 +583,7 @@ def export_csv(records: Iterable[ExperimentRecord]) -> str:
             str(r.causal).lower(), str(r.mask_after_softmax).lower(), r.failure_mode, r.T,
             _csv_number(r.total_future_weight), _csv_number(r.min_row_sum),
             _csv_number(r.max_row_sum_error), ";".join(r.failed_checks),
-            _csv_text(r.prediction), _csv_text(r.explanation), _csv_text(r.notes),
+            _csv_text(r.prediction), _csv_text(r.explanation), _csv_text(r.notes), r.title,
         ])
     return out.getvalue()
 

@@ -285,10 +285,17 @@ def test_export_csv_one_row_per_run_with_formula_guard(tmp_path):
     overflow = check_strict(ExperimentRecord.from_result(_overflowing_result()))
     text = export_csv([plain, hostile, overflow])
     assert text.startswith(",".join(CSV_COLUMNS) + "\r\n")
+    # Added last: the columns before it keep the places they had before it existed.
+    assert CSV_COLUMNS == ("id", "created_at", "learner", "label", "causal", "mask_after_softmax",
+                           "failure_mode", "T", "total_future_weight", "min_row_sum",
+                           "max_row_sum_error", "failed_checks", "prediction", "explanation",
+                           "notes", "mode")
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
     assert len(rows) == 3
     assert rows[0]["learner"] == "Ada" and rows[0]["causal"] == "true"
     assert rows[0]["failure_mode"] == "correct" and rows[0]["T"] == "3"
+    assert [row["mode"] for row in rows] == [
+        "Correct, causal", "Mask after softmax (broken)", "Naive softmax, bidirectional"]
     assert float(rows[0]["total_future_weight"]) == plain.total_future_weight
     assert float(rows[0]["min_row_sum"]) == plain.min_row_sum
     assert rows[0]["failed_checks"] == ""
@@ -305,7 +312,7 @@ def test_export_csv_one_row_per_run_with_formula_guard(tmp_path):
 def _overflowing_result():
     from attention_core import scaled_dot_product_attention
 
-    return scaled_dot_product_attention([1000.0, 1000.0], [1000.0, 999.0],
+    return scaled_dot_product_attention([1000.0, 1000.0], [1000.0, 999.0], causal=False,
                                         failure_mode="naive_softmax")
 
 
