@@ -1,7 +1,8 @@
 """attention_core: a small, exact, documented reference for masked scaled dot-product attention.
 
 Needs only numpy at import time. Public names (see PRODUCT.md): ``scaled_dot_product_attention``,
-``stable_softmax``, the failure modes, the checks, experiment records and the run store.
+``stable_softmax``, the failure modes, the checks, one row's steps (``row_steps``) and whether an
+input exposes its mode (``exposure``), experiment records and the run store.
 """
 
 from attention_core.attention import AttentionResult, scaled_dot_product_attention
@@ -9,6 +10,7 @@ from attention_core.checks import CHECK_NAMES, Check, is_row_stochastic, run_che
 from attention_core.masks import additive_mask, causal_mask, combine_masks, future_cells, padding_mask
 from attention_core.modes import FAILURE_MODES, FailureMode, get_mode
 from attention_core.softmax import naive_softmax, stable_softmax
+from attention_core.steps import RowSteps, exposure, row_steps
 from attention_core.validation import MAX_TOKENS, AttentionInputError
 
 __version__ = "0.1.0"
@@ -21,14 +23,17 @@ __all__ = [
     "FAILURE_MODES",
     "FailureMode",
     "MAX_TOKENS",
+    "RowSteps",
     "additive_mask",
     "causal_mask",
     "combine_masks",
+    "exposure",
     "future_cells",
     "get_mode",
     "is_row_stochastic",
     "naive_softmax",
     "padding_mask",
+    "row_steps",
     "run_checks",
     "scaled_dot_product_attention",
     "stable_softmax",
