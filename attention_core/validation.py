@@ -38,6 +38,11 @@ def _ragged_token(tokens: np.ndarray) -> int:
     return next((i + 1 for i, w in enumerate(widths) if w != widths[0]), 1)
 
 
+def _plain(item: object) -> object:
+    """A numpy scalar as the Python number it holds, so a message shows 2.0, not np.float64(2.0)."""
+    return item.item() if isinstance(item, np.generic) else item
+
+
 def token_array(field: str, data: object) -> np.ndarray:
     """Check one input field and return it as float64.
 
@@ -74,7 +79,8 @@ def token_array(field: str, data: object) -> np.ndarray:
             # A bare number, string or None is not a list of tokens; astype would raise an
             # unlabelled ValueError (text) or TypeError (None) instead.
             raise AttentionInputError(
-                field, f"{field} must be a list with one number (or one row) per token, got {data!r}"
+                field,
+                f"{field} must be a list with one number (or one row) per token, got {_plain(data)!r}",
             )
         for index, item in np.ndenumerate(arr):
             token = index[0] + 1
@@ -91,7 +97,7 @@ def token_array(field: str, data: object) -> np.ndarray:
                 )
             if not isinstance(item, (int, float, np.integer, np.floating)):
                 raise AttentionInputError(
-                    field, f"{name.capitalize()} {token} is not a number: {item!r}", token
+                    field, f"{name.capitalize()} {token} is not a number: {_plain(item)!r}", token
                 )
             try:
                 float(item)
