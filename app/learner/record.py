@@ -1,0 +1,67 @@
+"""Record a run: the lesson's prediction checkpoint, optional learner and label, Save run.
+
+The explanation is not here: it is attached to the saved run(s) it explains, in
+:class:`app.learner.runs.SavedRunsView` (seed 003's order: predict → experiment → explain).
+Learner text is only ever shown escaped.
+"""
+
+from __future__ import annotations
+
+import html
+
+import panel as pn
+import param
+
+from app.learner.state import LearnerState
+
+PREDICT_QUESTION = ("Can token 2 attend to token 3, and what will post-softmax masking "
+                    "change?")  # seed 003's predict checkpoint
+
+STATUS_CSS = """
+.status { padding: 8px 12px; border-radius: 4px; unicode-bidi: isolate; }
+.ok { background: #e6f4ea; color: #1b5e20; } .error { background: #fdecea; color: #b00020; }
+"""
+
+
+def status_html(message: str, ok: bool) -> str:
+    """A status line (role=status) a screen reader announces; ``message`` is escaped, as it can
+    quote the learner's label."""
+    if not message:
+        return ""
+    kind = "ok" if ok else "error"
+    return f'<div class="status {kind}" role="status">{html.escape(message)}</div>'
+
+
+class RecordView(pn.viewable.Viewer):
+    """Prediction (required to save), Learner, Label, ``Save run`` and what the save did."""
+
+    state = param.ClassSelector(class_=LearnerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        s = self.state
+        # The text fields' values arrive when a field is left (or on Enter), so a click on Save
+        # run sends the typed text first. Texts over TEXT_LIMITS are refused on Save run with a
+        # message naming the field, rather than cut by the browser.
+        self.prediction = pn.widgets.TextAreaInput.from_param(
+            s.param.prediction, label="Prediction", placeholder=PREDICT_QUESTION, height=80,
+            width=620)
+        self.learner = pn.widgets.TextInput.from_param(
+            s.param.learner, label="Learner", placeholder="optional, up to 100 characters",
+            width=300)
+        self.label = pn.widgets.TextInput.from_param(
+            s.param.label, label="Label", placeholder="optional, up to 100 characters", width=300)
+        self.button = pn.widgets.Button(
+            label="Save run", color="primary",
+            disabled=pn.bind(lambda ok, error: not ok or bool(error),
+                             s.param.input_ok, s.param.tokens_error))
+        self.button.on_click(lambda _event: s.save_run())
+        self.message = pn.pane.HTML(
+            pn.bind(status_html, s.param.save_message, s.param.save_ok),
+            visible=pn.bind(bool, s.param.save_message), stylesheets=[STATUS_CSS])
+        self._layout = pn.Column(
+            pn.pane.HTML("<h3>Record your run</h3>"),
+            self.prediction, pn.Row(self.learner, self.label), self.button, self.message)
+
+    def __panel__(self):
+        return self._layout

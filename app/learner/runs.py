@@ -1,0 +1,179 @@
+"""This page's saved runs: the table with ticks, the explanation attached to runs, downloads,
+and the comparison of two ticked runs.
+
+The explanation is edited on saved runs (seed 003's order: predict → experiment → explain):
+``Save explanation`` replaces the ticked runs' explanation on disk and never adds a run.
+Learner text is only ever shown escaped or as plain-text table cells.
+"""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta
+
+import pandas as pd
+import panel as pn
+import param
+
+from app.learner.record import STATUS_CSS, status_html
+from app.learner.state import LearnerState
+from app.shared.compare import ComparisonView
+from app.shared.heatmap import format_number
+from attention_core.store import StoreError, export_csv, export_json
+
+EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
+                    "violate it?")  # seed 003's explain checkpoint
+
+# The columns shown, in order, with their widths in px. The run id is in the data (for tests and
+# the page's own code) but not shown.
+RUN_COLUMNS = {"run": 45, "saved (UTC)": 90, "label": 130, "learner": 100, "mode": 230,
+               "future-token weight": 90, "smallest row sum": 90, "failed checks": 120,
+               "explanation": 180}
+
+
+def runs_columns(records) -> dict[str, list[str]]:
+    """Saved runs as table columns: one list of display text per column (``id`` and
+    :data:`RUN_COLUMNS`), one entry per experiment record (run 1 first). Numbers are shown as the
+    readouts show them; a missing future-token weight or row sum, or no explanation, as "—"."""
+
+    def number(x):
+        return "—" if x is None else format_number(x)
+
+    return {
+        "id": [r.id for r in records],
+        "run": [str(n) for n in range(1, len(records) + 1)],
+        "saved (UTC)": [r.created_at[11:19] for r in records],
+        "label": [r.label or "" for r in records],
+        "learner": [r.learner or "" for r in records],
+        "mode": [r.title for r in records],
+        "future-token weight": [number(r.total_future_weight) for r in records],
+        "smallest row sum": [number(r.min_row_sum) for r in records],
+        "failed checks": [", ".join(r.failed_checks) or "none" for r in records],
+        "explanation": [r.explanation or "—" for r in records],
+    }
+
+
+def compared_hint(ticked: list[int]) -> str:
+    """Say which two runs are compared; ``ticked`` are the ticked rows (from 0), in run order."""
+    if len(ticked) < 2:
+        return "Tick two saved runs to compare them side by side."
+    a, b = ticked[0] + 1, ticked[1] + 1
+    if len(ticked) == 2:
+        return f"Comparing run {a} (A) with run {b} (B)."
+    return (f"{len(ticked)} runs are ticked; only two can be compared, so this compares the first "
+            f"two: run {a} (A) with run {b} (B). Untick runs to compare another pair.")
+
+
+def _runs_words(numbers: list[int]) -> str:
+    if len(numbers) == 1:
+        return f"run {numbers[0]}"
+    return "runs " + ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
+
+
+class SavedRunsView(pn.viewable.Viewer):
+    """Saved runs with ticks, the ``Explanation`` of ticked runs, downloads, a comparison."""
+
+    state = param.ClassSelector(class_=LearnerState)
+
+    explanation_message = param.String(default="", doc="What the last Save explanation did.")
+    explanation_ok = param.Boolean(default=True)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        s = self.state
+        # Panel's Tabulator: ticks as its checkbox selection, learner text as escaped plain text
+        # (its default formatter), a cut-off cell's whole text on hover (tooltip).
+        self.table = pn.widgets.Tabulator(
+            pd.DataFrame(runs_columns(s.saved)), selectable="checkbox",
+            disabled=True, show_index=False, sortable=False, hidden_columns=["id"],
+            widths=RUN_COLUMNS, layout="fit_columns", sizing_mode="stretch_width",
+            configuration={"columnDefaults": {"tooltip": True, "headerSort": False},
+                           "placeholder": "No saved runs yet."},
+            margin=(5, 10))
+        self.heading = pn.pane.HTML(
+            pn.bind(lambda ticked: f"<h3>Saved runs</h3><p>{compared_hint(sorted(ticked))}</p>",
+                    self.table.param.selection), margin=(5, 10))
+        self.explanation = pn.widgets.TextAreaInput(
+            label="Explanation", placeholder=EXPLAIN_QUESTION, height=80, width=620)
+        self.save_explanation = pn.widgets.Button(
+            label="Save explanation", disabled=pn.bind(lambda saved: not saved, s.param.saved))
+        self.save_explanation.on_click(lambda _event: self.attach())
+        self.explanation_status = pn.pane.HTML(
+            pn.bind(status_html, self.param.explanation_message, self.param.explanation_ok),
+            visible=pn.bind(bool, self.param.explanation_message), stylesheets=[STATUS_CSS])
+        no_runs = pn.bind(lambda saved: not saved, s.param.saved)
+        self.download_json = pn.widgets.FileDownload(
+            callback=lambda: self._download("json"), filename="attention-runs.json",
+            label="Download my runs (JSON)", embed=False, disabled=no_runs)
+        self.download_csv = pn.widgets.FileDownload(
+            callback=lambda: self._download("csv"), filename="attention-runs.csv",
+            label="Download my runs (CSV)", embed=False, disabled=no_runs)
+        self.compare = ComparisonView()
+        self._last_stamp: datetime | None = None
+        s.param.watch(self._show_runs, "saved")
+        self.table.param.watch(self._show_ticked, "selection")
+        self._layout = pn.Column(
+            self.heading, self.table, self.explanation,
+            pn.Row(self.save_explanation, self.explanation_status),
+            pn.Row(self.download_json, self.download_csv), self.compare,
+            sizing_mode="stretch_width")
+
+    def _show_runs(self, *events) -> None:
+        # Same row index for the same run, so the table keeps its ticks.
+        self.table.value = pd.DataFrame(runs_columns(self.state.saved))
+        self._compare()
+
+    def _ticked(self) -> list[int]:
+        return sorted(i for i in self.table.selection if i < len(self.state.saved))
+
+    def _show_ticked(self, *events) -> None:
+        ticked = self._ticked()
+        if len(ticked) == 1 and self.state.saved[ticked[0]].explanation:
+            self.explanation.value = self.state.saved[ticked[0]].explanation  # edit it
+        self._compare()
+
+    def _compare(self) -> None:
+        """Compare the first two ticked runs (by run number), or hide the comparison."""
+        self.compare.show([self.state.saved[i] for i in self._ticked()[:2]])
+
+    def attach(self) -> None:
+        """Attach the Explanation to the ticked runs, or to the latest run if none is ticked."""
+        saved, ticked = self.state.saved, self._ticked()
+        if not saved:
+            self.param.update(explanation_ok=False,
+                              explanation_message="Explanation not saved: save a run first.")
+            return
+        latest = not ticked
+        rows = ticked or [len(saved) - 1]
+        try:
+            self.state.attach_explanation([saved[i].id for i in rows], self.explanation.value)
+        except (ValueError, KeyError, StoreError) as exc:
+            why = str(exc).removeprefix("Explanation not saved: ")
+            self.param.update(explanation_ok=False,
+                              explanation_message=f"Explanation not saved: {why}")
+            return
+        where = _runs_words([i + 1 for i in rows])
+        if latest:
+            where += ", the latest run (no run is ticked; tick runs to choose others)"
+        self.param.update(explanation_ok=True, explanation_message=f"Explanation saved to {where}.")
+
+    def _stamp(self) -> str:
+        """A UTC time stamp for a download's file name, different for every download."""
+        now = datetime.now(UTC)
+        if self._last_stamp is not None and now <= self._last_stamp:
+            now = self._last_stamp + timedelta(microseconds=1)
+        self._last_stamp = now
+        return now.strftime("%Y%m%dT%H%M%S.%fZ")
+
+    def _download(self, fmt: str) -> io.StringIO:
+        stamp = self._stamp()
+        records = list(self.state.saved)
+        if fmt == "json":
+            self.download_json.filename = f"attention-runs-{stamp}.json"
+            return io.StringIO(export_json(records, []))
+        self.download_csv.filename = f"attention-runs-{stamp}.csv"
+        return io.StringIO(export_csv(records))
+
+    def __panel__(self):
+        return self._layout
+

@@ -1,0 +1,135 @@
+"""Row steps: one query row's computation written out in numbers, as seed 003 writes it.
+
+raw scores → divided by √d_k → masked (−∞) → minus the largest visible score → exp → divided by
+the row sum → weights → (with values) weighted values → output; in a failure mode, what that mode
+did instead. Every number comes from :func:`attention_core.row_steps`; this module only words
+and formats them. Left out: choosing the row (``state.row``, set by the page's ``Row`` control
+and by clicking a heat-map row).
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import panel as pn
+import param
+
+from app.learner.state import LearnerState
+from app.shared.heatmap import format_number
+from attention_core import AttentionResult, row_steps
+
+_CSS = """
+ol.row-steps { padding-left: 1.6em; margin: 0.4em 0; }
+ol.row-steps li { margin: 2px 0; }
+.numbers { font-family: ui-monospace, monospace; white-space: nowrap; }
+.note { color: #b00020; }
+h3 { font-size: 1.1em; font-weight: bold; margin: 1.2em 0 0.6em; }
+"""
+
+
+def number(x: float) -> str:
+    """One number as the steps show it: −∞ and ∞ by name, an undefined 0/0 or ∞/∞ in words."""
+    x = float(x)
+    if np.isnan(x):
+        return "undefined"
+    if np.isinf(x):
+        return "−∞" if x < 0 else "∞"
+    return format_number(x)
+
+
+def numbers(a) -> str:
+    """A row (or a row of vectors) as "[1.000, 2.000, −∞]"."""
+    a = np.asarray(a, dtype=float)
+    if a.ndim == 0:
+        return number(a)
+    return "[" + ", ".join(numbers(x) for x in a) + "]"
+
+
+def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str]]]:
+    """What to say about row ``row`` (from 1) of ``r``: an introduction, then (label, numbers)
+    per step in seed 003's order, with each failure mode's own step where it goes wrong."""
+    s = row_steps(r, row - 1)
+    mode, n, T = r.mode, s.row + 1, r.T
+    if s.along == "column":
+        intro = (f"Softmax normalised column {n} instead of row {n}: the steps below are column "
+                 f"{n} (key {n} as queries 1–{T} score it), not the keys query {n} reads.")
+        raw = f"Raw scores q_i·k_{n} of column {n}"
+    else:
+        intro = f"Row {n}: query {n} against keys 1–{T}."
+        raw = f"Raw scores q_{n}·k_j"
+    items: list[tuple[str, str]] = [(raw, numbers(s.raw_scores))]
+    if mode.scale:
+        items.append((f"Divided by √d_k = √{r.d_k} = {number(s.scale)}", numbers(s.scores)))
+    else:
+        items.append((f"Not divided by √d_k (√{r.d_k}): the scores stay unscaled",
+                      numbers(s.scores)))
+    if mode.mask == "after":
+        items.append(("Not masked before softmax: softmax sees every score, the future ones too",
+                      numbers(s.masked_scores)))
+    elif mode.mask == "none":
+        items.append((f"No mask: the causal mask was forgotten, so future cells (j > {n}) are "
+                      "not masked and keep their scores", numbers(s.masked_scores)))
+    else:
+        why = [w for w, on in (("future tokens", r.causal),
+                               ("padding", r.key_is_real is not None and not r.key_is_real.all()))
+               if on]
+        items.append((f"Masked: −∞ at {' and '.join(why)}" if why else
+                      "Masked: nothing to mask (no causal mask, no padding)",
+                      numbers(s.masked_scores)))
+    if s.no_visible_key:
+        items.append((f"No visible key: every key of row {n} is masked, so its weights are all "
+                      "zero and it sums to 0 (a failed row-sum check)", numbers(s.weights)))
+    else:
+        if mode.softmax == "naive":
+            items.append(("Not shifted: naive softmax takes exp of the scores as they are "
+                           "(no largest score subtracted)", numbers(s.shifted)))
+        else:
+            largest = "visible score" if mode.mask == "before" else "score softmax sees"
+            items.append((f"Minus the largest {largest} ({number(s.shift)})", numbers(s.shifted)))
+        overflow = bool(np.isposinf(s.exps).any())
+        items.append(("exp: overflows to ∞ (inf), beyond float64's largest number" if overflow
+                      else "exp", numbers(s.exps)))
+        total = f"column sum ({number(s.total)})" if s.along == "column" else \
+            f"row sum ({number(s.total)})"
+        items.append((f"Divided by the {total}" + (": ∞/∞ is undefined" if overflow else ""),
+                      numbers(s.softmax)))
+        if s.zeroed is not None:
+            items.append(("Then the future cells are zeroed after softmax, without renormalising",
+                          numbers(s.zeroed)))
+            items.append(("Visible prefix sum (no renormalisation)", number(s.row_sum)))
+        items.append((f"Weights of row {n} (row sum {number(s.row_sum)})", numbers(s.weights)))
+    if s.mixed is not None:
+        mixed = "keys k_j (mixes keys, not values)" if mode.mix == "keys" else "values v_j"
+        items.append((f"Mixed: {mixed}", numbers(s.mixed)))
+        items.append((f"Weighted {'keys w_j × k_j' if mode.mix == 'keys' else 'values w_j × v_j'}",
+                      numbers(s.weighted)))
+        items.append((f"Output of row {n}: the sum", numbers(s.output)))
+    return intro, items
+
+
+def steps_html(result: AttentionResult | None, row: int) -> str:
+    """The heading "Row steps" and an ordered list of the steps of ``row`` (from 1), escaped."""
+    if result is None:
+        return "<h3>Row steps</h3><p>No valid input yet.</p>"
+    row = min(max(row, 1), result.T)
+    intro, items = step_items(result, row)
+    lis = "".join(f"<li>{html.escape(label)}: <span class='numbers'>{html.escape(text)}</span>"
+                  "</li>" for label, text in items)
+    return (f"<h3>Row steps</h3><p>{html.escape(intro)}</p>"
+            f"<ol class='row-steps' aria-label='Row steps of row {row}'>{lis}</ol>")
+
+
+class RowStepsView(pn.viewable.Viewer):
+    """The chosen row's computation (``state.row``), step by step, for the mode in use."""
+
+    state = param.ClassSelector(class_=LearnerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.pane = pn.pane.HTML(
+            pn.bind(steps_html, self.state.param.result, self.state.param.row),
+            name="row-steps", stylesheets=[_CSS], margin=(5, 10), sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return self.pane

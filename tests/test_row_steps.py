@@ -1,0 +1,275 @@
+"""The learner page's row steps, record form and saved runs, without a browser.
+
+Each test builds a :class:`LearnerState` over a fresh run store, sets inputs and modes as the
+page's controls would, and reads what the views render (the steps' text, the table's rows,
+the comparison's maps) and what lands on disk.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import numpy as np
+import pytest
+
+from app.learner.record import PREDICT_QUESTION, RecordView
+from app.learner.runs import EXPLAIN_QUESTION, SavedRunsView
+from app.learner.state import LearnerState
+from app.learner.steps import RowStepsView
+from attention_core.store import RunStore
+
+
+@pytest.fixture
+def state(tmp_path):
+    return LearnerState(store=RunStore(tmp_path / "runs"))
+
+
+def text(view: RowStepsView) -> str:
+    """The steps as a reader gets them: the HTML's text, one space between pieces."""
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", view.pane.object))).strip()
+
+
+def in_order(haystack: str, *needles: str) -> bool:
+    """Whether every needle occurs in ``haystack``, each after the one before."""
+    at = 0
+    for needle in needles:
+        found = haystack.find(needle, at)
+        if found < 0:
+            return False
+        at = found + len(needle)
+    return True
+
+
+def steps_of(state: LearnerState, row: int) -> str:
+    state.row = row
+    return text(RowStepsView(state=state))
+
+
+def test_the_worked_row_reads_as_seed_003_writes_it(state):
+    state.apply_preset("worked_row")
+    shown = steps_of(state, 2)
+    assert shown.startswith("Row steps")
+    # [1, 2, 9] → [1, 2, −∞] → [−1, 0, −∞] → … → [0.269, 0.731, 0] → 17.31
+    assert in_order(shown, "Raw scores", "[1.000, 2.000, 9.000]",
+                    "Divided by √d_k = √1", "[1.000, 2.000, 9.000]",
+                    "Masked", "[1.000, 2.000, −∞]",
+                    "Minus the largest visible score (2.000)", "[-1.000, 0, −∞]",
+                    "exp", "[0.368, 1.000, 0]",
+                    "Divided by the row sum (1.368)", "[0.269, 0.731, 0]",
+                    "Weights of row 2 (row sum 1.000)", "[0.269, 0.731, 0]",
+                    "Weighted values", "[2.689, 14.621, 0]",
+                    "Output of row 2", "17.311"), shown
+    assert "nan" not in shown.lower() and "not finite" not in shown
+
+
+def test_the_steps_follow_the_row_and_the_input(state):
+    view = RowStepsView(state=state)
+    state.apply_preset("worked_row")
+    state.row = 3
+    assert "Row 3: query 3" in text(view) and "[0.000335, 0.000911, 0.999]" in text(view)
+    state.set_token_text("keys", 2, "2")
+    assert "[0.155, 0.422, 0.422]" in text(view)
+    state.set_tokens(2)  # the shown row follows the token count down
+    assert "Row 2: query 2" in text(view)
+
+
+def test_mask_after_softmax_shows_softmax_of_the_whole_row_then_the_zeroing(state):
+    state.apply_preset("worked_row")
+    state.mask_after_softmax = True
+    shown = steps_of(state, 2)
+    assert in_order(shown, "Not masked before softmax", "[1.000, 2.000, 9.000]",
+                    "Minus the largest score softmax sees (9.000)", "[-8.000, -7.000, 0]",
+                    "Divided by the row sum", "[0.000335, 0.000911, 0.999]",
+                    "zeroed after softmax, without renormalising", "[0.000335, 0.000911, 0]",
+                    "Visible prefix sum (no renormalisation)", "0.00125",
+                    "Weights of row 2 (row sum 0.00125)"), shown
+
+
+def test_naive_softmax_shows_the_exponentials_that_overflow(state):
+    state.apply_preset("large_scores", failure_mode="naive_softmax")
+    shown = steps_of(state, 3)
+    assert in_order(shown, "Not shifted: naive softmax", "[1000.000, 1001.000, 999.000]",
+                    "exp: overflows to ∞ (inf)", "[∞, ∞, ∞]",
+                    "Divided by the row sum (∞): ∞/∞ is undefined",
+                    "[undefined, undefined, undefined]"), shown
+    assert "nan" not in shown.lower()
+
+
+def test_wrong_axis_shows_the_column_it_normalised(state):
+    state.apply_preset("worked_row", failure_mode="wrong_axis")
+    shown = steps_of(state, 2)
+    assert "Softmax normalised column 2 instead of row 2" in shown
+    # Column 2: q_i · k_2 = 2 for every query; query 1 may not read key 2 (future).
+    assert in_order(shown, "Raw scores q_i·k_2 of column 2", "[2.000, 2.000, 2.000]",
+                    "Masked", "[−∞, 2.000, 2.000]", "Divided by the column sum (2.000)",
+                    "[0, 0.500, 0.500]", "Weights of row 2"), shown
+
+
+def test_the_other_modes_say_what_they_did_instead(state):
+    state.apply_preset("worked_row", failure_mode="no_mask")
+    assert in_order(steps_of(state, 2), "No mask", "future cells (j > 2) are not masked",
+                    "[1.000, 2.000, 9.000]")
+    state.failure_mode = "no_scaling"
+    assert "Not divided by √d_k" in steps_of(state, 2)
+    state.failure_mode = "keys_as_values"
+    assert in_order(steps_of(state, 2), "Mixed: keys k_j (mixes keys, not values)",
+                    "[1.000, 2.000, 9.000]", "Weighted keys", "Output of row 2", "1.731")
+
+
+def test_a_row_with_no_visible_key_is_all_zero_and_says_so(state):
+    state.apply_preset("worked_row")
+    state.set_padding(0, True)  # row 1 may read only key 1, which is now padding
+    shown = steps_of(state, 1)
+    assert in_order(shown, "Masked: −∞ at future tokens and padding", "[−∞, −∞, −∞]",
+                    "No visible key", "[0, 0, 0]", "Output of row 1", "0"), shown
+    assert "nan" not in shown.lower() and "undefined" not in shown
+
+
+def test_record_view_saves_with_a_prediction_and_says_what_it_did(state):
+    view = RecordView(state=state)
+    assert view.prediction.placeholder == PREDICT_QUESTION
+    view.button.clicks += 1  # as a click on Save run does
+    assert view.message.visible and "Not saved: write your prediction first" in state.save_message
+    assert 'role="status"' in view.message.object and "Not saved" in view.message.object
+    view.prediction.value = "token 2 cannot read token 3"
+    view.label.value = "<b>mine</b>"
+    view.button.clicks += 1
+    assert len(state.saved) == 1 and state.saved[0].label == "<b>mine</b>"
+    assert view.message.visible and "Saved run “&lt;b&gt;mine&lt;/b&gt;”" in view.message.object
+
+
+@pytest.mark.parametrize("typed", [0, 9, -1, None, True])
+def test_an_impossible_token_count_blocks_saving_until_fixed(state, typed):
+    view = RecordView(state=state)
+    state.prediction = "token 2 cannot read token 3"
+    state.set_tokens(typed)
+    assert view.button.disabled
+    assert state.save_run() is None and "Tokens:" in state.save_message
+    state.set_tokens(2)
+    assert not view.button.disabled
+    state.set_token_text("keys", 0, "abc")
+    assert view.button.disabled
+
+
+def saved_pair(state):
+    state.prediction = "p"
+    state.apply_preset("worked_row")
+    a = state.save_run()
+    state.mask_after_softmax = True
+    b = state.save_run()
+    return a, b
+
+
+def test_comparison_shows_both_runs_and_their_difference(state):
+    runs = SavedRunsView(state=state)
+    a, b = saved_pair(state)
+    assert list(runs.table.value["run"]) == ["1", "2"]
+    assert list(runs.table.value["id"]) == [a.id, b.id]
+    assert list(runs.table.value["mode"]) == ["Correct, causal", "Mask after softmax (broken)"]
+    runs.table.selection = [0, 1]
+    assert runs.compare._pane.visible
+    diff = runs.compare.difference.source.data["value"]
+    assert np.allclose(np.array(diff).reshape(3, 3),
+                       np.array(a.results["weights"]) - np.array(b.results["weights"]))
+    assert "0.00125" in runs.compare.summary.object
+
+
+def test_the_heading_says_which_two_runs_are_compared(state):
+    runs = SavedRunsView(state=state)
+    records = list(saved_pair(state))
+    state.causal = False  # broken mode with the causal mask off: nothing to mask
+    records.append(state.save_run())
+    assert runs.table.value["mode"][2] == "Mask after softmax (broken), nothing to mask: bidirectional"
+    assert "Tick two saved runs" in runs.heading.object
+    runs.table.selection = [2, 0]
+    assert "Comparing run 1 (A) with run 3 (B)." in runs.heading.object
+    assert shows_weights_of(runs.compare.first, records[0])
+    runs.table.selection = [2, 0, 1]
+    assert "3 runs are ticked" in runs.heading.object
+    assert "run 1 (A) with run 2 (B)" in runs.heading.object
+    assert shows_weights_of(runs.compare.second, records[1])
+    runs.table.selection = [1]
+    assert "Tick two saved runs" in runs.heading.object and not runs.compare._pane.visible
+
+
+def shows_weights_of(heatmap, record) -> bool:
+    """Whether ``heatmap`` draws ``record``'s weights (its masked cells are drawn as NaN)."""
+    shown = np.nan_to_num(np.array(heatmap.source.data["value"], dtype=float))
+    return np.allclose(shown, np.array(record.results["weights"]).ravel())
+
+
+def test_one_token_in_broken_mode_is_named_as_nothing_to_mask(state):
+    runs = SavedRunsView(state=state)
+    state.prediction = "p"
+    state.set_tokens(1)
+    state.mask_after_softmax = True
+    state.save_run()
+    state.set_tokens(2)
+    state.save_run()
+    assert list(runs.table.value["mode"]) == [
+        "Mask after softmax (broken), nothing to mask: one token", "Mask after softmax (broken)"]
+
+
+def test_attach_explanation_changes_that_runs_record_and_adds_none(state):
+    a, b = saved_pair(state)
+    files = sorted(state.store.directory.glob("*.json"))
+    before = {p.name: json.loads(p.read_text()) for p in files}
+    (updated,) = state.attach_explanation([a.id], "  Rows sum to 1 only when the mask comes first. ")
+    after = {p.name: json.loads(p.read_text()) for p in state.store.directory.glob("*.json")}
+    assert set(after) == set(before)  # no run added
+    assert after[f"{a.id}.json"]["explanation"] == "Rows sum to 1 only when the mask comes first."
+    assert after[f"{b.id}.json"] == before[f"{b.id}.json"]
+    changed = {k: v for k, v in after[f"{a.id}.json"].items() if before[f"{a.id}.json"][k] != v}
+    assert set(changed) == {"explanation"}
+    assert [r.id for r in state.saved] == [a.id, b.id]
+    assert state.saved[0] == updated and state.saved[0].explanation.startswith("Rows sum to 1")
+
+
+def test_save_explanation_goes_to_the_ticked_runs_or_the_latest(state):
+    runs = SavedRunsView(state=state)
+    assert runs.explanation.label == "Explanation"
+    assert runs.explanation.placeholder == EXPLAIN_QUESTION
+    assert runs.save_explanation.disabled
+    a, b = saved_pair(state)
+    assert not runs.save_explanation.disabled
+    runs.explanation.value = "The broken mode's rows sum to 0.00125."
+    runs.save_explanation.clicks += 1
+    assert "Explanation saved to run 2, the latest run" in runs.explanation_message
+    assert state.store.get(b.id).explanation == "The broken mode's rows sum to 0.00125."
+    assert state.store.get(a.id).explanation is None
+    assert list(runs.table.value["explanation"]) == ["—", "The broken mode's rows sum to 0.00125."]
+    runs.table.selection = [0, 1]
+    runs.explanation.value = "Both: the mask must come first."
+    runs.save_explanation.clicks += 1
+    assert runs.explanation_message == "Explanation saved to runs 1 and 2."
+    assert runs.table.selection == [0, 1]  # the ticks stay
+    assert [state.store.get(r).explanation for r in (a.id, b.id)] == ["Both: the mask must come first."] * 2
+    runs.table.selection = [0]  # one ticked run: its explanation is there to edit
+    runs.explanation.value = ""
+    runs.table.selection = [1]
+    assert runs.explanation.value == "Both: the mask must come first."
+    runs.explanation.value = "x" * 2001
+    runs.save_explanation.clicks += 1
+    assert runs.explanation_message.startswith("Explanation not saved:") and not runs.explanation_ok
+    assert "explanation" in runs.explanation_message.lower()
+    assert len(list(state.store.directory.glob("*.json"))) == 2
+
+
+def test_downloads_are_fresh_on_every_call_with_distinct_names(state):
+    runs = SavedRunsView(state=state)
+    assert runs.download_csv.disabled
+    state.prediction = "p"
+    state.save_run()
+    assert not runs.download_csv.disabled
+    first = runs._download("csv").getvalue()
+    first_name = runs.download_csv.filename
+    state.mask_after_softmax = True
+    state.save_run()
+    second = runs._download("csv").getvalue()
+    assert len(second.splitlines()) == len(first.splitlines()) + 1
+    assert runs.download_csv.filename.startswith("attention-runs-")
+    assert runs.download_csv.filename != first_name  # two downloads in one second differ
+    bundle = json.loads(runs._download("json").getvalue())
+    assert len(bundle["runs"]) == 2 and runs.download_json.filename.endswith("Z.json")
