@@ -46,6 +46,27 @@ def test_mode_breaks_exactly_what_it_claims(mode: FailureMode) -> None:
     assert [c.name for c in r.checks] == list(CHECK_NAMES)
 
 
+# Key 1 as padding empties causal row 1 (it may read only key 1); key 3 as padding empties none.
+PADDINGS = {
+    "empties row 1": ([False, True, True, True], {"row_sums"}),
+    "empties no row": ([True, True, False, True], set()),
+}
+
+
+@pytest.mark.parametrize("padding", PADDINGS, ids=list(PADDINGS))
+@pytest.mark.parametrize("mode", FAILURE_MODES.values(), ids=list(FAILURE_MODES))
+def test_mode_breaks_exactly_what_it_claims_with_padding(mode: FailureMode, padding: str) -> None:
+    # Padding adds nothing surprising: a row with no visible key fails row_sums in every mode,
+    # and that is the only check a mode may fail beyond its claim.
+    padding_mask, padding_breaks = PADDINGS[padding]
+    r = run(mode.name, padding_mask=padding_mask)
+    assert set(r.failed_checks) == mode.breaks | padding_breaks
+    assert not np.isnan(r.weights).any() or mode.name == "naive_softmax"
+    if padding_breaks:
+        row_sums = next(c for c in r.checks if c.name == "row_sums")
+        assert 1 in row_sums.rows and "row 1 has no visible key" in row_sums.message
+
+
 @pytest.mark.parametrize("mode", FAILURE_MODES.values(), ids=list(FAILURE_MODES))
 def test_exposing_input_passes_every_check_when_computed_correctly(mode: FailureMode) -> None:
     # The exposing input is honest: the correct pipeline passes every check on it.
@@ -115,3 +136,17 @@ def test_modes_are_frozen_data() -> None:
     assert {m.name for m in FAILURE_MODES.values()} == set(FAILURE_MODES)
     assert FAILURE_MODES["correct"].breaks == frozenset()
     assert all(m.breaks for name, m in FAILURE_MODES.items() if name != "correct")
+
+
+def test_no_mask_forgets_only_the_causal_mask() -> None:
+    # Seed 004: causal and padding masks are different rules; no_mask forgets the first only.
+    padding_mask = [True, True, False, True]
+    r = run("no_mask", padding_mask=padding_mask)
+    assert (r.masked_scores[:, 2] == -np.inf).all()  # padding reached softmax as -inf
+    assert (r.weights[:, 2] == 0.0).all()
+    assert np.isfinite(r.masked_scores[:, [0, 1, 3]]).all()  # the future did not
+    assert r.future_weight[0] > 0  # the future still leaks
+    np.testing.assert_allclose(r.row_sums, 1.0, atol=1e-12)
+    assert set(r.failed_checks) == {"mask", "forbidden_zeros"}
+    forbidden = next(c for c in r.checks if c.name == "forbidden_zeros")
+    assert all(j != 3 for _, j in forbidden.cells)  # no weight on the padding key
