@@ -20,8 +20,8 @@ from pathlib import Path
 import panel as pn
 
 from app.auth import INSTRUCTOR_PATH, exposure_problem, serve_options
+from app.learner.page import create_page
 from app.shared.transport import answer_without_nagle_delay
-from app.workbench import create_workbench
 from attention_core.store import RunStore
 
 # Sessions a browser left behind are dropped after this long (milliseconds): a class's worth of
@@ -85,11 +85,6 @@ def _load_mathjax_only_for_tex() -> None:
         resources._panel_use_mathjax = _panel_html_needs_mathjax
 
 
-# A full collection runs after this many collections of the middle generation (and only when
-# the old generation has grown by a quarter); at Python's 700 x 10 that is beyond any class.
-NO_AUTOMATIC_FULL_COLLECTION = 2**31 - 1
-
-
 def _settle_heap() -> None:
     """Freeze the objects start-up made out of the garbage collector's way; switch it back on.
 
@@ -100,15 +95,9 @@ def _settle_heap() -> None:
     ``--num-procs`` workers also keep sharing the memory those objects sit in, since collections
     no longer write to it. Not collected before freezing, as Python's documentation advises for
     forking servers: the reference cycles the imports left behind (~2 MB) stay for good.
-
-    The collector's automatic full collections are switched off: with a class's pages open
-    each one walked all their objects and stopped every learner for 0.3-0.8 s (50 pages,
-    2 cores) to find about a thousand objects of garbage. The pages run full collections
-    themselves, when sessions close and every 10 minutes (app.workbench._MemoryReclaimer).
+    The collector's thresholds stay Python's own.
     """
     gc.freeze()
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, NO_AUTOMATIC_FULL_COLLECTION)
     gc.enable()
 
 
@@ -198,7 +187,7 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
     if num_procs != 1:
         _workers_end_with_their_parent()
     pn.serve(
-        {"/": _served_locally(lambda: create_workbench(store)),
+        {"/": _served_locally(lambda: create_page(store)),
          INSTRUCTOR_PATH: _served_locally(lambda: _create_instructor(store))},
         port=port, address=address, show=show,
         title={"/": "Self-attention workbench", INSTRUCTOR_PATH: "Instructor · Self-attention workbench"},

@@ -4,6 +4,7 @@ One tidy ``ColumnDataSource`` (a row per cell) feeds the rectangle colours, the 
 the hover, as in Bokeh's ``heatmap_unemployment.py`` example. Rows are query tokens with token
 1 on top, columns are key tokens. Masked cells are grey, hatched and labelled, so they differ by
 more than colour. Updates replace ``source.data`` and the factor lists; the figure is built once.
+Cell text shrinks with the token count so that eight tokens' numbers still fit their cells.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from bokeh.models import (
     GroupFilter,
     HoverTool,
     LinearColorMapper,
+    TapTool,
 )
 from bokeh.models import Column as BokehColumn
-from bokeh.palettes import Cividis256, PuOr11
+from bokeh.palettes import Cividis256, PuOr11, Viridis256
 from bokeh.plotting import figure
 from bokeh.transform import transform
 
@@ -35,11 +37,15 @@ MASKED_COLOR = "#d0d0d0"
 _SR_ONLY = ("position: absolute; width: 1px; height: 1px; padding: 0; margin: -1px; "
             "overflow: hidden; clip: rect(0, 0, 0, 0); white-space: nowrap; border: 0;")
 _KINDS = {
-    # kind: (palette, symmetric range)
-    "weights": (Cividis256, False),
-    "scores": (tuple(reversed(PuOr11)), True),
-    "difference": (tuple(reversed(PuOr11)), True),
+    # kind: (palette, colour range): weights over [0, 1]; scores over the shown scores' own
+    # min..max, so 1 and 2 beside a 9 get colours apart; differences ± a round bound around 0.
+    "weights": (Cividis256, "unit"),
+    "scores": (Viridis256, "span"),
+    "difference": (tuple(reversed(PuOr11)), "symmetric"),
 }
+# (largest T, font size, masked cells say so in their text): beyond 4 tokens a cell is too
+# narrow for a second line, and masked cells are told by their hatching and their hover.
+_TEXT_SIZES = ((4, "12px", True), (6, "10px", False), (8, "9px", False))
 
 
 def nice_bound(x: float) -> float:
@@ -94,6 +100,23 @@ def format_number(x: float) -> str:
     return f"{x:.3f}"
 
 
+def short_number(x: float) -> str:
+    """Cell text for a narrow cell (more than 4 tokens): at most 6 characters, ``3e-04``,
+    ``0.27``, ``17.3``, ``1001``; 0 is ``0``."""
+    if not np.isfinite(x):
+        return "not finite"
+    if x == 0:
+        return "0"
+    a = abs(x)
+    if a >= 1e4 or a < 0.01:
+        return f"{x:.0e}"
+    if a >= 100:
+        return f"{x:.0f}"
+    if a >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
 class HeatMap(pn.viewable.Viewer):
     """A titled heat map of a (T, T) matrix.
 
@@ -105,17 +128,20 @@ class HeatMap(pn.viewable.Viewer):
         Prefix of the Bokeh model names (``"<name>-source"``, ``"<name>-figure"``), which
         browser tests look up with ``Bokeh.documents[0].get_model_by_name``.
     kind : {"weights", "scores", "difference"}
-        Weights use a fixed [0, 1] colour range; scores and differences a symmetric diverging one,
-        ± :func:`nice_bound` of the largest shown magnitude.
+        Weights use a fixed [0, 1] colour range; scores the range of the shown (unmasked,
+        finite) scores; differences a symmetric diverging one, ± :func:`nice_bound` of the
+        largest shown magnitude.
     table_apart : bool
         If true, ``model`` is the figure alone and the caller places ``table`` (the mirror table
-        a screen reader reads) in a layout of its own; see ``MatricesView``.
+        a screen reader reads) in a layout of its own.
+    on_row_tap : callable, optional
+        Called with the row (query, from 1) of a cell the learner clicks.
     """
 
     def __init__(self, title: str, name: str, kind: str = "weights", size: int = 330,
-                 table_apart: bool = False) -> None:
+                 table_apart: bool = False, on_row_tap=None) -> None:
         super().__init__()
-        palette, self._symmetric = _KINDS[kind]
+        palette, self._range_kind = _KINDS[kind]
         self._palette = palette
         self.title = title
         self.kind = kind
@@ -125,7 +151,7 @@ class HeatMap(pn.viewable.Viewer):
         self.y_range = FactorRange(factors=["1"])
         fig = figure(
             title=title, name=f"{name}-figure", x_range=self.x_range, y_range=self.y_range,
-            width=size + 80, height=size, toolbar_location=None, tools="",
+            width=size + 100, height=size, toolbar_location=None, tools="",
             x_axis_label="key (column)", y_axis_label="query (row)", x_axis_location="above",
         )
         fig.rect(
@@ -141,21 +167,30 @@ class HeatMap(pn.viewable.Viewer):
             fill_alpha=0, line_color=None,
             hatch_pattern="/", hatch_color="#555555", hatch_alpha=0.6,
         )
-        fig.text(
+        self._text = fig.text(
             x="column", y="row", text="text", source=self.source, text_align="center",
             text_baseline="middle", text_color="text_color", text_font_size="12px",
-        )
+        ).glyph
         # Every model here is kept by the server for each open page (some 7 KiB each), so the
         # figure holds only what it draws: nothing is ever selected or muted (BokehJS derives
         # those glyphs itself when asked for "auto"), and the invisible grid lines are not built.
         for renderer in fig.renderers:
             renderer.nonselection_glyph = renderer.muted_glyph = "auto"
+        if on_row_tap is not None:
+            # A click picks a row; the tapped cell is not drawn as selected (nothing to dim).
+            for renderer in fig.renderers:
+                renderer.selection_glyph = renderer.nonselection_glyph = renderer.glyph
+            fig.add_tools(TapTool(renderers=[fig.renderers[0]]))
+            self.source.selected.on_change("indices", self._tapped)
+            self._on_row_tap = on_row_tap
         fig.center = [r for r in fig.center if not isinstance(r, Grid)]
         fig.add_tools(HoverTool(tooltips=[
             ("row (query)", "@row"), ("column (key)", "@column"), ("score", "@score_text"),
             ("weight", "@weight_text"), ("cell", "@state"),
         ]))
-        fig.add_layout(ColorBar(color_mapper=self.mapper, width=12), "right")
+        # Room on the right for the colour bar's tick labels ("-1000", "0.25") to show whole.
+        fig.add_layout(ColorBar(color_mapper=self.mapper, width=12, padding=8), "right")
+        fig.min_border_right = 16
         fig.axis.major_tick_line_color = None
         fig.axis.axis_line_color = None
         self.figure = fig
@@ -164,7 +199,7 @@ class HeatMap(pn.viewable.Viewer):
         # plain Bokeh model a quarter of that. A pane is built only if asked for (__panel__).
         self.table = Div(text="", margin=0)  # shows nothing: its table is for screen readers
         children = [fig] if table_apart else [fig, self.table]
-        self.model = BokehColumn(children=children, margin=(0, 10), width=size + 100)
+        self.model = BokehColumn(children=children, margin=(0, 10), width=size + 120)
         self._pane: pn.pane.Bokeh | None = None
 
     @staticmethod
@@ -172,6 +207,12 @@ class HeatMap(pn.viewable.Viewer):
         keys = ("row", "column", "value", "text", "text_color", "hatch", "score_text",
                 "weight_text", "state")
         return {k: [] for k in keys}
+
+    def _tapped(self, _attr, _old, indices) -> None:
+        if indices:
+            row = int(self.source.data["row"][indices[0]])
+            self.source.selected.indices = []
+            self._on_row_tap(row)
 
     def update(
         self,
@@ -194,12 +235,15 @@ class HeatMap(pn.viewable.Viewer):
         scores, weights : numpy.ndarray, shape (T, T), optional
             Shown in the hover (defaults to ``values``).
         masked_label : str
-            The word under a masked cell's number.
+            The word under a masked cell's number (up to 4 tokens; beyond, the hatching and
+            the hover say it).
         masked_note : str, optional
             What the hover and table say about a masked cell (default ``masked_label``).
         """
         T = values.shape[0]
         factors = [str(i) for i in range(1, T + 1)]
+        font_size, label_masked = next((size, label) for top, size, label in _TEXT_SIZES if T <= top)
+        fmt = format_number if T <= 4 else short_number
         finite = np.isfinite(values)
         low, high = self._range(values[finite & ~masked])
         data = self._empty()
@@ -207,11 +251,11 @@ class HeatMap(pn.viewable.Viewer):
             for j in range(T):
                 v = float(values[i, j])
                 is_masked = bool(masked[i, j])
-                text = format_number(v) if np.isfinite(v) else ("−∞" if v == -np.inf else "not finite")
+                text = fmt(v) if np.isfinite(v) else ("−∞" if v == -np.inf else "not finite")
                 data["row"].append(factors[i])
                 data["column"].append(factors[j])
                 data["value"].append(v if np.isfinite(v) and not is_masked else np.nan)
-                data["text"].append(f"{text}\n{masked_label}" if is_masked else text)
+                data["text"].append(f"{text}\n{masked_label}" if is_masked and label_masked else text)
                 drawn = self._colour(v, low, high) if np.isfinite(v) and not is_masked else MASKED_COLOR
                 data["text_color"].append(contrasting_text(drawn))
                 data["hatch"].append("/" if is_masked else " ")
@@ -222,6 +266,7 @@ class HeatMap(pn.viewable.Viewer):
         # browser (the session does not hold the document lock here).
         with pn.io.unlocked():
             self.mapper.update(low=low, high=high)
+            self._text.text_font_size = font_size
             self.x_range.factors = factors
             self.y_range.factors = list(reversed(factors))
             # The table before the data: the other way round, a token count change sent the
@@ -236,8 +281,13 @@ class HeatMap(pn.viewable.Viewer):
         return self._palette[min(max(at, 0), n - 1)]
 
     def _range(self, shown: np.ndarray) -> tuple[float, float]:
-        if not self._symmetric:
+        if self._range_kind == "unit":
             return 0.0, 1.0
+        if self._range_kind == "span":
+            if not shown.size:
+                return 0.0, 1.0
+            low, high = float(shown.min()), float(shown.max())
+            return (low, high) if high > low else (low - 1.0, high + 1.0)
         bound = nice_bound(float(np.abs(shown).max()) if shown.size else 1.0)
         return -bound, bound
 
@@ -246,12 +296,17 @@ class HeatMap(pn.viewable.Viewer):
         v = fallback if matrix is None else float(matrix[i, j])
         return "−∞" if v == -np.inf else format_number(v)
 
+    @staticmethod
+    def _table_cell(data: dict, n: int) -> str:
+        number, state = data["text"][n].split("\n")[0], data["state"][n]
+        return number if state == "visible" else f"{number} {state}"
+
     def _table_html(self, data: dict, T: int) -> str:
         head = "".join(f'<th scope="col">key {j}</th>' for j in range(1, T + 1))
         rows = []
         for i in range(T):
             cells = "".join(
-                f"<td>{html.escape(data['text'][i * T + j].replace(chr(10), ' '))}</td>"
+                f"<td>{html.escape(self._table_cell(data, i * T + j))}</td>"
                 for j in range(T)
             )
             rows.append(f'<tr><th scope="row">query {i + 1}</th>{cells}</tr>')

@@ -1,0 +1,152 @@
+"""What the current result says: the broken-mode banner, the run's name, each row's sum and
+future-token weight, the totals, the output, and the core's checks in audit order.
+
+All HTML here is built from numbers and the core's own messages, escaped. Left out: the heat
+maps (:mod:`.matrices`) and the row's step-by-step computation (:mod:`.steps`).
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import panel as pn
+import param
+
+from app.learner.state import LearnerState
+from app.shared.compare import TABLE_CSS, num
+from attention_core import AttentionResult, row_steps
+from attention_core.modes import run_title
+
+OTHER_LIBRARIES = (
+    "What other libraries do with a row that has no visible key: PyTorch's "
+    "scaled_dot_product_attention returns zeros, as here; scipy.special.softmax and a plain −∞ "
+    "softmax return NaN; jax.nn.dot_product_attention returns uniform weights over all keys, "
+    "masked ones included, so its output is the mean of every value.")
+
+NOTICE_CSS = """
+.notice { padding: 10px 14px; border-radius: 6px; border: 1px solid; margin-bottom: 6px; }
+.danger { background: #f8d7da; color: #58151c; border-color: #f1aeb5; }
+.warning { background: #fff3cd; color: #664d03; border-color: #ffe69c; }
+.readouts-and-checks { display: flex; flex-wrap: wrap; gap: 10px 40px; align-items: flex-start; }
+h3 { font-size: 1.1em; font-weight: bold; margin: 1em 0 0.6em; }
+"""
+
+
+def empty_rows(r: AttentionResult) -> list[int]:
+    """Rows (from 0) left with no visible key, e.g. every key they may read is padding."""
+    return [i for i in range(r.T) if row_steps(r, i).no_visible_key]
+
+
+def banner_html(r: AttentionResult | None) -> str:
+    """The warning over the heat maps when a broken mode changes this input's result."""
+    if r is None or r.mode.name == "correct" or not r.failed_checks:
+        return ""
+    if r.mode.name == "mask_after_softmax":
+        head = "BROKEN MODE: mask after softmax."
+    else:
+        head = f"BROKEN MODE: {html.escape(r.mode.title.lower())}."
+    return (f"<div class='notice danger' role='status'><b>{head}</b> "
+            f"{html.escape(r.mode.description)}</div>")
+
+
+def checks_html(r: AttentionResult) -> str:
+    """The core's checks of ``r`` as a checklist in seed 004's audit order."""
+    items = []
+    for c in r.checks:
+        mark, word = {True: ("✓", "pass"), False: ("✗", "FAIL"), None: ("–", "n/a")}[c.passed]
+        items.append(
+            f"<li class='check-{word.lower().replace('/', '')}' data-check='{c.name}'>"
+            f"<span aria-hidden='true'>{mark}</span> <b>{word}</b> {html.escape(c.title)}: "
+            f"{html.escape(c.message)}</li>")
+    return ("<h3>Checks (audit order of seed 004)</h3>"
+            "<ol class='checklist' aria-label='Checks in audit order'>" + "".join(items) + "</ol>")
+
+
+def _contributions(r: AttentionResult) -> str:
+    if r.contributions is None or r.contributions.ndim != 2:
+        return ""
+    head = "".join(f"<th scope='col'>from key {j + 1}</th>" for j in range(r.T))
+    body = "".join(
+        f"<tr><th scope='row'>{i + 1}</th>"
+        + "".join(f"<td>{num(r.contributions[i, j])}</td>" for j in range(r.T)) + "</tr>"
+        for i in range(r.T))
+    return ("<details><summary>Contributions weight × value</summary>"
+            "<table aria-label='Contributions'><thead><tr><th scope='col'>row</th>"
+            f"{head}</tr></thead><tbody>{body}</tbody></table></details>")
+
+
+def readouts_html(r: AttentionResult | None, input_ok: bool) -> str:
+    """Row sums, future-token weight, output per row; totals; notes; the checklist."""
+    stale = "" if input_ok else (
+        "<div class='notice warning'>The inputs have a problem (see the marked fields), so "
+        "the heat maps and these readouts still show the last valid input.</div>")
+    if r is None:
+        return stale
+    empty = empty_rows(r)
+    has_output = r.output is not None
+    head = ("<th scope='col'>row (query)</th><th scope='col'>row sum</th>"
+            "<th scope='col'>future-token weight</th>")
+    if has_output:
+        head += "<th scope='col'>output</th>"
+    rows = []
+    for i in range(r.T):
+        flag = "" if abs(r.row_sums[i] - 1) <= 1e-9 else " ✗ not 1"
+        if i in empty:
+            flag += " (no visible key)"
+        cells = (f"<th scope='row'>{i + 1}</th><td>{num(r.row_sums[i])}{flag}</td>"
+                 f"<td>{num(r.future_weight[i])}</td>")
+        if has_output:
+            cells += f"<td>{', '.join(num(x) for x in np.atleast_1d(r.output[i]))}</td>"
+        rows.append(f"<tr>{cells}</tr>")
+    note = ""
+    if empty:
+        which = ", ".join(str(i + 1) for i in empty)
+        failed = [c.title for c in sorted(r.checks, key=lambda c: c.name != "row_sums")
+                  if c.passed is False]
+        note = (f"<div class='notice warning' data-testid='empty-row-note'><p><b>Row{'s' if len(empty) > 1 else ''} "
+                f"{which}: no visible key.</b> Every key {'they' if len(empty) > 1 else 'it'} may read is "
+                f"padding, so {'their' if len(empty) > 1 else 'its'} weights are all 0 here and the "
+                f"check “{html.escape(failed[0] if failed else 'Row sums equal 1')}” fails.</p>"
+                f"<p>{html.escape(OTHER_LIBRARIES)}</p></div>")
+    title = html.escape(run_title(r.mode.name, r.causal, r.T))
+    return (
+        f"{stale}<p>This run: <b data-testid='run-title'>{title}</b></p>{note}"
+        "<div class='readouts-and-checks'><div>"
+        "<table class='readouts' aria-label='Row sums and future-token weight'>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f"<p>Total future-token weight: <b data-testid='total-future-weight'>"
+        f"{num(r.total_future_weight)}</b> · smallest row sum: "
+        f"<b data-testid='min-row-sum'>{num(r.min_row_sum)}</b></p>"
+        f"{_contributions(r)}</div><div>{checks_html(r)}</div></div>")
+
+
+class BannerView(pn.viewable.Viewer):
+    """The broken-mode warning, shown above the heat maps while a broken mode shows."""
+
+    state = param.ClassSelector(class_=LearnerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        text = pn.bind(banner_html, self.state.param.result)
+        self.pane = pn.pane.HTML(text, visible=pn.bind(bool, text), stylesheets=[NOTICE_CSS],
+                                 sizing_mode="stretch_width", margin=(0, 10))
+
+    def __panel__(self):
+        return self.pane
+
+
+class ReadoutsView(pn.viewable.Viewer):
+    """The readouts and the checklist of the current result."""
+
+    state = param.ClassSelector(class_=LearnerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.pane = pn.pane.HTML(
+            pn.bind(readouts_html, self.state.param.result, self.state.param.input_ok),
+            name="readouts", stylesheets=[TABLE_CSS, NOTICE_CSS], sizing_mode="stretch_width",
+            margin=(0, 10))
+
+    def __panel__(self):
+        return self.pane

@@ -1,0 +1,104 @@
+"""The learner's page: one :class:`LearnerState` and the views over it, in one template.
+
+Each browser session builds its own :class:`LearnerPage` (``attention-workbench serve`` does,
+per request), so no two learners share a widget or a value. Tests build one without a browser:
+``page = LearnerPage(store=RunStore(tmp))``, then set ``page.state`` and read the views.
+"""
+
+from __future__ import annotations
+
+import panel as pn
+import param
+
+from app.learner.checks import BannerView, ReadoutsView
+from app.learner.inputs import InputsView
+from app.learner.matrices import MatricesView
+from app.learner.record import RecordView
+from app.learner.runs import SavedRunsView
+from app.learner.state import LearnerState
+from app.learner.steps import RowStepsView
+from attention_core.store import RunStore, resolve_runs_dir
+
+TITLE = "Self-attention workbench"
+
+INTRO = """<p>
+Rows are querying tokens, columns are the keys they may read. With the <b>Causal mask</b> on, a
+token cannot read later tokens: their scores become −∞ <em>before</em> softmax, so each row's
+weights still sum to 1. Choose a <b>Failure mode</b> to see what each common mistake of seed 003
+breaks, save a run in each, and compare them. Here d_k = 1, so scores are divided by √1 = 1.
+Click a heat-map row (or set <b>Row</b>) to see that row's computation step by step.
+</p>"""
+
+DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is saved. "
+                "Reload the page once the server is back; your saved runs are kept.")
+
+
+class LearnerPage(pn.viewable.Viewer):
+    """The whole learner page over one state: inputs in the sidebar, the maps and what they
+    say in the main area, then the record form and the saved runs."""
+
+    store = param.ClassSelector(class_=RunStore, doc="Where runs are saved.")
+    state = param.ClassSelector(class_=LearnerState, doc="This page's one state.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if self.store is None:
+            self.store = RunStore(resolve_runs_dir())
+        if self.state is None:
+            self.state = LearnerState(store=self.store)
+        s = self.state
+        self.inputs = InputsView(state=s)
+        self.banner = BannerView(state=s)
+        self.matrices = MatricesView(state=s)
+        self.row = pn.widgets.IntInput.from_param(s.param.row, name="Row", description=None, width=90,
+                                                  margin=(5, 10))
+        self.steps = RowStepsView(state=s)
+        self.readouts = ReadoutsView(state=s)
+        self.record = RecordView(state=s)
+        self.runs = SavedRunsView(state=s)
+        self.sidebar = pn.Column(self.inputs, sizing_mode="stretch_width", margin=0)
+        self.main = pn.Column(
+            self.banner, self.matrices,
+            pn.Row(self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "
+                                          "below.</p>", margin=(22, 0, 0, 0)), margin=0),
+            self.readouts, self.steps, pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
+            self.record, self.runs, sizing_mode="stretch_width", margin=0)
+
+    def template(self) -> pn.template.BootstrapTemplate:
+        """The page as served: this page's views in a sidebar template, with its session's
+        disconnect notice and its saved runs kept in the URL."""
+        # Session-local config: a learner whose server went away is told so, instead of
+        # clicking Save run into a dead connection and believing the run was saved.
+        pn.config.notifications = True
+        pn.config.disconnect_notification = DISCONNECTED
+        template = pn.template.BootstrapTemplate(
+            title=TITLE, sidebar_width=380, header_background="#37474f",
+            # Panel's busy indicator follows one process-wide flag: each learner's edit would
+            # make every open page show it.
+            busy_indicator=None, sidebar=[self.sidebar], main=[self.main])
+        if pn.state.curdoc is not None:
+            self._keep_saved_runs_in_url()
+        return template
+
+    def _keep_saved_runs_in_url(self) -> None:
+        """Keep the ids of this page's saved runs in its URL (``?runs=id1,id2``), so a reload or
+        a bookmark shows the same Saved runs again. The ids are only ever looked up in the store."""
+        location, args = pn.state.location, pn.state.session_args or {}
+        if location is None:
+            return
+        ids = b",".join(args.get("runs", [])).decode("ascii", "replace")
+        self.state.restore_runs([i for i in ids.split(",") if i])
+        self.state.param.watch(
+            lambda event: location.update_query(runs=",".join(r.id for r in event.new)), "saved")
+
+    def __panel__(self):
+        return pn.Row(self.sidebar, self.main, sizing_mode="stretch_width")
+
+
+def create_page(store: RunStore | None = None) -> pn.template.BootstrapTemplate:
+    """One session's learner page over ``store`` (default: the resolved runs directory)."""
+    return LearnerPage(store=store).template()
+
+
+if __name__.startswith("bokeh"):
+    create_page().servable()
