@@ -24,7 +24,7 @@ from pathlib import Path
 PASSWORD_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD"
 INSTRUCTOR_USER = "instructor"
 INSTRUCTOR_PATH = "/instructor"
-LOGIN_TEMPLATE = Path(__file__).resolve().parent / "instructor_login.html"
+LOGIN_TEMPLATE = Path(__file__).resolve().parent / "instructor" / "login.html"
 # Endpoints anyone may open without logging in: the learner page, its WebSocket and its
 # autoload script, with or without a query string.
 GUEST_ENDPOINTS = ["/"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from datetime import date, timedelta
 
@@ -13,13 +15,18 @@ from store_helpers import T0, make_record
 from app.instructor import (
     ALL_MODES,
     ClassChartView,
+    InstructorPage,
     InstructorState,
     ProblemsView,
     RunsTableView,
     create_instructor,
     created_texts,
+    mode_order,
     shorten,
 )
+from app.shared.compare import ComparisonView
+from attention_core import scaled_dot_product_attention
+from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import ExperimentRecord
 from attention_core.store import RunStore, RunSummary, export_csv, export_json
 
@@ -37,12 +44,12 @@ def store(tmp_path) -> RunStore:
 def test_filters_by_learner_label_mode_and_local_dates(store):
     s = InstructorState(store=store)
     assert [r.learner for r in s.filtered] == ["Ada", "Grace", "ada lovelace"]
-    assert s.param.mode.objects == [ALL_MODES, "correct, causal", "mask after softmax (broken)", "no mask"]
+    assert s.param.mode.objects == [ALL_MODES, "Correct, causal", "Mask after softmax (broken)", "No mask"]
     s.learner = " ADA "
     assert [r.learner for r in s.filtered] == ["Ada", "ada lovelace"]
     s.label = "pe"
     assert [r.label for r in s.filtered] == ["open"]
-    s.param.update(learner="", label="", mode="mask after softmax (broken)")
+    s.param.update(learner="", label="", mode="Mask after softmax (broken)")
     assert [r.learner for r in s.filtered] == ["Grace"]
     s.mode = ALL_MODES
     # T0 is 09:15 UTC on 31 January; +14 h is 23:15 UTC, already 1 February in Berlin, so the
@@ -98,7 +105,9 @@ def test_chart_has_one_point_per_filtered_run_grouped_by_mode_and_tap_selects(st
     assert len(data["id"]) == 3
     assert chart.ticker.ticks == [0, 1, 2]
     assert [round(x) for x in data["x"]] == [0, 1, 2]
-    assert chart.colors.factors == ["correct, causal", "mask after softmax (broken)", "no mask"]
+    assert chart.colors.factors == ["Correct, causal", "Mask after softmax (broken)", "No mask"]
+    assert chart.figures[0].xaxis.major_label_overrides == {
+        0: "Correct,\ncausal", 1: "Mask after softmax (broken)", 2: "No mask"}
     assert chart.chosen.data["x"] == []
     before = chart.source.data
     chart.source.selected.indices = [1]  # what a tap does
@@ -108,8 +117,8 @@ def test_chart_has_one_point_per_filtered_run_grouped_by_mode_and_tap_selects(st
     assert chart.chosen.data["x"] == [data["x"][1]]
     assert chart.chosen.data["mode"] == [data["mode"][1]]
     assert chart.source.data is before
-    s.mode = "no mask"
-    assert list(chart.source.data["mode"]) == ["no mask"]
+    s.mode = "No mask"
+    assert list(chart.source.data["mode"]) == ["No mask"]
     assert chart.chosen.data["x"] == []  # the chosen run is filtered out: not drawn
 
 
@@ -179,10 +188,79 @@ def test_shorten():
 
 
 def test_a_page_per_session_over_one_store(store):
-    first, second = create_instructor(store), create_instructor(store)
+    first, second = InstructorPage(store), InstructorPage(store)
     assert first.state is not second.state and first.state.store is second.state.store
     first.state.learner = "Grace"
     assert len(second.state.filtered) == 3
+    # Without a browser session the rest of the page is built at once.
+    assert isinstance(first.class_chart, ClassChartView) and len(first.chart.objects) == 1
+    assert first.exports.state is first.state and first.comparison.state is first.state
+    assert len(first.below.objects) == 2
+    for r in first.state.records[:2]:
+        first.state.select(r.id)
+    assert first.comparison.hint.object == ""
+    assert "Comparison of row sums" in first.comparison.compare.summary.object
+    assert "Select 2 more runs" in second.comparison.hint.object
+
+
+def test_create_instructor_serves_the_page_in_its_template(store):
+    template = create_instructor(store)
+    assert isinstance(template, pn.template.BootstrapTemplate)
+    assert template.title == "Self-attention workbench · Instructor"
+    assert not hasattr(template, "state")  # tests read an InstructorPage's state instead
+    assert len(template.main) == 1
+
+
+def _run(mode: str, causal: bool, T: int = 3, minutes: int = 0, **text) -> ExperimentRecord:
+    values = [10.0, 20.0, 100.0][:T]
+    result = scaled_dot_product_attention([1.0] * T, [1.0, 2.0, 9.0][:T], values, causal=causal,
+                                          failure_mode=mode)
+    return ExperimentRecord.from_result(result, created_at=T0 + timedelta(minutes=minutes), **text)
+
+
+def test_every_place_names_a_run_by_its_title(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    # Today's learner page saved "causal off + broken toggle" as mask_after_softmax; it masked
+    # nothing, and every page and the CSV say so rather than calling it broken or correct.
+    runs = [_run("correct", True, label="causal"), _run("mask_after_softmax", True, minutes=1, label="broken"),
+            _run("mask_after_softmax", False, minutes=2, label="open toggle"),
+            _run("correct", False, minutes=3, label="bidirectional"),
+            _run("mask_after_softmax", True, T=1, minutes=4, label="one token")]
+    for r in runs:
+        store.save(r)
+    titles = ["Correct, causal", "Mask after softmax (broken)",
+              "Mask after softmax (broken), nothing to mask: bidirectional",
+              "Correct, bidirectional (no causal mask)",
+              "Mask after softmax (broken), nothing to mask: one token"]
+    assert [r.title for r in runs] == titles
+    s = InstructorState(store=store)
+    assert s.param.mode.objects == [ALL_MODES, titles[0], titles[1], titles[4], titles[3], titles[2]]
+    table = RunsTableView(state=s)
+    assert list(table.table.value["mode"]) == titles[::-1]  # newest first
+    assert list(table.table.value["mask after softmax"]) == [True, False, True, True, False]
+    chart = ClassChartView(state=s)
+    assert list(chart.source.data["mode"]) == titles
+    assert chart.colors.factors == [titles[0], titles[1], titles[4], titles[3], titles[2]]
+    s.mode = titles[2]
+    assert [r.label for r in s.filtered] == ["open toggle"]
+    rows = list(csv.DictReader(io.StringIO(s.export("csv"), newline="")))
+    assert [(row["mode"], row["failure_mode"], row["causal"]) for row in rows] == [
+        (titles[2], "mask_after_softmax", "false")]
+    s.mode = ALL_MODES
+    for r in s.records[:2]:
+        s.select(r.id)
+    compare = ComparisonView()
+    compare.show(s.compared)
+    assert "A: causal (Correct, causal)" in compare.summary.object
+    assert "B: broken (Mask after softmax (broken))" in compare.summary.object
+
+
+def test_mode_order_puts_the_lesson_contrast_first_then_bidirectional_runs():
+    every = {run_title(m, c, T) for m in FAILURE_MODES for c in (True, False) for T in (1, 3)}
+    order = mode_order(every | {"Something else"})
+    assert order[:3] == ["Correct, causal", "Mask after softmax (broken)", "No mask"]
+    assert order.index("Correct, bidirectional (no causal mask)") > order.index("Keys mixed instead of values")
+    assert order[-1] == "Something else" and len(order) == len(every) + 1
 
 
 def test_ten_thousand_runs_list_fast_once_cached(tmp_path):

@@ -1,0 +1,154 @@
+"""The class picture: total future-token weight and smallest row sum per run, grouped by title."""
+
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.models import (
+    CategoricalColorMapper,
+    ColumnDataSource,
+    CustomJSHover,
+    FixedTicker,
+    HoverTool,
+    Range1d,
+    TapTool,
+)
+from bokeh.palettes import Category10_10
+from bokeh.plotting import figure
+
+from app.instructor.columns import created_texts, numbers, texts
+from app.instructor.state import InstructorState, mode_order
+
+CHART_HEIGHT = 390  # px: the class picture's heading and one row of its two figures
+# Hover text of a summary number: "not finite" where the run had none (NaN in the source).
+_NUMBER_HOVER = "return isNaN(value) ? 'not finite' : String(Number(value.toPrecision(4)));"
+
+
+def tick_label(title: str) -> str:
+    """A run title on two lines at its first comma, so the groups' labels fit side by side."""
+    head, comma, rest = title.partition(", ")
+    return f"{head},\n{rest}" if comma else title
+
+
+class ClassChartView(pn.viewable.Viewer):
+    """Total future-token weight and smallest row sum per run, grouped by title; tap selects.
+
+    One source holds a point per run with just the columns the glyphs, the hover and the tap
+    read (numbers as arrays, sent to the browser in binary); the selected runs (at most two) are
+    drawn again, larger and outlined, from their own small source, so selecting a run never
+    resends every point.
+    """
+
+    state = param.ClassSelector(class_=InstructorState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.source = ColumnDataSource(self._data([]), name="class-source")
+        self.chosen = ColumnDataSource(self._chosen([]), name="class-selected-source")
+        self.colors = CategoricalColorMapper(factors=[], palette=[])
+        self.ticker = FixedTicker(ticks=[])
+        # One fixed x range for both figures (a DataRange1d would ignore start/end set later).
+        self.x_range = Range1d(-0.6, 0.6)
+        self.figures = [
+            self._figure("Total future-token weight per run", "future_weight", "class-future"),
+            self._figure("Smallest row sum per run", "min_row_sum", "class-row-sum"),
+        ]
+        self.source.selected.on_change("indices", self._tapped)
+        self.state.param.watch(self._update, "filtered")
+        self.state.param.watch(self._relabel, "timezone")
+        self.state.param.watch(self._show_selected, "selected_ids")
+        self._update()
+
+    def _figure(self, title: str, column: str, name: str) -> figure:
+        fig = figure(title=title, name=f"{name}-figure", height=300, width=520, tools="", x_range=self.x_range,
+                     toolbar_location=None, x_axis_label="mode", y_axis_label=title.split(" per")[0])
+        color = {"field": "mode", "transform": self.colors}
+        points = fig.scatter("x", column, source=self.source, size=10, fill_color=color,
+                             line_color="white", line_width=2, fill_alpha=0.8,
+                             nonselection_fill_alpha=0.8, nonselection_line_alpha=1.0)
+        fig.scatter("x", column, source=self.chosen, size=16, fill_color=color, line_color="black",
+                    line_width=2, fill_alpha=0.8)
+        number = CustomJSHover(code=_NUMBER_HOVER)
+        hover = HoverTool(renderers=[points], tooltips=[
+            ("learner", "@learner"), ("label", "@label"), ("mode", "@mode"), ("created", "@created"),
+            ("total future-token weight", "@future_weight{custom}"),
+            ("smallest row sum", "@min_row_sum{custom}"),
+        ], formatters={"@future_weight": number, "@min_row_sum": number})
+        fig.add_tools(TapTool(renderers=[points]), hover)
+        fig.xaxis.ticker = self.ticker
+        fig.xaxis.major_label_orientation = 0.35
+        fig.xgrid.grid_line_color = None
+        return fig
+
+    def _data(self, records) -> dict:
+        titles = [r.title for r in records]
+        modes = mode_order(titles)
+        place = {m: n for n, m in enumerate(modes)}
+        seen = dict.fromkeys(modes, 0)
+        x = np.empty(len(records))
+        for n, mode in enumerate(titles):
+            # Spread a group's points evenly (deterministic, unlike a random jitter).
+            k = seen[mode]
+            seen[mode] += 1
+            x[n] = place[mode] + ((k * 0.618034) % 1 - 0.5) * 0.6
+        self._modes = modes
+        self._x = dict(zip((r.id for r in records), x, strict=True))
+        return {
+            "id": texts(r.id for r in records), "x": x, "mode": texts(titles),
+            "learner": texts(r.learner or "" for r in records),
+            "label": texts(r.label or "" for r in records),
+            "created": texts(self._created(records)),
+            "future_weight": numbers(r.total_future_weight for r in records),
+            "min_row_sum": numbers(r.min_row_sum for r in records),
+        }
+
+    def _created(self, records) -> list[str]:
+        zone = self.state.timezone if getattr(self, "state", None) else "UTC"
+        return created_texts(records, zone, "%Y-%m-%d %H:%M")
+
+    def _chosen(self, records) -> dict:
+        return {"x": [self._x[r.id] for r in records], "mode": [r.title for r in records],
+                "future_weight": numbers(r.total_future_weight for r in records),
+                "min_row_sum": numbers(r.min_row_sum for r in records)}
+
+    def _update(self, *events) -> None:
+        data = self._data(self.state.filtered)
+        with pn.io.unlocked():
+            self.ticker.ticks = list(range(len(self._modes)))
+            for fig in self.figures:
+                fig.xaxis.major_label_overrides = {n: tick_label(m) for n, m in enumerate(self._modes)}
+            self.x_range.update(start=-0.6, end=max(len(self._modes), 1) - 0.4)
+            self.colors.update(factors=self._modes,
+                               palette=[Category10_10[n % 10] for n in range(len(self._modes))])
+            self.source.data = data
+        self._show_selected()
+
+    def _relabel(self, *events) -> None:
+        """Only the hover's local times change with the browser's zone: send just that column."""
+        with pn.io.unlocked():
+            self.source.data.update(created=texts(self._created(self.state.filtered)))
+
+    def _show_selected(self, *events) -> None:
+        shown = {r.id: r for r in self.state.filtered}
+        chosen = [shown[i] for i in self.state.selected_ids if i in shown]
+        with pn.io.unlocked():
+            self.chosen.data = self._chosen(chosen)
+
+    def _tapped(self, attr, old, new) -> None:
+        if not new:
+            return
+        ids = self.source.data["id"]
+        for n in new:
+            if n < len(ids):
+                self.state.select(ids[n])
+        # Clear Bokeh's own selection so tapping the same point again is a new event; the chosen
+        # runs are drawn larger with a black outline instead.
+        self.source.selected.indices = []
+
+    def __panel__(self):
+        return pn.Column(
+            pn.pane.HTML("<h3>Class picture</h3><p>One point per run shown in the table, grouped by "
+                         "mode. Click a point to select that run for comparison.</p>"),
+            pn.FlexBox(*(pn.pane.Bokeh(f) for f in self.figures)),
+        )

@@ -1,0 +1,181 @@
+"""The instructor page assembled: problems, filters, class picture, table, exports, comparison.
+
+:class:`InstructorPage` is one browser session's page over the server's store; tests build it
+without a browser and read its ``state``. New runs appear without a reload: a periodic callback
+per session re-lists the store, which costs a directory scan and a ``stat`` per file, because
+the server's one :class:`~attention_core.store.RunStore` caches summaries by stat for every
+session.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from datetime import UTC, datetime
+
+import panel as pn
+import param
+
+from app.instructor.chart import CHART_HEIGHT, ClassChartView
+from app.instructor.state import InstructorState
+from app.instructor.table import FiltersView, RunsTableView
+from app.shared.compare import ComparisonView
+from app.shared.widgets import like_the_first_paint
+from attention_core.store import RunStore
+
+REFRESH_MS = 2000
+INTRO = (
+    "<p>Every run your learners saved, newest first. New runs appear within a few seconds. Tick "
+    "two runs (or click two points in the class picture) to compare them; ticking a third "
+    "replaces the oldest.</p>")
+
+
+class ExportView(pn.viewable.Viewer):
+    """Download the filtered runs as a JSON bundle or CSV; fresh content on every click."""
+
+    state = param.ClassSelector(class_=InstructorState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.json = pn.widgets.FileDownload(
+            callback=lambda: self._download("json"), filename="class-runs.json",
+            label="Export JSON", embed=False, button_type="primary")
+        self.csv = pn.widgets.FileDownload(
+            callback=lambda: self._download("csv"), filename="class-runs.csv",
+            label="Export CSV", embed=False, button_type="primary")
+
+    def _download(self, fmt: str) -> io.StringIO:
+        self.state.refresh()  # runs saved since the last tick are in the file too
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        widget = self.json if fmt == "json" else self.csv
+        widget.filename = f"class-runs-{stamp}.{fmt}"
+        return io.StringIO(self.state.export(fmt))
+
+    def __panel__(self):
+        return pn.Row(self.json, self.csv, pn.pane.HTML(
+            "<p>Exports hold the runs the filters keep, text exactly as saved.</p>"))
+
+
+class ProblemsView(pn.viewable.Viewer):
+    """Files in the store that were skipped, and why (never fatal)."""
+
+    state = param.ClassSelector(class_=InstructorState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.pane = pn.pane.Alert("", alert_type="warning", visible=False, name="store-problems",
+                                  sizing_mode="stretch_width")
+        self.state.param.watch(self._update, "problems")
+        self._update()
+
+    def _update(self, *events) -> None:
+        problems = self.state.problems
+        shown = problems[:50]
+        items = "".join(f"<li><code>{html.escape(name)}</code>: {html.escape(reason)}</li>"
+                        for name, reason in shown)
+        more = f"<li>… and {len(problems) - len(shown)} more</li>" if len(problems) > len(shown) else ""
+        # An Alert renders Markdown; raw HTML blocks pass through, and every piece is escaped.
+        self.pane.object = (f"<div><b>{len(problems)} file(s) in the runs directory were skipped</b>"
+                            f"<ul>{items}{more}</ul></div>")
+        self.pane.visible = bool(problems)
+
+    def __panel__(self):
+        return self.pane
+
+
+class ComparisonPanel(pn.viewable.Viewer):
+    """The comparison of the selected runs, and a hint while fewer than two are selected."""
+
+    state = param.ClassSelector(class_=InstructorState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.compare = ComparisonView()
+        self.hint = pn.pane.HTML("", name="compare-hint")
+        self.state.param.watch(self._update, ["selected_ids", "records"])
+        self._update()  # runs may have been selected before the page was complete
+
+    def _update(self, *events) -> None:
+        compared = self.state.compared
+        missing = 2 - len(compared)
+        self.hint.object = ("" if missing <= 0 else
+                            f"<h3>Comparison</h3><p>Select {missing} more run{'s' if missing > 1 else ''} "
+                            "to compare (tick it in the table or click its point).</p>")
+        self.compare.show(compared)
+
+    def __panel__(self):
+        return pn.Column(self.hint, self.compare, sizing_mode="stretch_width")
+
+
+class InstructorPage(pn.viewable.Viewer):
+    """One session's instructor page over the server's store.
+
+    The first paint carries the filters, the run count and the table; the class picture (two
+    figures, many Bokeh models and a point per run), the exports and the comparison are built
+    once the browser has drawn it (``pn.state.onload``; at once without a browser session).
+    """
+
+    state = param.ClassSelector(class_=InstructorState, doc="This session's runs, filters and selection.")
+
+    def __init__(self, store: RunStore | None = None, **params):
+        if "state" not in params:
+            params["state"] = InstructorState(store=store)
+        super().__init__(**params)
+        self.class_chart: ClassChartView | None = None  # these three once the browser drew the rest
+        self.exports: ExportView | None = None
+        self.comparison: ComparisonPanel | None = None
+        # The class picture's space (heading and one row of figures) is kept, so the table does
+        # not jump down when it arrives; what follows the table needs none.
+        self.chart = pn.Column(sizing_mode="stretch_width", min_height=CHART_HEIGHT)
+        self.below = pn.Column(sizing_mode="stretch_width")
+        self._layout = pn.Column(
+            pn.pane.HTML(INTRO),
+            ProblemsView(state=self.state),
+            FiltersView(state=self.state),
+            self.chart,
+            pn.pane.HTML("<h3>Runs</h3>"),
+            RunsTableView(state=self.state),
+            self.below,
+            sizing_mode="stretch_width",
+        )
+        pn.state.onload(self._rest)
+        self._follow_browser_timezone()
+        callback = pn.state.add_periodic_callback(self.state.refresh, period=REFRESH_MS)
+        if pn.state.curdoc is not None:
+            pn.state.curdoc.on_session_destroyed(lambda context: callback.stop())
+
+    def _rest(self) -> None:
+        with like_the_first_paint():
+            self.class_chart = ClassChartView(state=self.state)
+            self.exports = ExportView(state=self.state)
+            self.comparison = ComparisonPanel(state=self.state)
+            self.chart.append(self.class_chart)
+            self.below.objects = [self.exports, self.comparison]
+
+    def _follow_browser_timezone(self) -> None:
+        info = pn.state.browser_info
+        if info is None:
+            return
+
+        def _set(*events):
+            if info.timezone:
+                self.state.timezone = info.timezone
+        info.param.watch(_set, "timezone")
+        _set()
+
+    def template(self) -> pn.template.BootstrapTemplate:
+        """This page in the workbench's template, ready to serve."""
+        template = pn.template.BootstrapTemplate(
+            title="Self-attention workbench · Instructor", header_background="#37474f",
+            busy_indicator=None,  # process-wide flag: see the learner page's template
+        )
+        template.main.append(self)
+        return template
+
+    def __panel__(self):
+        return self._layout
+
+
+def create_instructor(store: RunStore) -> pn.template.BootstrapTemplate:
+    """Build one session's instructor page over the server's ``store``, in its template."""
+    return InstructorPage(store).template()

@@ -1,0 +1,133 @@
+"""One instructor session's state: the store's listing, the filters, the filtered runs, the selection.
+
+The listing is of :class:`~attention_core.summaries.RunSummary` objects (no matrices): the page
+needs full records only to compare two runs and to export JSON, and reads just those. A run is
+named by its title (:func:`attention_core.modes.run_title`), the name every page and the CSV
+give it. Left out: widgets and layout (the views in this package).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import param
+
+from attention_core.modes import FAILURE_MODES, run_title
+from attention_core.records import ExperimentRecord, RecordError
+from attention_core.store import RunStore, export_csv, export_json
+from attention_core.summaries import RunSummary
+
+ALL_MODES = "All modes"
+# The lesson's contrast first: every mode with the causal mask it asked for (correct, then the
+# broken one), then the runs whose broken order had nothing to mask, then bidirectional runs.
+_MODE_ORDER = (
+    *(run_title(name, True, 3) for name in FAILURE_MODES),
+    run_title("mask_after_softmax", True, 1),
+    *(run_title(name, False, 3) for name in FAILURE_MODES),
+)
+
+
+def mode_order(titles) -> list[str]:
+    """Run titles in the lesson's order (see ``_MODE_ORDER``), any others alphabetically."""
+    titles = set(titles)
+    return [t for t in _MODE_ORDER if t in titles] + sorted(titles - set(_MODE_ORDER))
+
+
+def zone(name: str) -> ZoneInfo:
+    """The IANA zone ``name``, UTC when it is unknown (a browser may report anything)."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+class InstructorState(param.Parameterized):
+    """One instructor session: the store's runs, the filters, the filtered runs, the selection."""
+
+    store = param.ClassSelector(class_=RunStore, doc="The server's run store (shared, cached).")
+    records = param.List(default=[], doc="Every readable run's summary, oldest first.")
+    problems = param.List(default=[], doc="(file name, reason) for every file skipped.")
+    learner = param.String(default="", doc="Keep runs whose learner contains this (any case).")
+    label = param.String(default="", doc="Keep runs whose label contains this (any case).")
+    mode = param.Selector(default=ALL_MODES, objects=[ALL_MODES],
+                          doc="Keep runs with this title (run_title), or all.")
+    start = param.CalendarDate(default=None, allow_None=True, doc="First day kept (local date).")
+    end = param.CalendarDate(default=None, allow_None=True, doc="Last day kept (local date).")
+    timezone = param.String(default="UTC", doc="IANA zone of the instructor's browser.")
+    filtered = param.List(default=[], doc="The runs passing every filter, oldest first.")
+    selected_ids = param.List(default=[], item_type=str,
+                              doc="Selected run ids, at most two, oldest selection first.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-list the store; change ``records``/``problems`` only if the listing changed."""
+        listing = self.store.list_summaries()
+        same = len(listing.records) == len(self.records) and all(
+            a is b for a, b in zip(listing.records, self.records, strict=True))
+        if not same:
+            modes = mode_order({r.title for r in listing.records})
+            self.param.mode.objects = [ALL_MODES, *modes]
+            if self.mode not in self.param.mode.objects:
+                self.mode = ALL_MODES
+            self.records = listing.records
+        if listing.problems != self.problems:
+            self.problems = listing.problems
+
+    def local_time(self, record: RunSummary | ExperimentRecord) -> datetime:
+        return record.created_datetime.astimezone(zone(self.timezone))
+
+    @param.depends("records", "learner", "label", "mode", "start", "end", "timezone",
+                   watch=True, on_init=True)
+    def _filter(self) -> None:
+        learner, label = self.learner.strip().casefold(), self.label.strip().casefold()
+        # Parameters read once, not per run: each read goes through param's descriptors.
+        mode, start, end, here = self.mode, self.start, self.end, zone(self.timezone)
+        kept = []
+        for r in self.records:
+            if learner and learner not in (r.learner or "").casefold():
+                continue
+            if label and label not in (r.label or "").casefold():
+                continue
+            if mode != ALL_MODES and r.title != mode:
+                continue
+            if start is not None or end is not None:
+                day = r.created_datetime.astimezone(here).date()
+                if (start and day < start) or (end and day > end):
+                    continue
+            kept.append(r)
+        # Unchanged runs (a refresh with nothing new, a zone change without date filters): keep
+        # the list, so the table and the chart are not rebuilt.
+        same = len(kept) == len(self.filtered) and all(
+            a is b for a, b in zip(kept, self.filtered, strict=True))
+        if not same:
+            self.filtered = kept
+
+    def select(self, run_id: str) -> None:
+        """Add a run to the selection; a third selection drops the oldest."""
+        if run_id in self.selected_ids:
+            return
+        self.selected_ids = [*self.selected_ids, run_id][-2:]
+
+    @property
+    def compared(self) -> list[ExperimentRecord]:
+        """The selected runs still in the store, in full, in selection order."""
+        listed = {r.id for r in self.records}
+        compared = []
+        for run_id in self.selected_ids:
+            if run_id in listed:
+                try:
+                    compared.append(self.store.get(run_id))  # cached by stat in the store
+                except (KeyError, RecordError):
+                    pass  # gone or damaged since the listing: the next refresh reports it
+        return compared
+
+    def export(self, fmt: str) -> str:
+        """The filtered runs as a JSON bundle (with the store's problems) or as CSV."""
+        if fmt == "json":
+            full = self.store.read_records(r.id for r in self.filtered)
+            return export_json(full.records, [*self.problems, *full.problems])
+        return export_csv(self.filtered)

@@ -1,0 +1,157 @@
+"""The filters and the runs table: one row per filtered run, newest first, a page at a time.
+
+Learner text reaches the table only as Tabulator ``plaintext`` cells, and its expanded row only
+as ``html.escape``d HTML.
+"""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+import panel as pn
+import param
+
+from app.instructor.columns import created_texts, numbers, shorten
+from app.instructor.state import ALL_MODES, InstructorState
+from attention_core.records import ExperimentRecord
+from attention_core.summaries import RunSummary
+
+PAGE_SIZE = 20
+_TEXT_COLUMNS = ("created (local)", "created (UTC)", "learner", "label", "mode", "failed checks",
+                 "prediction", "explanation", "id")
+COLUMNS = ["id", "created (local)", "created (UTC)", "learner", "label", "causal",
+           "mask after softmax", "mode", "tokens", "total future-token weight", "smallest row sum",
+           "failed checks", "prediction", "explanation"]
+
+
+def runs_frame(records: list[RunSummary], state: InstructorState) -> pd.DataFrame:
+    """The table's rows, newest first; free text shortened (full text in the row's details)."""
+    rows = records[::-1]
+    columns = {
+        "id": [r.id for r in rows],
+        "created (local)": created_texts(rows, state.timezone),
+        "created (UTC)": created_texts(rows, "UTC"),
+        "learner": [r.learner or "" for r in rows], "label": [r.label or "" for r in rows],
+        "causal": [r.causal for r in rows],
+        "mask after softmax": [r.mask_after_softmax for r in rows],
+        "mode": [r.title for r in rows], "tokens": [r.T for r in rows],
+        "total future-token weight": numbers(r.total_future_weight for r in rows),
+        "smallest row sum": numbers(r.min_row_sum for r in rows),
+        "failed checks": [", ".join(r.failed_checks) or "none" for r in rows],
+        "prediction": [shorten(r.prediction) for r in rows],
+        "explanation": [shorten(r.explanation) for r in rows],
+    }
+    return pd.DataFrame(columns, columns=COLUMNS)
+
+
+# The expanded row sits inside a Tabulator row whose hover style sets white text: set our own
+# colours, or the text vanishes on a white background while the pointer is over it.
+_DETAILS_CSS = """
+:host, :host(:hover) { color: #212529 !important; background: #ffffff; }
+dl { margin: 4px 12px; color: #212529; } dd { unicode-bidi: isolate; } dt { font-weight: bold; margin-top: 4px; }
+dd { margin: 0 0 0 12px; white-space: pre-wrap; overflow-wrap: anywhere; max-width: 900px; }
+"""
+
+
+def run_details(record: ExperimentRecord | RunSummary) -> str:
+    """A run's free text in full, escaped, for the table's expanded row."""
+    items = "".join(
+        f"<dt>{field}</dt><dd>{html.escape(getattr(record, field) or '—')}</dd>"
+        for field in ("learner", "label", "prediction", "explanation", "notes"))
+    return f"<dl aria-label='Full text of run {html.escape(record.id)}'>{items}</dl>"
+
+
+class FiltersView(pn.viewable.Viewer):
+    """Learner, label, mode and date-range filters."""
+
+    state = param.ClassSelector(class_=InstructorState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        s = self.state
+        self.learner = pn.widgets.TextInput.from_param(s.param.learner, name="Learner contains",
+                                                       width=180)
+        self.label = pn.widgets.TextInput.from_param(s.param.label, name="Label contains", width=180)
+        self.mode = pn.widgets.Select.from_param(s.param.mode, name="Mode", width=330)
+        self.dates = pn.widgets.DateRangePicker(name="Created between (local dates)", width=230)
+        self.dates.param.watch(self._set_dates, "value")
+        self.clear = pn.widgets.Button(name="Clear filters", button_type="light", margin=(27, 10, 10, 10))
+        self.clear.on_click(self._clear)
+
+    def _set_dates(self, event) -> None:
+        start, end = event.new if event.new else (None, None)
+        self.state.param.update(start=start, end=end)
+
+    def _clear(self, event) -> None:
+        self.dates.value = None
+        self.state.param.update(learner="", label="", mode=ALL_MODES, start=None, end=None)
+
+    def __panel__(self):
+        return pn.FlexBox(self.learner, self.label, self.mode, self.dates, self.clear)
+
+
+class RunsTableView(pn.viewable.Viewer):
+    """The filtered runs in a paginated, sortable Tabulator; ticking a row selects the run."""
+
+    state = param.ClassSelector(class_=InstructorState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._ids: list[str] = []
+        self._replacing = False
+        self.table = pn.widgets.Tabulator(
+            runs_frame([], self.state), name="Runs of the class", show_index=False,
+            selectable="checkbox", disabled=True, hidden_columns=["id"], pagination="remote",
+            page_size=PAGE_SIZE, sizing_mode="stretch_width", layout="fit_data_table",
+            formatters={
+                **{c: {"type": "plaintext"} for c in _TEXT_COLUMNS},
+                "causal": {"type": "tickCross"}, "mask after softmax": {"type": "tickCross"},
+            },
+            row_content=self._details, embed_content=False,
+        )
+        self.count = pn.pane.HTML("", name="runs-count")
+        self.state.param.watch(self._update, ["filtered", "timezone"])
+        self.state.param.watch(self._sync_selection, "selected_ids")
+        self.table.param.watch(self._selected, "selection")
+        self._update()
+
+    def _details(self, row: pd.Series):
+        record = next((r for r in self.state.records if r.id == row["id"]), None)
+        text = run_details(record) if record else "<p>This run is no longer in the store.</p>"
+        return pn.pane.HTML(text, stylesheets=[_DETAILS_CSS], sizing_mode="stretch_width")
+
+    def _update(self, *events) -> None:
+        s = self.state
+        self._ids = [r.id for r in reversed(s.filtered)]
+        self._replacing = True  # Tabulator resets its selection with new rows: not the user's doing
+        try:
+            self.table.value = runs_frame(s.filtered, s)
+        finally:
+            self._replacing = False
+        self.count.object = (f"<p><b data-testid='runs-shown'>{len(s.filtered)}</b> of "
+                             f"<span data-testid='runs-total'>{len(s.records)}</span> runs shown. "
+                             f"Times are in {html.escape(s.timezone)}; exports keep UTC.</p>")
+        self._sync_selection()
+
+    def _sync_selection(self, *events) -> None:
+        where = {run_id: n for n, run_id in enumerate(self._ids)}
+        wanted = [where[i] for i in self.state.selected_ids if i in where]
+        if sorted(self.table.selection) != sorted(wanted):
+            self.table.selection = wanted
+
+    def _selected(self, event) -> None:
+        if self._replacing:
+            return
+        ticked = [self._ids[n] for n in event.new if n < len(self._ids)]
+        shown = set(self._ids)
+        # Runs selected but filtered out of the table stay selected.
+        kept = [i for i in self.state.selected_ids if i in ticked or i not in shown]
+        for run_id in ticked:
+            if run_id not in kept:
+                kept.append(run_id)
+        self.state.selected_ids = kept[-2:]
+        self._sync_selection()
+
+    def __panel__(self):
+        return pn.Column(self.count, self.table, sizing_mode="stretch_width")
