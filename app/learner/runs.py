@@ -24,11 +24,10 @@ from attention_core.store import StoreError, export_csv, export_json
 EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
                     "violate it?")  # seed 003's explain checkpoint
 
-# The columns shown, in order, with their widths in px. The run id is in the data (for tests and
-# the page's own code) but not shown.
-RUN_COLUMNS = {"run": 45, "saved (UTC)": 90, "label": 130, "learner": 100, "mode": 230,
-               "future-token weight": 90, "smallest row sum": 90, "failed checks": 120,
-               "explanation": 180}
+# The columns shown, in order. The run id is in the data (for tests and the page's own code)
+# but not shown.
+RUN_COLUMNS = ("run", "saved (UTC)", "label", "learner", "mode", "future-token weight",
+               "smallest row sum", "failed checks", "explanation")
 
 
 def runs_columns(records) -> dict[str, list[str]]:
@@ -51,6 +50,11 @@ def runs_columns(records) -> dict[str, list[str]]:
         "failed checks": [", ".join(r.failed_checks) or "none" for r in records],
         "explanation": [r.explanation or "—" for r in records],
     }
+
+
+def _frame(records) -> pd.DataFrame:
+    # Text columns even with no run yet: the table picks each column's formatter from its dtype.
+    return pd.DataFrame(runs_columns(records), dtype=str)
 
 
 def compared_hint(ticked: list[int]) -> str:
@@ -81,13 +85,16 @@ class SavedRunsView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.state
-        # Panel's Tabulator: ticks as its checkbox selection, learner text as escaped plain text
-        # (its default formatter), a cut-off cell's whole text on hover (tooltip).
+        # Panel's Tabulator: ticks as its checkbox selection. Learner text is escaped and
+        # wrapped (the "textarea" formatter), so a long cell shows all its text; Tabulator's
+        # hover tooltip would render it as HTML.
         self.table = pn.widgets.Tabulator(
-            pd.DataFrame(runs_columns(s.saved)), selectable="checkbox",
+            _frame(s.saved), selectable="checkbox",
             disabled=True, show_index=False, sortable=False, hidden_columns=["id"],
-            widths=RUN_COLUMNS, layout="fit_columns", sizing_mode="stretch_width",
-            configuration={"columnDefaults": {"tooltip": True, "headerSort": False},
+            formatters={c: {"type": "textarea"} for c in RUN_COLUMNS},
+            layout="fit_data_stretch", sizing_mode="stretch_width",
+            configuration={"columnDefaults": {"headerSort": False, "headerWordWrap": True,
+                                              "maxWidth": 240},
                            "placeholder": "No saved runs yet."},
             margin=(5, 10))
         self.heading = pn.pane.HTML(
@@ -120,7 +127,7 @@ class SavedRunsView(pn.viewable.Viewer):
 
     def _show_runs(self, *events) -> None:
         # Same row index for the same run, so the table keeps its ticks.
-        self.table.value = pd.DataFrame(runs_columns(self.state.saved))
+        self.table.value = _frame(self.state.saved)
         self._compare()
 
     def _ticked(self) -> list[int]:
