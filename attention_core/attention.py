@@ -259,7 +259,7 @@ def scaled_dot_product_attention(
     allowed = combine_masks(T, causal=causal, key_is_real=key_is_real)  # [T, T] bool
     scale = math.sqrt(d_k) if mode.scale else 1.0
     scores = _scores(q2, k2, scale)  # [T, T]
-    with np.errstate(over="ignore"):  # only scores _scores accepted reach here; inf is honest
+    with np.errstate(over="ignore"):  # inf only where the scaled score still fits float64; shown, not used
         raw_scores = q2 @ k2.T  # [T, d_k] @ [d_k, T] -> [T, T]
 
     if mode.mask == "before":
@@ -273,16 +273,14 @@ def scaled_dot_product_attention(
     if mode.mask == "after":
         weights = np.where(allowed, weights, 0.0)  # no renormalisation: the broken step
 
-    with np.errstate(invalid="ignore"):  # nan weights (naive_softmax) stay nan in the sums
-        row_sums = weights.sum(axis=-1)  # [T]
-        future_weight = np.where(future_cells(T), weights, 0.0).sum(axis=-1)  # [T]
+    row_sums = weights.sum(axis=-1)  # [T]
+    future_weight = np.where(future_cells(T), weights, 0.0).sum(axis=-1)  # [T]
     mixed = output = contributions = None
     if v is not None:
         mixed = v if mode.mix == "values" else k  # [T] or [T, d]
-        with np.errstate(invalid="ignore"):
-            # weights[i, j] * mixed_j: [T, T] * [T] -> [T, T], or [T, T, 1] * [1, T, d] -> [T, T, d]
-            contributions = weights * mixed if mixed.ndim == 1 else weights[:, :, None] * mixed[None, :, :]
-            output = weights @ mixed  # [T, T] @ [T] -> [T], or [T, T] @ [T, d] -> [T, d]
+        # weights[i, j] * mixed_j: [T, T] * [T] -> [T, T], or [T, T, 1] * [1, T, d] -> [T, T, d]
+        contributions = weights * mixed if mixed.ndim == 1 else weights[:, :, None] * mixed[None, :, :]
+        output = weights @ mixed  # [T, T] @ [T] -> [T], or [T, T] @ [T, d] -> [T, d]
 
     result = AttentionResult(
         queries=q, keys=k, values=v, d_k=d_k, causal=causal, key_is_real=key_is_real, mode=mode,

@@ -3,6 +3,9 @@
 Every refusal is an :class:`AttentionInputError` (a ``ValueError``) that names the field
 (``queries``, ``keys``, ``values``, ``padding_mask``) and, where one token is at fault, its
 position counted from 1, so a UI can put the message next to the right input.
+
+Left out: parsing text (a page turns what a learner typed into numbers first) and any limit
+tighter than the core's own :data:`MAX_TOKENS`; a page with fewer tokens says so itself.
 """
 
 from __future__ import annotations
