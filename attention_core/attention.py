@@ -257,10 +257,10 @@ def scaled_dot_product_attention(
     q2, k2 = q.reshape(T, -1), k.reshape(T, -1)  # [T, d_k]
 
     allowed = combine_masks(T, causal=causal, key_is_real=key_is_real)  # [T, T] bool
+    with np.errstate(over="ignore"):  # inf only where the scaled score may still fit; shown, not used
+        raw_scores = q2 @ k2.T  # [T, d_k] @ [d_k, T] -> [T, T]
     scale = math.sqrt(d_k) if mode.scale else 1.0
     scores = _scores(q2, k2, scale)  # [T, T]
-    with np.errstate(over="ignore"):  # inf only where the scaled score still fits float64; shown, not used
-        raw_scores = q2 @ k2.T  # [T, d_k] @ [d_k, T] -> [T, T]
 
     if mode.mask == "before":
         masked_scores = np.where(allowed, scores, -np.inf)
