@@ -86,15 +86,19 @@ def open_instructor(page: Page, server) -> None:
 
 
 def save_as_learner(context, server, learner: str, label: str, *, broken: bool = False,
+                    causal: bool = True,
                     prediction: str = "Row sums stay 1 with the mask before softmax.") -> None:
-    """One learner's session: the worked row, optionally the broken mode, then Save run."""
+    """One learner's session: the worked row, optionally bidirectional and the broken mode, then Save run."""
     page = context.new_page()
     page.goto(server.url)
     expect(page.get_by_label("Query 1")).to_be_visible(timeout=30_000)
     page.get_by_role("button", name="Worked row (seed 003)").click()
+    if not causal:
+        page.get_by_label("Causal mask").uncheck()
     if broken:
         page.get_by_label("Mask after softmax (broken)").check()
-        expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
+        if causal:
+            expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
     page.get_by_label("Prediction").fill(prediction)
     page.get_by_label("Learner").fill(learner)
     page.get_by_label("Label").fill(label)
@@ -144,7 +148,7 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     expect(table_rows(page)).to_contain_text("correct again")
     page.get_by_role("button", name="Clear filters").click()
     filter_learner(page, tag)
-    page.get_by_label("Mode").select_option("mask after softmax (broken)")
+    page.get_by_label("Mode").select_option("Mask after softmax (broken)")
     expect(table_rows(page)).to_have_count(1)
     expect(table_rows(page)).to_contain_text(f"Grace {tag}")
     page.get_by_label("Mode").select_option("All modes")
@@ -154,8 +158,8 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('class-source').data.id.length === 3")
     chart = source(page, "class-source")
     assert sorted(chart["learner"]) == sorted([f"Ada {tag}", f"Grace {tag}", f"Grace {tag}"])
-    assert sorted(chart["mode"]) == ["correct, causal", "correct, causal", "mask after softmax (broken)"]
-    broken = chart["mode"].index("mask after softmax (broken)")
+    assert sorted(chart["mode"]) == ["Correct, causal", "Correct, causal", "Mask after softmax (broken)"]
+    broken = chart["mode"].index("Mask after softmax (broken)")
     assert chart["future_weight"][broken] == 0 and chart["min_row_sum"][broken] < 0.002
 
     # Tick one run in the table, click another's point in the chart: both heat maps and the difference.
@@ -165,7 +169,7 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     x, y = page.evaluate(POINT_JS, ["class-row-sum-figure", "min_row_sum", broken_id])
     page.mouse.click(x, y)
     expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_be_visible()
-    expect(table_rows(page).filter(has_text="mask after softmax (broken)").locator("input[type='checkbox']")) \
+    expect(table_rows(page).filter(has_text="Mask after softmax (broken)").locator("input[type='checkbox']")) \
         .to_be_checked()
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('compare-diff-source').data.row.length === 9")
     a, b, diff = (source(page, f"compare-{n}-source") for n in ("a", "b", "diff"))
@@ -177,7 +181,7 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     assert b["value"][row2] == records[broken_id].results["weights"][1][1]
     assert diff["value"][row2] == pytest.approx(a["value"][row2] - b["value"][row2])
     summary = page.get_by_role("table", name="Comparison of row sums and future-token weight")
-    expect(summary).to_contain_text("mask after softmax (broken)")
+    expect(summary).to_contain_text(re.compile(r"\(Mask after softmax \(broken\)\)"))
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1400, "height": 2700})
     page.screenshot(path=str(SCREENSHOTS / "instructor-compare.png"))
@@ -188,7 +192,7 @@ def test_exports_hold_exactly_the_filtered_runs_and_match_the_cli(server, browse
     context = browser.new_context()
     save_as_learner(context, server, f"Lin {tag}", "=1+1", prediction="-2 and @x, a formula?")
     save_as_learner(context, server, f"Lin {tag}", "second", broken=True)
-    save_as_learner(context, server, f"Other {tag}", "not mine")
+    save_as_learner(context, server, f"Other {tag}", "not mine", broken=True, causal=False)
     context.close()
     open_instructor(page, server)
     filter_learner(page, f"Lin {tag}")
@@ -213,6 +217,18 @@ def test_exports_hold_exactly_the_filtered_runs_and_match_the_cli(server, browse
     assert rows[0] == cli_rows[0]
     assert rows[1:] == [r for r in cli_rows[1:] if r[2] == f"Lin {tag}"]
     assert rows[1][3] == "'=1+1"  # the CSV neutralises formulas, as the CLI does
+    mode = rows[0].index("mode")
+    assert [r[mode] for r in rows[1:]] == ["Correct, causal", "Mask after softmax (broken)"]
+    other = [r for r in cli_rows[1:] if r[2] == f"Other {tag}"]
+    assert [(r[mode], r[rows[0].index("mask_after_softmax")]) for r in other] == [
+        ("Mask after softmax (broken), nothing to mask: bidirectional", "true")]
+    # The page names that run as the CSV does, never plain "mask after softmax" nor "correct".
+    filter_learner(page, f"Other {tag}")
+    expect(page.get_by_test_id("runs-shown")).to_have_text("1")
+    expect(table_rows(page).first.get_by_text(
+        "Mask after softmax (broken), nothing to mask: bidirectional", exact=True)).to_be_visible()
+    filter_learner(page, f"Lin {tag}")
+    expect(page.get_by_test_id("runs-shown")).to_have_text("2")
 
     # Fresh content on every click: a run saved now is in the next download.
     context = browser.new_context()
