@@ -8,6 +8,7 @@ maps (:mod:`.matrices`) and the row's step-by-step computation (:mod:`.steps`).
 from __future__ import annotations
 
 import html
+import re
 
 import numpy as np
 import panel as pn
@@ -50,6 +51,12 @@ def banner_html(r: AttentionResult | None) -> str:
             f"{html.escape(r.mode.description)}</div>")
 
 
+def _words(message: str) -> str:
+    """A core message with a non-finite number in words, as the row steps say them: the page
+    never shows "nan" (an undefined ∞/∞ is what a naive softmax gave)."""
+    return re.sub(r"-inf\b", "−∞", re.sub(r"\bnan\b", "undefined", re.sub(r"\binf\b", "∞", message)))
+
+
 def checks_html(r: AttentionResult) -> str:
     """The core's checks of ``r`` as a checklist in seed 004's audit order."""
     items = []
@@ -58,7 +65,7 @@ def checks_html(r: AttentionResult) -> str:
         items.append(
             f"<li class='check-{word.lower().replace('/', '')}' data-check='{c.name}'>"
             f"<span aria-hidden='true'>{mark}</span> <b>{word}</b> {html.escape(c.title)}: "
-            f"{html.escape(c.message)}</li>")
+            f"{html.escape(_words(c.message))}</li>")
     return ("<h3>Checks (audit order of seed 004)</h3>"
             "<ol class='checklist' aria-label='Checks in audit order'>" + "".join(items) + "</ol>")
 

@@ -81,7 +81,7 @@ class InputsView(pn.viewable.Viewer):
         s = self.state
         # No start/end: with bounds the browser silently keeps an out-of-range count without
         # sending it; here set_tokens gets every count and says why it refuses one.
-        self.tokens = pn.widgets.IntInput(name="Tokens", value=s.tokens, width=90, margin=(5, 10))
+        self.tokens = pn.widgets.IntInput(label="Tokens", value=s.tokens, width=90, margin=(5, 10))
         self.tokens.param.watch(lambda e: s.set_tokens(e.new), "value")
         s.param.watch(lambda e: setattr(self.tokens, "value", e.new), "tokens")
         s.param.watch(self._tokens_error_shown, "tokens_error")
@@ -90,6 +90,7 @@ class InputsView(pn.viewable.Viewer):
             stylesheets=[ERROR_CSS], margin=(0, 10))
         self.fields: dict[str, list[pn.widgets.TextInput]] = {f: [] for f, _ in _TOKEN_FIELDS}
         self.padding: list[pn.widgets.CheckBoxGroup] = []
+        self.messages: list[pn.pane.HTML] = []  # each token's field messages, under its row
         rows = []
         for i in range(MAX_UI_TOKENS):
             shown = pn.bind(lambda tokens, i=i: i < tokens, s.param.tokens)
@@ -100,6 +101,7 @@ class InputsView(pn.viewable.Viewer):
             message = pn.pane.HTML(
                 pn.bind(self._row_errors, s.param.field_errors, s.param.use_values, i=i),
                 stylesheets=[ERROR_CSS], margin=(0, 10), width=340)
+            self.messages.append(message)
             rows.append(pn.Column(pn.Row(*cells, box, margin=0), message, visible=shown, margin=0))
         s.param.watch(self._sync_texts, ["queries", "keys", "values", "padding"])
         s.param.watch(self._mark_fields, ["field_errors", "use_values"])
@@ -112,7 +114,7 @@ class InputsView(pn.viewable.Viewer):
             pn.bind(mask_note_html, s.param.causal, s.param.failure_mode, s.param.tokens),
             stylesheets=[_NOTE_CSS], margin=(0, 10), sizing_mode="stretch_width")
         self.failure_mode = pn.widgets.Select.from_param(
-            s.param.failure_mode, name="Failure mode",
+            s.param.failure_mode, label="Failure mode",
             options={m.title: m.name for m in FAILURE_MODES.values()}, description=None, width=250,
             margin=(5, 10))
         self.mode_note = pn.pane.HTML(pn.bind(mode_html, s.param.failure_mode),
@@ -120,12 +122,12 @@ class InputsView(pn.viewable.Viewer):
         self.exposure_note = pn.pane.HTML(
             pn.bind(self._exposure_html, s.param.result), stylesheets=[_NOTE_CSS, ":host { color: #664d03; }"],
             margin=(0, 10), sizing_mode="stretch_width")
-        self.expose = pn.widgets.Button(name="", visible=False, margin=(0, 10))
+        self.expose = pn.widgets.Button(label="", visible=False, margin=(0, 10))
         self.expose.on_click(self._load_exposing_preset)
         s.param.watch(self._sync_expose, ["result", "failure_mode"])
         self.presets = []
         for key in (*_SHOWN_PRESETS, "reset"):
-            button = pn.widgets.Button(name=PRESETS[key]["label"] if key in PRESETS else "Reset",
+            button = pn.widgets.Button(label=PRESETS[key]["label"] if key in PRESETS else "Reset",
                                        margin=(3, 4))
             button.on_click(lambda _e, key=key: s.apply_preset(key))
             self.presets.append(button)
@@ -141,7 +143,7 @@ class InputsView(pn.viewable.Viewer):
     def _field(self, field: str, word: str, i: int) -> pn.widgets.TextInput:
         s = self.state
         # A TextInput's value arrives on Enter or when the field is left.
-        w = pn.widgets.TextInput(name=f"{word} {i + 1}", value=getattr(s, field)[i], width=72,
+        w = pn.widgets.TextInput(label=f"{word} {i + 1}", value=getattr(s, field)[i], width=72,
                                  margin=(2, 5))
         w.param.watch(lambda e: s.set_token_text(field, i, e.new), "value")
         if field == "values":
@@ -169,7 +171,7 @@ class InputsView(pn.viewable.Viewer):
     def _mark_fields(self, *events) -> None:
         for widgets in self.fields.values():
             for w in widgets:
-                w.stylesheets = [_FIELD_ERROR_CSS] if w.name in self.state.field_errors else []
+                w.stylesheets = [_FIELD_ERROR_CSS] if w.label in self.state.field_errors else []
 
     def _exposure_html(self, result) -> str:
         note = exposure(result) if result is not None else None
@@ -184,7 +186,7 @@ class InputsView(pn.viewable.Viewer):
         key = EXPOSING_PRESETS.get(s.failure_mode)
         needed = s.result is not None and key is not None and exposure(s.result) is not None
         if needed:
-            self.expose.name = f"Load a preset that shows it: {PRESETS[key]['label']}"
+            self.expose.label = f"Load a preset that shows it: {PRESETS[key]['label']}"
         self.expose.visible = needed
 
     def _load_exposing_preset(self, _event) -> None:

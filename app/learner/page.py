@@ -50,7 +50,7 @@ class LearnerPage(pn.viewable.Viewer):
         self.inputs = InputsView(state=s)
         self.banner = BannerView(state=s)
         self.matrices = MatricesView(state=s)
-        self.row = pn.widgets.IntInput.from_param(s.param.row, name="Row", description=None, width=90,
+        self.row = pn.widgets.IntInput.from_param(s.param.row, label="Row", description=None, width=90,
                                                   margin=(5, 10))
         self.steps = RowStepsView(state=s)
         self.readouts = ReadoutsView(state=s)

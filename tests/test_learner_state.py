@@ -1,0 +1,483 @@
+"""The learner page's state and views without a browser (the middle test layer of STYLE.md).
+
+Each test builds a :class:`LearnerPage` (or its state alone), sets parameters as the widgets
+would, and asserts on the derived result, the views' text and the heat maps' ``source.data``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from app.learner.checks import OTHER_LIBRARIES
+from app.learner.matrices import MASKED_SCORE
+from app.learner.page import LearnerPage
+from app.learner.state import EXPOSING_PRESETS, PRESETS, LearnerState
+from app.shared.heatmap import contrasting_text, format_number, nice_bound, short_number
+from app.shared.parsing import clean_text, parse_number
+from attention_core import exposure
+from attention_core.checks import CHECK_TITLES
+from attention_core.modes import FAILURE_MODES, run_title
+from attention_core.records import validate_record
+from attention_core.store import RunStore
+
+
+@pytest.fixture
+def page(tmp_path):
+    return LearnerPage(store=RunStore(tmp_path / "runs"))
+
+
+@pytest.fixture
+def state(page):
+    return page.state
+
+
+def html_of(pane) -> str:
+    """What an HTML pane shows now (its object may be a bound function)."""
+    obj = pane.object
+    return obj() if callable(obj) else obj
+
+
+def readouts(page) -> str:
+    return html_of(page.readouts.pane)
+
+
+def at(data: dict, row: int, column: int) -> int:
+    return [n for n in range(len(data["row"])) if (data["row"][n], data["column"][n]) == (str(row), str(column))][0]
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("1", 1.0), ("-.5", -0.5), ("1.", 1.0), ("1e3", 1000.0), ("  2 ", 2.0), ("+3", 3.0),
+    ("1E-2", 0.01),
+])
+def test_numbers_as_people_type_them(text, value):
+    assert parse_number(text, "Query 1") == value
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("", "empty"), ("   ", "empty"), ("abc", "'abc' is not a number"), ("-", "not a number"),
+    (".", "not a number"), ("1e400", "too large for float64"), ("nan", "not a finite number"),
+    ("inf", "not a finite number"), ("-Infinity", "not a finite number"),
+    ("1,5", "decimal comma; type 1.5"), ("1_000", "not a number"), ("0x10", "not a number"),
+    ("1" * 50, "too long"),
+    ("\uff11", "digits other than 0-9"), ("\u0661.\u0665", "digits other than 0-9"),
+    ("1\u00b2", "digits other than 0-9"), ("\uff11,\uff15", "digits other than 0-9"),
+])
+def test_bad_numbers_are_refused_naming_the_field(text, words):
+    with pytest.raises(ValueError, match="^Key 2: ") as info:
+        parse_number(text, "Key 2")
+    assert words in str(info.value)
+
+
+def test_free_text_drops_control_characters_and_is_length_limited():
+    assert clean_text("a\x00b\u200f<b>", "label") == "ab\u200f<b>"  # the RLM mark is kept
+    assert clean_text("\u202eevil\u202c RTL\u2066x\u2069", "learner") == "evil RTLx"  # no reordering
+    assert clean_text("   ", "learner") is None
+    with pytest.raises(ValueError, match="Label is 101 characters long; the limit is 100"):
+        clean_text("x" * 101, "label")
+
+
+def test_the_page_is_built_without_a_browser_and_has_one_state(page):
+    assert isinstance(page.state, LearnerState)
+    for view in (page.inputs, page.matrices, page.readouts, page.banner, page.steps, page.record, page.runs):
+        assert view.state is page.state
+    assert not hasattr(page, "template_state")
+    assert page.__panel__() is not None
+
+
+def test_two_pages_share_no_state_or_widget(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    a, b = LearnerPage(store=store), LearnerPage(store=store)
+    a.state.set_token_text("keys", 0, "7")
+    assert b.state.keys[0] == "1" and b.inputs.fields["keys"][0].value == "1"
+    assert a.inputs.fields["keys"][0] is not b.inputs.fields["keys"][0]
+
+
+def test_worked_row_and_broken_mode_as_the_seed_says(state):
+    state.apply_preset("worked_row")
+    r = state.result
+    assert np.round(r.weights[1], 3).tolist() == [0.269, 0.731, 0.0]
+    assert round(float(r.output[1]), 2) == 17.31
+    state.mask_after_softmax = True
+    r = state.result
+    assert state.failure_mode == "mask_after_softmax"
+    assert r.future_weight.tolist() == [0.0, 0.0, 0.0]
+    assert math.isclose(r.row_sums[1], 0.0012457907, rel_tol=1e-6)
+    assert set(r.failed_checks) == {"mask", "row_sums"}
+
+
+def test_the_broken_checkbox_and_the_failure_mode_are_one_setting(page, state):
+    state.failure_mode = "mask_after_softmax"
+    assert state.mask_after_softmax and page.inputs.toggles[2].value == ["Mask after softmax (broken)"]
+    state.failure_mode = "no_mask"
+    assert not state.mask_after_softmax and page.inputs.toggles[2].value == []
+    page.inputs.toggles[2].value = ["Mask after softmax (broken)"]  # the learner ticks it
+    assert state.failure_mode == "mask_after_softmax" and page.inputs.failure_mode.value == "mask_after_softmax"
+    page.inputs.toggles[2].value = []
+    assert state.failure_mode == "correct" and page.inputs.failure_mode.value == "correct"
+    assert LearnerState(mask_after_softmax=True).failure_mode == "mask_after_softmax"
+
+
+def test_the_failure_mode_control_offers_every_mode_by_its_title(page):
+    assert page.inputs.failure_mode.label == "Failure mode"
+    assert page.inputs.failure_mode.options == {m.title: m.name for m in FAILURE_MODES.values()}
+
+
+@pytest.mark.parametrize("name", list(FAILURE_MODES))
+def test_each_mode_is_described_and_exposed_by_a_preset_or_said_to_be_unexposable(page, state, name):
+    state.failure_mode = name
+    mode = FAILURE_MODES[name]
+    shown = html_of(page.inputs.mode_note)
+    assert mode.description in shown.replace("&#x27;", "'")
+    for check in mode.breaks:
+        assert CHECK_TITLES[check] in shown
+    note = exposure(state.result)
+    if note is None:
+        assert set(state.result.failed_checks) == set(mode.breaks)
+        assert html_of(page.inputs.exposure_note) == "" and not page.inputs.expose.visible
+        return
+    assert note in html_of(page.inputs.exposure_note).replace("&#x27;", "'")
+    if name == "no_scaling":
+        assert not page.inputs.expose.visible
+        assert "No input on this page can show it" in html_of(page.inputs.exposure_note)
+        assert "d_k = 1" in note and state.result.failed_checks == ()
+        return
+    assert page.inputs.expose.visible
+    page.inputs._load_exposing_preset(None)
+    assert state.failure_mode == name and exposure(state.result) is None
+    assert set(state.result.failed_checks) == set(mode.breaks)
+    assert not page.inputs.expose.visible
+
+
+def test_every_mode_either_shows_on_the_default_input_or_has_an_exposing_preset(state):
+    for name in FAILURE_MODES:
+        state.apply_preset("reset")
+        state.failure_mode = name
+        if exposure(state.result) is not None:
+            assert name in EXPOSING_PRESETS or name == "no_scaling", name
+
+
+def test_a_preset_sets_everything_it_depends_on(state):
+    state.param.update(causal=False, failure_mode="naive_softmax", padding=[True] * 8, tokens=5)
+    state.apply_preset("worked_row")
+    r = state.result
+    settings = (state.causal, state.failure_mode, state.mask_after_softmax, any(state.padding))
+    assert settings == (True, "correct", False, False)
+    assert np.round(r.weights[1], 3).tolist() == [0.269, 0.731, 0.0]
+    assert round(float(r.output[1]), 2) == 17.31
+    for key in PRESETS:
+        state.param.update(causal=False, failure_mode="wrong_axis", padding=[True] * 8)
+        state.apply_preset(key)
+        assert state.causal and not any(state.padding)
+        assert state.failure_mode == PRESETS[key].get("failure_mode", "correct")
+
+
+def test_causal_off_is_bidirectional_and_passes(page, state):
+    state.causal = False
+    r = state.result
+    assert r.failed_checks == () and r.total_future_weight > 0
+    assert run_title("correct", False, 3) in readouts(page)
+    assert "bidirectional" in html_of(page.inputs.mask_note)
+    assert not page.banner.pane.visible
+
+
+def test_no_mask_is_a_decoder_that_forgot_its_mask(page, state):
+    state.failure_mode = "no_mask"
+    r = state.result
+    assert set(r.failed_checks) == {"mask", "forbidden_zeros"} and r.total_future_weight > 0
+    assert "BROKEN MODE: no mask." in html_of(page.banner.pane) and page.banner.pane.visible
+    assert "This run: <b data-testid='run-title'>No mask</b>" in readouts(page)
+    weights = page.matrices.weights.source.data
+    assert weights["hatch"][at(weights, 1, 2)] == " "  # its future cells carry weight, not masked
+
+
+def test_a_padding_tick_that_empties_a_row_gives_zero_weights_and_says_what_other_libraries_do(page, state):
+    page.inputs.padding[0].value = ["Padding 1"]  # the learner ticks it
+    assert state.padding[0] is True
+    r = state.result
+    assert r.weights[0].tolist() == [0.0, 0.0, 0.0] and np.isfinite(r.weights).all()
+    assert "row_sums" in r.failed_checks
+    text = readouts(page)
+    assert "Row 1: no visible key." in text and "Row sums equal 1" in text
+    assert OTHER_LIBRARIES.replace("'", "&#x27;") in text
+    assert "NaN" not in text.replace(OTHER_LIBRARIES.replace("'", "&#x27;"), "")
+    weights = page.matrices.weights.source.data
+    assert all(weights["hatch"][at(weights, r_, 1)] == "/" for r_ in (1, 2, 3))  # key 1 is padding
+    state.set_padding(0, False)
+    assert page.inputs.padding[0].value == [] and "no visible key" not in readouts(page)
+    state.prediction = "p"
+    record = state.save_run()
+    assert "NaN" not in json.dumps(record.to_dict() if hasattr(record, "to_dict") else str(record))
+
+
+def test_no_nan_reaches_a_map_or_the_readouts_in_naive_softmax(page, state):
+    state.apply_preset("large_scores", failure_mode="naive_softmax")
+    assert set(state.result.failed_checks) == {"finite_weights", "row_sums"}
+    for data in (page.matrices.scores.source.data, page.matrices.weights.source.data):
+        assert not any("nan" in t.lower() for t in data["text"])
+    assert "nan" not in readouts(page).lower()
+
+
+def test_bad_input_keeps_the_last_good_result_and_cannot_be_saved(page, state):
+    good = state.result
+    state.prediction = "token 2 cannot read token 3"
+    page.inputs.fields["keys"][1].value = "abc"  # typed into Key 2
+    assert state.result is good and not state.input_ok
+    assert state.field_errors == {"Key 2": "Key 2: 'abc' is not a number; type one such as 1 or -0.5"}
+    assert "Key 2: &#x27;abc&#x27; is not a number" in html_of(page.inputs.messages[1])
+    assert page.inputs.fields["keys"][1].stylesheets  # the field is marked
+    assert state.save_run() is None
+    assert state.save_message.startswith("Not saved: fix the highlighted inputs first")
+    assert list(state.store.directory.glob("*.json")) == []
+    assert "still show the last valid input" in readouts(page)
+    state.set_token_text("keys", 1, "2")
+    assert state.input_ok and state.field_errors == {} and not page.inputs.fields["keys"][1].stylesheets
+
+
+def test_score_overflow_is_named_at_the_query(state):
+    state.set_token_text("queries", 2, "1e300")
+    state.set_token_text("keys", 2, "1e300")
+    assert list(state.field_errors) == ["Query 3"]
+    assert "overflows float64" in state.field_errors["Query 3"]
+
+
+def test_token_count_keeps_typed_values(page, state):
+    state.set_token_text("queries", 2, "4.5")
+    page.inputs.tokens.value = 1
+    assert state.result.T == 1 and state.row == 1
+    page.inputs.tokens.value = 3
+    assert state.queries[2] == "4.5" and state.result.queries[2] == 4.5
+    assert page.inputs.fields["queries"][2].value == "4.5"
+
+
+def test_hidden_fields_do_not_block_the_visible_ones(state):
+    state.set_token_text("queries", 2, "oops")
+    state.tokens = 2
+    assert state.input_ok and state.result.T == 2
+
+
+def test_save_needs_a_prediction_and_writes_a_valid_record(state):
+    assert state.save_run() is None
+    assert "write your prediction first" in state.save_message
+    state.param.update(prediction="no", learner="Ada", label="<script>alert(1)</script>", failure_mode="no_mask")
+    record = state.save_run()
+    assert record is not None and state.save_ok
+    on_disk = json.loads((state.store.directory / f"{record.id}.json").read_text())
+    validate_record(on_disk)
+    assert on_disk["settings"]["failure_mode"] == "no_mask"
+    assert record.label == "<script>alert(1)</script>"  # kept as data, escaped on display
+    assert [r.id for r in state.saved] == [record.id]
+
+
+def test_reset_restores_the_starting_state(state):
+    state.apply_preset("large_scores")
+    state.param.update(causal=False, mask_after_softmax=True, padding=[True] + [False] * 7)
+    state.apply_preset("reset")
+    assert (state.tokens, state.causal, state.mask_after_softmax, state.failure_mode) == (3, True, False, "correct")
+    assert state.keys[:3] == ["1", "2", "9"] and not any(state.padding)
+
+
+def test_large_scores_preset_stays_finite(state):
+    state.apply_preset("large_scores")
+    r = state.result
+    assert np.isfinite(r.weights).all() and np.allclose(r.row_sums, 1.0)
+    assert r.scores.max() > 999
+
+
+def test_heat_map_sources_hold_one_row_per_cell_with_masks_marked(page, state):
+    view = page.matrices
+    data = view.weights.source.data
+    assert len(data["row"]) == 9
+    i = at(data, 2, 3)
+    assert data["hatch"][i] == "/" and math.isnan(data["value"][i]) and data["state"][i] == "masked"
+    assert data["text"][i] == "0\nmasked"
+    assert view.scores.source.data["text"][i].startswith("−∞")
+    assert view.scores.source.data["state"][i] == MASKED_SCORE  # hover: the score before masking
+    assert view.scores.source.data["score_text"][i] == "9.000"
+    assert view.weights.y_range.factors == ["3", "2", "1"]  # token 1 on top
+    assert (view.weights.mapper.low, view.weights.mapper.high) == (0.0, 1.0)
+    state.tokens = 4
+    assert len(view.weights.source.data["row"]) == 16
+    assert "Weights table" in view.weights.table.text
+
+
+def test_scores_1_and_2_beside_a_9_get_colours_apart(page, state):
+    state.apply_preset("worked_row")
+    view = page.matrices.scores
+    shown = state.result.scores[state.result.allowed]
+    assert (view.mapper.low, view.mapper.high) == (float(shown.min()), float(shown.max())) == (1.0, 9.0)
+    data = view.source.data
+    one, two = data["value"][at(data, 2, 1)], data["value"][at(data, 2, 2)]
+    assert (one, two) == (1.0, 2.0)
+    assert view._colour(one, view.mapper.low, view.mapper.high) != view._colour(two, view.mapper.low, view.mapper.high)
+    palette = view.mapper.palette
+    assert abs(palette.index(view._colour(two, 1, 9)) - palette.index(view._colour(one, 1, 9))) >= 30
+    state.apply_preset("all_equal")  # one score everywhere: a range around it, not a zero-width one
+    assert view.mapper.low < 2.0 < view.mapper.high
+
+
+def test_at_eight_tokens_cell_text_is_short_and_masked_cells_say_so_by_hatch_and_hover(page, state):
+    state.tokens = 8
+    for view in (page.matrices.scores, page.matrices.weights):
+        data = view.source.data
+        assert len(data["row"]) == 64
+        assert all(len(t) <= 6 for t in data["text"]), [t for t in data["text"] if len(t) > 6]
+        assert view._text.text_font_size == "9px"
+        masked = [n for n in range(64) if data["hatch"][n] == "/"]
+        assert masked and all("\n" not in data["text"][n] for n in masked)
+        assert all(data["state"][n] != "visible" for n in masked)
+        assert "masked" in view.table.text  # the mirror table still says it
+    state.tokens = 3
+    assert page.matrices.weights._text.text_font_size == "12px"
+
+
+@pytest.mark.parametrize(("x", "text"), [
+    (0.000335, "3e-04"), (0.269, "0.27"), (17.31, "17.3"), (1001.0, "1001"), (0.0, "0"), (-9.0, "-9.00"),
+    (123456.0, "1e+05"), (float("nan"), "not finite"),
+])
+def test_short_cell_number_format(x, text):
+    assert short_number(x) == text
+
+
+def test_clicking_a_heat_map_row_chooses_the_row(page, state):
+    data = page.matrices.weights.source.data
+    page.matrices.weights.source.selected.indices = [at(data, 3, 1)]  # what a tap sends
+    assert state.row == 3 and page.matrices.weights.source.selected.indices == []
+    page.matrices.scores.source.selected.indices = [at(data, 1, 1)]
+    assert state.row == 1
+    page.row.value = 2
+    assert state.row == 2
+    state.tokens = 1
+    assert state.row == 1 and page.row.end == 1
+
+
+def test_the_row_steps_follow_the_chosen_row(page, state):
+    state.apply_preset("worked_row")
+    state.row = 2
+    text = html_of(page.steps.pane)
+    for number in ("0.269", "0.731", "17.311"):
+        assert number in text
+
+
+@pytest.mark.parametrize(("x", "text"), [
+    (0.269, "0.269"), (0.00125, "0.00125"), (0.0, "0"), (1e-7, "1.00e-07"), (1000.0, "1000.000"),
+    (float("nan"), "not finite"),
+])
+def test_cell_number_format(x, text):
+    assert format_number(x) == text
+
+
+@pytest.mark.parametrize(("x", "bound"), [
+    (0.3, 0.5), (0.5, 0.5), (1.0, 1.0), (1.01, 2.0), (2.0, 2.0), (2.5, 5.0), (9.0, 10.0),
+    (17.3, 20.0), (1000.0, 1000.0), (1001.0, 2000.0), (3e-7, 5e-7), (0.0, 1.0), (-3.0, 1.0),
+    (float("inf"), 1.0), (float("nan"), 1.0),
+    (5e-6, 5e-6),  # 5 * 10.0**-6 is just below 5e-6: the bound is parsed, not multiplied
+    (1.5e308, 1.5e308),  # 2e308 is beyond float64: the largest score is its own bound
+    (9.88e-324, 1e-323),  # among the subnormals 10.0**-324 is 0: still a bound above 0
+])
+def test_the_difference_colour_range_ends_on_a_round_number_at_or_above_the_largest(x, bound):
+    assert nice_bound(x) == bound
+    assert nice_bound(x) >= x or not math.isfinite(x) or x <= 0
+    assert 0 < nice_bound(x) < math.inf
+
+
+def test_cell_text_contrasts_with_the_colour_the_cell_is_drawn_in(page, state):
+    view = page.matrices
+    state.apply_preset("reset")
+    state.set_token_text("keys", 2, "6.6")
+    for heat_map in (view.scores, view.weights):
+        data, mapper = heat_map.source.data, heat_map.mapper
+        for n, value in enumerate(data["value"]):
+            if math.isnan(value):
+                continue
+            k = len(mapper.palette)
+            drawn = mapper.palette[min(max(int((value - mapper.low) / (mapper.high - mapper.low) * k), 0), k - 1)]
+            assert data["text_color"][n] == contrasting_text(drawn), (heat_map.title, n, value)
+    assert contrasting_text("#ffffff") == "black" and contrasting_text("#000000") == "white"
+    assert contrasting_text("#542788") == "white"  # PuOr's dark purple, which had black text
+
+
+def test_a_full_or_read_only_store_says_not_saved_and_the_app_keeps_working(state, monkeypatch):
+    from attention_core.store import StoreError
+
+    state.prediction = "p"
+    kept = state.save_run()
+
+    def refuse(record):
+        raise StoreError("Run not saved: the runs directory /srv/runs is full.")
+
+    monkeypatch.setattr(state.store, "save", refuse)
+    state.label = "second"
+    assert state.save_run() is None
+    assert state.save_message == "Run not saved: the runs directory /srv/runs is full."
+    assert not state.save_ok and [r.id for r in state.saved] == [kept.id]
+    state.set_token_text("keys", 0, "3")  # still computing
+    assert state.input_ok and state.result.keys[0] == 3.0
+    monkeypatch.undo()
+    assert state.save_run() is not None and state.save_ok  # keys changed since the kept run
+
+
+def test_a_double_clicked_save_does_not_save_the_same_run_twice(state):
+    state.prediction = "p"
+    first = state.save_run()
+    assert first is not None
+    assert state.save_run() is None
+    assert state.save_message == ("Not saved: this run is already saved as #1; change an input, "
+                                  "a toggle or the text to save another")
+    assert len(list(state.store.directory.glob("*.json"))) == 1
+    state.label = "again"
+    assert state.save_run() is not None and len(state.saved) == 2
+
+
+def test_restore_runs_takes_back_saved_runs_and_skips_anything_else(state, tmp_path):
+    state.prediction = "p"
+    first = state.save_run()
+    state.label = "second"
+    second = state.save_run()
+    (tmp_path / "secret.json").write_text("{}")
+    fresh = LearnerState(store=state.store)
+    fresh.restore_runs([second.id, "../secret", "/etc/passwd", "%2e%2e%2fsecret", "missing-id", first.id])
+    assert [r.id for r in fresh.saved] == [first.id, second.id]
+
+
+def test_one_token_in_broken_mode_is_named_and_explained_as_nothing_to_mask(page, state):
+    state.prediction = "p"
+    state.set_tokens(1)
+    state.mask_after_softmax = True
+    assert "With one token there is no future token" in html_of(page.inputs.mask_note)
+    assert not page.banner.pane.visible
+    record = state.save_run()
+    assert record.title == "Mask after softmax (broken), nothing to mask: one token"
+    state.set_tokens(2)
+    assert html_of(page.inputs.mask_note) == "" and page.banner.pane.visible
+    assert state.save_run().title == "Mask after softmax (broken)"
+
+
+@pytest.mark.parametrize("typed", [0, 9, -1, None, True])
+def test_an_impossible_token_count_blocks_saving_until_fixed(page, state, typed):
+    button = page.record.button
+    state.prediction = "token 2 cannot read token 3"
+    page.inputs.tokens.value = typed  # what the browser sends
+    assert state.tokens == 3 and "is not a token count" in state.tokens_error
+    assert page.inputs.tokens_message.visible and "role=\"alert\"" in html_of(page.inputs.tokens_message)
+    assert button.disabled
+    assert state.save_run() is None and "Tokens:" in state.save_message
+    assert state.store.list().records == []
+    page.inputs.tokens.value = 2
+    assert (state.tokens, state.tokens_error, button.disabled) == (2, "", False)
+    page.inputs.tokens.value = 9
+    state.apply_preset("worked_row")  # a preset replaces the bad count too
+    assert state.tokens_error == "" and page.inputs.tokens.value == 3 and state.save_run() is not None
+
+
+def test_the_token_message_names_an_empty_field_and_counts_in_words(state):
+    state.set_tokens(1)
+    state.set_tokens(None)
+    assert state.tokens_error.startswith("Tokens: an empty field is not a token count")
+    assert state.tokens_error.endswith("Still showing 1 token.")
+    state.set_tokens(2)
+    state.set_tokens(0)
+    assert state.tokens_error.endswith("Still showing 2 tokens.")
