@@ -30,7 +30,8 @@ class SoftmaxSteps(NamedTuple):
     totals : numpy.ndarray of float64, shaped like ``shift``
         ``exps.sum(axis)``; 0.0 for a slice with nothing visible.
     weights : numpy.ndarray of float64
-        ``exps / totals``, and 0.0 throughout a slice with nothing visible.
+        ``exps / totals``; exactly 0.0 at every ``-inf`` entry, so a slice with nothing visible
+        is all zeros.
     """
 
     shift: np.ndarray
@@ -57,9 +58,9 @@ def softmax_steps(x: np.ndarray, axis: int = -1, *, stable: bool = True) -> Soft
     Returns
     -------
     SoftmaxSteps
-        ``shift``, ``shifted``, ``exps``, ``totals`` and ``weights``. A slice whose entries are
-        all ``-inf`` (a row with no visible key) has all-zero weights on both routes, never
-        ``nan``: that guard is not what the naive route gets wrong.
+        ``shift``, ``shifted``, ``exps``, ``totals`` and ``weights``. A ``-inf`` entry has weight
+        exactly 0.0 on both routes, so a slice whose entries are all ``-inf`` (a row with no
+        visible key) is all zeros, never ``nan``: masking is not what the naive route gets wrong.
     """
     x = np.asarray(x, dtype=np.float64)
     visible = (x > -np.inf).any(axis=axis, keepdims=True)
@@ -73,7 +74,8 @@ def softmax_steps(x: np.ndarray, axis: int = -1, *, stable: bool = True) -> Soft
         shifted = x - shift
         exps = np.exp(shifted)
         totals = exps.sum(axis=axis, keepdims=True)
-        weights = exps / np.where(visible, totals, 1.0)  # nothing visible: 0 / 1
+        # A masked entry is exactly 0 on both routes, also where the naive sum underflowed to 0.
+        weights = np.where(x > -np.inf, exps / totals, 0.0)
     return SoftmaxSteps(shift, shifted, exps, totals, weights)
 
 

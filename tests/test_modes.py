@@ -150,3 +150,20 @@ def test_no_mask_forgets_only_the_causal_mask() -> None:
     assert set(r.failed_checks) == {"mask", "forbidden_zeros"}
     forbidden = next(c for c in r.checks if c.name == "forbidden_zeros")
     assert all(j != 3 for _, j in forbidden.cells)  # no weight on the padding key
+
+
+@pytest.mark.parametrize("mode", FAILURE_MODES.values(), ids=list(FAILURE_MODES))
+def test_no_mode_breaks_more_than_it_claims_on_any_input(mode: FailureMode) -> None:
+    # Random sizes, scales from 0.01 to 1000 (so naive exponentials overflow and underflow),
+    # random padding: a mode may fail only its own checks, plus row_sums for a row padding emptied.
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        T, d = int(rng.integers(1, 9)), int(rng.integers(1, 4))
+        scale = 10.0 ** rng.integers(-2, 4)
+        r = scaled_dot_product_attention(
+            rng.normal(size=(T, d)) * scale, rng.normal(size=(T, d)) * scale,
+            rng.normal(size=(T, 2)) if rng.integers(2) else None,
+            causal=bool(rng.integers(2)), padding_mask=rng.random(T) < 0.7, failure_mode=mode.name,
+        )
+        padding_breaks = set() if r.allowed.any(axis=-1).all() else {"row_sums"}
+        assert set(r.failed_checks) <= mode.breaks | padding_breaks

@@ -70,6 +70,14 @@ def test_naive_softmax_overflows_quietly() -> None:
     assert w[2] == 0.0
 
 
+def test_naive_softmax_keeps_masked_entries_exactly_zero() -> None:
+    # exp(-1000) underflows to 0, so the naive sum is 0 and the visible entry is 0 / 0; the
+    # masked entry is still exactly 0 (masking is not what the naive route gets wrong).
+    w = naive_softmax(np.array([[-1000.0, -np.inf], [-np.inf, -np.inf]]))
+    assert np.isnan(w[0, 0]) and w[0, 1] == 0.0
+    assert w[1].tolist() == [0.0, 0.0]
+
+
 def test_naive_softmax_agrees_on_small_scores() -> None:
     x = np.array([[0.1, -0.3, 2.0], [1.0, 1.0, -np.inf]])
     np.testing.assert_allclose(naive_softmax(x), stable_softmax(x), rtol=1e-14)
