@@ -1,0 +1,210 @@
+"""Row steps, the explanation of saved runs and the Saved runs table in a real Chromium (issue 13).
+
+One ``attention-workbench serve`` process serves every test in this module; each test gets a
+fresh browser context, so a fresh session. Assertions read what the page shows, what the Bokeh
+document holds and what lands on disk, waiting with ``expect()`` or polling, never sleeping.
+Every test ends by checking that no page error was logged and no request left the local server.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+from workbench_server import PageWatch, start_server
+
+# Where the centre of a heat-map cell is on the page, from the figure's own scales.
+CELL_JS = """([name, row, column]) => {
+  const fig = Bokeh.documents[0].get_model_by_name(name);
+  const view = Bokeh.index.find_one(fig);
+  const box = view.canvas_view.el.getBoundingClientRect();
+  return {x: box.left + view.frame.x_scale.compute(String(column)),
+          y: box.top + view.frame.y_scale.compute(String(row))};
+}"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    base = tmp_path_factory.mktemp("runs-browser")
+    running = start_server(base / "runs", base / "server.log")
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def watch(server, page: Page):
+    w = PageWatch(origin=server.url.rstrip("/"))
+    w.attach(page)
+    yield w
+    w.assert_clean()
+
+
+def open_page(page: Page, server) -> None:
+    page.goto(server.url)
+    expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
+    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
+                           "Bokeh.documents[0].get_model_by_name('weights-source') && "
+                           "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
+
+
+def steps(page: Page):
+    return page.locator("ol.row-steps")
+
+
+def in_order(*pieces: str) -> re.Pattern:
+    """A pattern matching the pieces in this order, anything between them."""
+    return re.compile(".*".join(re.escape(p) for p in pieces), re.DOTALL)
+
+
+def click_cell(page: Page, figure: str, row: int, column: int) -> None:
+    point = page.evaluate(CELL_JS, [figure, row, column])
+    page.mouse.click(point["x"], point["y"])
+
+
+def run_row(page: Page, run: int):
+    """The Saved runs row of run number ``run``, found by its run cell."""
+    return page.locator(".tabulator-row").filter(
+        has=page.locator("[tabulator-field='run']").filter(has_text=re.compile(rf"^{run}$")))
+
+
+def save(page: Page, label: str) -> None:
+    page.get_by_label("Label", exact=True).fill(label)
+    page.get_by_label("Label", exact=True).press("Tab")
+    page.get_by_role("button", name="Save run").click()
+    expect(page.get_by_role("status").filter(has_text=f"Saved run “{label}”")).to_be_visible()
+
+
+def records_on_disk(server) -> dict[str, dict]:
+    return {p.name: json.loads(p.read_text()) for p in server.runs_dir.glob("*.json")}
+
+
+def wait_for(condition, what: str, timeout: float = 15.0):
+    """Poll ``condition()`` until it returns something true (``timeout`` s at most)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)  # polling the disk, which the page cannot signal
+    raise AssertionError(f"never happened: {what}")
+
+
+def test_row_steps_of_the_worked_row_and_of_the_broken_mode(server, page, watch):
+    open_page(page, server)
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    expect(page.get_by_role("heading", name="Row steps")).to_be_visible()
+    expect(page.get_by_label("Row", exact=True)).to_have_value("2")
+    # [1, 2, 9] → [1, 2, −∞] → [−1, 0, −∞] → … → [0.269, 0.731, 0] → 17.31
+    expect(steps(page)).to_have_text(in_order(
+        "[1.000, 2.000, 9.000]", "Masked", "[1.000, 2.000, −∞]",
+        "Minus the largest visible score", "[-1.000, 0, −∞]", "Divided by the row sum",
+        "[0.269, 0.731, 0]", "Output of row 2", "17.311"))
+    page.get_by_label("Mask after softmax (broken)").check()
+    # Softmax of [1, 2, 9] first, then the zeroing: the visible prefix sums to 0.00125.
+    expect(steps(page)).to_have_text(in_order(
+        "Not masked before softmax", "[1.000, 2.000, 9.000]", "Divided by the row sum",
+        "[0.000335, 0.000911, 0.999]", "zeroed after softmax, without renormalising",
+        "[0.000335, 0.000911, 0]", "Visible prefix sum (no renormalisation)", "0.00125"))
+    expect(page.get_by_label("Failure mode")).to_have_value("Mask after softmax (broken)")
+    page.get_by_role("button", name="Large scores (~1000)").click()
+    page.get_by_label("Failure mode").select_option(label="Naive softmax")
+    expect(steps(page)).to_contain_text("exp: overflows to ∞ (inf)")
+    page.get_by_label("Failure mode").select_option(label="Softmax over the wrong axis")
+    expect(page.get_by_text("Softmax normalised column 2 instead of row 2")).to_be_visible()
+    assert "nan" not in steps(page).text_content().lower()
+
+
+def test_clicking_a_heat_map_row_shows_that_rows_steps(server, page, watch):
+    open_page(page, server)
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    expect(steps(page)).to_contain_text("Output of row 2")
+    click_cell(page, "weights-figure", 3, 1)
+    expect(page.get_by_text("Row 3: query 3 against keys 1–3.")).to_be_visible()
+    expect(steps(page)).to_have_text(in_order("[1.000, 2.000, 9.000]", "[0.000335, 0.000911, 0.999]",
+                                              "Output of row 3"))
+    expect(page.get_by_label("Row", exact=True)).to_have_value("3")
+    click_cell(page, "scores-figure", 1, 3)
+    expect(page.get_by_text("Row 1: query 1 against keys 1–3.")).to_be_visible()
+    expect(steps(page)).to_contain_text("[1.000, −∞, −∞]")
+    # The Row control and the steps agree both ways.
+    page.get_by_label("Row", exact=True).fill("2")
+    page.get_by_label("Row", exact=True).press("Enter")
+    expect(page.get_by_text("Row 2: query 2 against keys 1–3.")).to_be_visible()
+
+
+def test_editing_the_explanation_of_a_saved_run_changes_that_record_and_adds_none(server, page, watch):
+    open_page(page, server)
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    page.get_by_label("Prediction").fill("Token 2 cannot read token 3.")
+    page.get_by_label("Learner").fill("Grace")
+    save(page, "correct")
+    page.get_by_label("Mask after softmax (broken)").check()
+    save(page, "broken")
+    expect(page.locator(".tabulator-row")).to_have_count(2)
+    mine = {r["label"]: name for name, r in records_on_disk(server).items() if r["learner"] == "Grace"}
+    before = records_on_disk(server)
+    explanation = page.get_by_label("Explanation", exact=True)
+    expect(explanation).to_have_attribute(
+        "placeholder", "What invariant did your evidence reveal, and how did the broken mode violate it?")
+
+    # Ticked run 1: only its record changes, and no record is added.
+    box = run_row(page, 1).locator("input[type='checkbox']")
+    box.click()
+    expect(box).to_be_checked()
+    explanation.fill("Masking first keeps every row summing to 1 <b>always</b>.")
+    page.get_by_role("button", name="Save explanation").click()
+    expect(page.get_by_role("status").filter(has_text="Explanation saved to run 1.")).to_be_visible()
+    after = wait_for(lambda: (d := records_on_disk(server))[mine["correct"]]["explanation"] and d,
+                     "run 1's record holds the explanation")
+    assert set(after) == set(before)
+    assert after[mine["correct"]]["explanation"] == "Masking first keeps every row summing to 1 <b>always</b>."
+    changed = {k for k, v in after[mine["correct"]].items() if before[mine["correct"]][k] != v}
+    assert changed == {"explanation"}
+    assert after[mine["broken"]] == before[mine["broken"]]
+    # The table says so, as text.
+    expect(run_row(page, 1).locator("[tabulator-field='explanation']")).to_have_text(
+        "Masking first keeps every row summing to 1 <b>always</b>.")
+    expect(run_row(page, 2).locator("[tabulator-field='explanation']")).to_have_text("—")
+    assert page.locator(".tabulator-row b").count() == 0
+
+    # None ticked: the latest run gets it, and the page says so.
+    box.click()
+    expect(box).not_to_be_checked()
+    explanation.fill("Zeroing after softmax leaves 0.00125 on the visible prefix.")
+    page.get_by_role("button", name="Save explanation").click()
+    expect(page.get_by_role("status").filter(has_text="Explanation saved to run 2, the latest run")).to_be_visible()
+    wait_for(lambda: records_on_disk(server)[mine["broken"]]["explanation"],
+             "run 2's record holds the explanation")
+    assert set(records_on_disk(server)) == set(before)
+    expect(run_row(page, 2).locator("[tabulator-field='explanation']")).to_contain_text("0.00125")
+    expect(page.locator(".tabulator-row")).to_have_count(2)
+
+    # Downloads carry the explanations; two in a row have different names.
+    names = []
+    for _ in range(2):
+        with page.expect_download() as download:
+            page.get_by_role("button", name=re.compile(r"Download my runs \(JSON\)")).click()
+        names.append(download.value.suggested_filename)
+        bundle = json.loads(Path(download.value.path()).read_text())
+    assert [r["explanation"] for r in bundle["runs"]][1].startswith("Zeroing after softmax")
+    assert names[0] != names[1] and all(n.startswith("attention-runs-") for n in names)
+
+
+def test_ticking_two_runs_compares_them_and_says_which(server, page, watch):
+    open_page(page, server)
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    page.get_by_label("Prediction").fill("p")
+    save(page, "one")
+    page.get_by_label("Mask after softmax (broken)").check()
+    save(page, "two")
+    expect(page.get_by_text("Tick two saved runs to compare them side by side.")).to_be_visible()
+    expect(run_row(page, 2)).to_contain_text("Mask after softmax (broken)")
+    for n in (1, 2):
+        run_row(page, n).locator("input[type='checkbox']").click()
+    expect(page.get_by_text("Comparing run 1 (A) with run 2 (B).")).to_be_visible()
+    expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_contain_text(
+        "0.00125")
