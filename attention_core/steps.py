@@ -179,13 +179,18 @@ def exposure(result: AttentionResult) -> str | None:
     padding_failure = {"row_sums"} if not r.allowed.any(axis=-1).all() else set()
     if mode.name == "correct" or (mode.breaks <= failed and failed - mode.breaks <= padding_failure):
         return None
+    if not r.allowed.any():
+        return "Every key is padding, so no row reads anything and there is nothing to get wrong."
     if mode.name == "keys_as_values":
         if r.values is None:
             return "No values are given, so there is no output to get wrong."
         if np.array_equal(r.values, r.keys):
             return "The values equal the keys here, so mixing the keys gives the same output."
-    if mode.name == "no_scaling" and r.d_k == 1:
-        return "d_k = 1, so dividing by sqrt(1) changes nothing."
+    if mode.name == "no_scaling":
+        if r.d_k == 1:
+            return "d_k = 1, so dividing by sqrt(1) changes nothing."
+        if not r.scores.any():
+            return "Every score is 0 here, so dividing by sqrt(d_k) changes nothing."
     if mode.name == "naive_softmax" and not (r.masked_scores > EXP_OVERFLOW).any():
         return (f"No score is large enough to overflow exp (above about {int(EXP_OVERFLOW)}), "
                 "so the naive softmax still gives valid weights.")
@@ -194,15 +199,15 @@ def exposure(result: AttentionResult) -> str | None:
             return "There is one token, so no cell is in the future and there is nothing to mask."
         if r.allowed.all():
             return "The causal mask is off and no key is padding, so there is nothing to mask."
-        return ("The masked scores are so far below the visible ones that softmax gives them 0 "
-                "weight, so zeroing them afterwards loses nothing.")
+        return ("The masked scores are so far below the visible ones that softmax gives them next "
+                "to no weight, so zeroing them afterwards loses nothing.")
     if mode.name == "no_mask":
         if r.T == 1:
             return "There is one token, so no cell is in the future and there is no causal mask to forget."
         if not r.causal:
             return "The causal mask is off, so there is no causal mask to forget."
         return ("The future cells are padding or score so far below the visible ones that they get "
-                "0 weight, so forgetting the causal mask lets nothing through.")
+                "next to no weight, so forgetting the causal mask lets nothing through.")
     if mode.name == "wrong_axis":
         return ("Here softmax down each key column happens to leave every row summing to 1 too "
                 "(as with one token), so no check can tell the wrong axis apart.")

@@ -192,6 +192,10 @@ NOTES = [
     ("keys_as_values", {"queries": [1, 1, 1], "keys": [1, 2, 9], "values": [1, 2, 9]},
      "The values equal the keys here, so mixing the keys gives the same output."),
     ("no_scaling", WORKED, "d_k = 1, so dividing by sqrt(1) changes nothing."),
+    ("no_scaling", {"queries": np.zeros((2, 2)), "keys": np.ones((2, 2))},
+     "Every score is 0 here, so dividing by sqrt(d_k) changes nothing."),
+    ("keys_as_values", {**WORKED, "padding_mask": [False, False, False]},
+     "Every key is padding, so no row reads anything and there is nothing to get wrong."),
     ("naive_softmax", WORKED,
      "No score is large enough to overflow exp (above about 709), so the naive softmax still gives valid weights."),
     ("mask_after_softmax", {**WORKED, "causal": False},
@@ -199,14 +203,14 @@ NOTES = [
     ("mask_after_softmax", {"queries": [1.0], "keys": [9.0]},
      "There is one token, so no cell is in the future and there is nothing to mask."),
     ("mask_after_softmax", {"queries": [1.0, 1.0], "keys": [0.0, -1000.0]},
-     "The masked scores are so far below the visible ones that softmax gives them 0 weight, "
+     "The masked scores are so far below the visible ones that softmax gives them next to no weight, "
      "so zeroing them afterwards loses nothing."),
     ("no_mask", {**WORKED, "causal": False}, "The causal mask is off, so there is no causal mask to forget."),
     ("no_mask", {"queries": [1.0], "keys": [9.0]},
      "There is one token, so no cell is in the future and there is no causal mask to forget."),
     ("no_mask", {**WORKED, "padding_mask": [True, True, False]}, None),
     ("no_mask", {"queries": [1.0, 1.0], "keys": [0.0, -1000.0]},
-     "The future cells are padding or score so far below the visible ones that they get 0 weight, "
+     "The future cells are padding or score so far below the visible ones that they get next to no weight, "
      "so forgetting the causal mask lets nothing through."),
     ("wrong_axis", {"queries": [1.0], "keys": [9.0]},
      "Here softmax down each key column happens to leave every row summing to 1 too (as with one token), "
