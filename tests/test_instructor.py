@@ -106,8 +106,11 @@ def test_chart_has_one_point_per_filtered_run_grouped_by_mode_and_tap_selects(st
     assert chart.ticker.ticks == [0, 1, 2]
     assert [round(x) for x in data["x"]] == [0, 1, 2]
     assert chart.colors.factors == ["Correct, causal", "Mask after softmax (broken)", "No mask"]
-    assert chart.figures[0].xaxis.major_label_overrides == {
-        0: "Correct,\ncausal", 1: "Mask after softmax (broken)", 2: "No mask"}
+    # The axis numbers the groups; the key says which title each number is, and how many runs.
+    assert chart.figures[0].xaxis.major_label_overrides == {0: "1", 1: "2", 2: "3"}
+    key = chart.key.object
+    assert key.index("<b>1</b> Correct, causal (1 run)") < key.index("<b>2</b> Mask after softmax (broken) (1 run)")
+    assert "<b>3</b> No mask (1 run)" in key and key.count("<li>") == 3
     assert chart.chosen.data["x"] == []
     before = chart.source.data
     chart.source.selected.indices = [1]  # what a tap does

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import panel as pn
 import param
@@ -20,15 +22,24 @@ from bokeh.plotting import figure
 from app.instructor.columns import created_texts, numbers, texts
 from app.instructor.state import InstructorState, mode_order
 
-CHART_HEIGHT = 390  # px: the class picture's heading and one row of its two figures
+CHART_HEIGHT = 460  # px: the class picture's heading, one row of its two figures, a key of three lines
 # Hover text of a summary number: "not finite" where the run had none (NaN in the source).
 _NUMBER_HOVER = "return isNaN(value) ? 'not finite' : String(Number(value.toPrecision(4)));"
 
 
-def tick_label(title: str) -> str:
-    """A run title on two lines at its first comma, so the groups' labels fit side by side."""
-    head, comma, rest = title.partition(", ")
-    return f"{head},\n{rest}" if comma else title
+_KEY_CSS = "ol { margin: 0; padding-left: 0; list-style: none; columns: 2; } li { margin: 2px 0; }"
+
+
+def mode_key(modes: list[str], counts: dict[str, int], colours: list[str]) -> str:
+    """The key to the x axis's group numbers: number, colour, title and run count of each group.
+
+    Run titles are too long to stand side by side under a figure, so the axis shows numbers.
+    """
+    items = "".join(
+        f"<li><span style='color: {colour}' aria-hidden='true'>●</span> <b>{n}</b> "
+        f"{html.escape(mode)} ({counts[mode]} run{'' if counts[mode] == 1 else 's'})</li>"
+        for n, (mode, colour) in enumerate(zip(modes, colours, strict=True), start=1))
+    return f"<ol aria-label='Groups of the class picture'>{items}</ol>"
 
 
 class ClassChartView(pn.viewable.Viewer):
@@ -54,6 +65,7 @@ class ClassChartView(pn.viewable.Viewer):
             self._figure("Total future-token weight per run", "future_weight", "class-future"),
             self._figure("Smallest row sum per run", "min_row_sum", "class-row-sum"),
         ]
+        self.key = pn.pane.HTML("", name="class-key", stylesheets=[_KEY_CSS], sizing_mode="stretch_width")
         self.source.selected.on_change("indices", self._tapped)
         self.state.param.watch(self._update, "filtered")
         self.state.param.watch(self._relabel, "timezone")
@@ -62,7 +74,8 @@ class ClassChartView(pn.viewable.Viewer):
 
     def _figure(self, title: str, column: str, name: str) -> figure:
         fig = figure(title=title, name=f"{name}-figure", height=300, width=520, tools="", x_range=self.x_range,
-                     toolbar_location=None, x_axis_label="mode", y_axis_label=title.split(" per")[0])
+                     toolbar_location=None, x_axis_label="mode (numbered in the key below)",
+                     y_axis_label=title.split(" per")[0])
         color = {"field": "mode", "transform": self.colors}
         points = fig.scatter("x", column, source=self.source, size=10, fill_color=color,
                              line_color="white", line_width=2, fill_alpha=0.8,
@@ -77,7 +90,6 @@ class ClassChartView(pn.viewable.Viewer):
         ], formatters={"@future_weight": number, "@min_row_sum": number})
         fig.add_tools(TapTool(renderers=[points]), hover)
         fig.xaxis.ticker = self.ticker
-        fig.xaxis.major_label_orientation = 0.35
         fig.xgrid.grid_line_color = None
         return fig
 
@@ -114,14 +126,18 @@ class ClassChartView(pn.viewable.Viewer):
 
     def _update(self, *events) -> None:
         data = self._data(self.state.filtered)
+        palette = [Category10_10[n % 10] for n in range(len(self._modes))]
+        counts = dict.fromkeys(self._modes, 0)
+        for mode in data["mode"]:
+            counts[mode] += 1
         with pn.io.unlocked():
             self.ticker.ticks = list(range(len(self._modes)))
             for fig in self.figures:
-                fig.xaxis.major_label_overrides = {n: tick_label(m) for n, m in enumerate(self._modes)}
+                fig.xaxis.major_label_overrides = {n: str(n + 1) for n in range(len(self._modes))}
             self.x_range.update(start=-0.6, end=max(len(self._modes), 1) - 0.4)
-            self.colors.update(factors=self._modes,
-                               palette=[Category10_10[n % 10] for n in range(len(self._modes))])
+            self.colors.update(factors=self._modes, palette=palette)
             self.source.data = data
+            self.key.object = mode_key(self._modes, counts, palette)
         self._show_selected()
 
     def _relabel(self, *events) -> None:
@@ -151,4 +167,6 @@ class ClassChartView(pn.viewable.Viewer):
             pn.pane.HTML("<h3>Class picture</h3><p>One point per run shown in the table, grouped by "
                          "mode. Click a point to select that run for comparison.</p>"),
             pn.FlexBox(*(pn.pane.Bokeh(f) for f in self.figures)),
+            self.key,
+            sizing_mode="stretch_width",
         )
