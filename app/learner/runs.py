@@ -24,10 +24,11 @@ from attention_core.store import StoreError, export_csv, export_json
 EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
                     "violate it?")  # seed 003's explain checkpoint
 
-# The columns shown, in order. The run id is in the data (for tests and the page's own code)
-# but not shown.
-RUN_COLUMNS = ("run", "saved (UTC)", "label", "learner", "mode", "future-token weight",
-               "smallest row sum", "failed checks", "explanation")
+# The columns shown, in order, with their share of the table's width (it fits the page, headers
+# wrap). The run id is in the data (for tests and the page's own code) but not shown.
+RUN_COLUMNS = {"run": "5%", "saved (UTC)": "9%", "label": "13%", "learner": "10%", "mode": "18%",
+               "future-token weight": "10%", "smallest row sum": "9%", "failed checks": "11%",
+               "explanation": "15%"}
 
 
 def runs_columns(records) -> dict[str, list[str]]:
@@ -91,12 +92,11 @@ class SavedRunsView(pn.viewable.Viewer):
         self.table = pn.widgets.Tabulator(
             _frame(s.saved), selectable="checkbox",
             disabled=True, show_index=False, sortable=False, hidden_columns=["id"],
-            formatters={c: {"type": "textarea"} for c in RUN_COLUMNS},
-            layout="fit_data_stretch", sizing_mode="stretch_width",
-            configuration={"columnDefaults": {"headerSort": False, "headerWordWrap": True,
-                                              "maxWidth": 240},
+            formatters={c: {"type": "textarea"} for c in RUN_COLUMNS}, widths=RUN_COLUMNS,
+            layout="fit_columns", sizing_mode="stretch_width",
+            configuration={"columnDefaults": {"headerSort": False, "headerWordWrap": True},
                            "placeholder": "No saved runs yet."},
-            margin=(5, 10))
+            stylesheets=[":host .tabulator { font-size: 13px; }"], margin=(5, 10))
         self.heading = pn.pane.HTML(
             pn.bind(lambda ticked: f"<h3>Saved runs</h3><p>{compared_hint(sorted(ticked))}</p>",
                     self.table.param.selection), margin=(5, 10))
