@@ -1,4 +1,4 @@
-"""The workbench in a real Chromium, driven as a learner drives it (issue 3).
+"""The learner page in a real Chromium, driven as a learner drives it (issues 3 and 13).
 
 One ``attention-workbench serve`` process serves every test in this module; each test gets a
 fresh browser context, so a fresh session. Assertions read what the page shows, what the Bokeh
@@ -194,10 +194,9 @@ def save(page: Page, label: str) -> None:
 
 
 def saved_run_row(page: Page, run: int):
-    """The Saved runs row of run number ``run``. Rows are found by their run cell, not their
-    place in the page: the grid re-adds a row at the end of its rows whenever it redraws it."""
-    return page.locator(".slick-row").filter(
-        has=page.locator(".slick-cell.l1").filter(has_text=re.compile(rf"^{run}$")))
+    """The Saved runs row of run number ``run``, found by its run cell, not its place."""
+    return page.locator(".tabulator-row").filter(
+        has=page.locator("[tabulator-field='run']").filter(has_text=re.compile(rf"^{run}$")))
 
 
 def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server, page, watch):
@@ -247,12 +246,9 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
     assert "row_sums" in bad["results"]["failed_checks"]
 
     # The saved-runs table lists both; ticking both shows the comparison.
-    expect(page.locator(".slick-row")).to_have_count(2)
-    expect(saved_run_row(page, 1)).to_contain_text("correct, causal")
-    expect(saved_run_row(page, 2)).to_contain_text("mask after softmax (broken)")
-    # The table keeps run order: a heading click neither sorts nor draws a sort arrow.
-    page.locator(".slick-header-column").filter(has_text=re.compile(r"^label$")).click()
-    expect(page.locator("[class*='slick-sort-indicator-']")).to_have_count(0)
+    expect(page.locator(".tabulator-row")).to_have_count(2)
+    expect(saved_run_row(page, 1)).to_contain_text("Correct, causal")
+    expect(saved_run_row(page, 2)).to_contain_text("Mask after softmax (broken)")
     expect(page.get_by_text("Tick two saved runs to compare them side by side.")).to_be_visible()
     for n in (1, 2):
         box = saved_run_row(page, n).locator("input[type='checkbox']")
@@ -265,7 +261,6 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
     diff = wait_for_cell(page, "compare-diff-source", 2, 2, lambda v: v is not None and v > 0.7)
     assert round(cell(a, 2, 2), 3) == 0.731 and cell(b, 2, 2) < 0.001
     assert math.isclose(cell(diff, 2, 2), cell(a, 2, 2) - cell(b, 2, 2))
-    page.set_viewport_size({"width": 1400, "height": 1000})
     page.get_by_role("heading", name="Comparison").evaluate("el => el.scrollIntoView({block: 'start'})")
     _screenshot(page, "workbench-compare.png")
 
@@ -327,19 +322,55 @@ def test_two_browser_contexts_do_not_share_inputs_or_runs(server, browser, page,
     page.get_by_label("Label").press("Tab")
     save(page, "first tab")
     expect(other.get_by_label("Key 1", exact=True)).to_have_value("1")
-    expect(other.locator(".slick-row")).to_have_count(0)
-    expect(page.locator(".slick-row")).to_have_count(1)
+    expect(other.locator(".tabulator-row")).to_have_count(0)
+    expect(page.locator(".tabulator-row")).to_have_count(1)
     other_watch.assert_clean()
     other_context.close()
 
 
-def _screenshot(page: Page, name: str) -> None:
+def _screenshot(page: Page, name: str, full_page: bool = True) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+    page.screenshot(path=str(SCREENSHOTS / name), full_page=full_page)
 
 
-def test_screenshots_of_correct_and_broken_mode(server, page, watch):
-    page.set_viewport_size({"width": 1400, "height": 1000})
+FIGURE_BOX_JS = """name => {
+  const view = Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name(name));
+  const r = view.canvas_view.el.getBoundingClientRect();
+  return {x: r.left, y: r.top, width: r.width, height: r.height};
+}"""
+
+
+def in_view(page: Page, locator) -> None:
+    """Assert ``locator`` (or a box) is drawn whole inside the 1280×720 viewport."""
+    box = locator if isinstance(locator, dict) else locator.bounding_box()
+    assert box is not None
+    assert box["x"] >= 0 and box["y"] >= 0, box
+    assert box["x"] + box["width"] <= 1280 and box["y"] + box["height"] <= 720, box
+
+
+@pytest.mark.parametrize("tokens", [3, 4])
+def test_at_1280_by_720_the_inputs_and_both_heat_maps_show_side_by_side(server, page, watch, tokens):
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_workbench(page, server)
+    page.get_by_label("Tokens").fill(str(tokens))
+    page.get_by_label("Tokens").press("Enter")
+    page.wait_for_function("n => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === n",
+                           arg=tokens ** 2)
+    for label in ("Tokens", "Failure mode", f"Query {tokens}", f"Key {tokens}", f"Padding {tokens}",
+                  "Causal mask", "Mask after softmax (broken)"):
+        in_view(page, page.get_by_label(label, exact=True))
+    for name in ("Worked row (seed 003)", "Reset"):
+        in_view(page, page.get_by_role("button", name=name))
+    scores, weights = (page.evaluate(FIGURE_BOX_JS, name) for name in ("scores-figure", "weights-figure"))
+    in_view(page, scores)
+    in_view(page, weights)
+    assert scores["x"] + scores["width"] <= weights["x"] + 1 and abs(scores["y"] - weights["y"]) < 2
+    assert page.evaluate("() => document.scrollingElement.scrollTop") == 0
+    _screenshot(page, f"learner-1280x720-T{tokens}.png", full_page=False)
+
+
+def test_screenshots_of_correct_and_broken_mode_and_of_eight_tokens(server, page, watch):
+    page.set_viewport_size({"width": 1280, "height": 720})
     open_workbench(page, server)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     expect(page.locator("table.readouts")).to_contain_text("17.311")
@@ -348,6 +379,14 @@ def test_screenshots_of_correct_and_broken_mode(server, page, watch):
     expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
     _screenshot(page, "workbench-broken.png")
     assert (SCREENSHOTS / "workbench-broken.png").stat().st_size > 10_000
+    page.get_by_label("Tokens").fill("8")
+    page.get_by_label("Tokens").press("Enter")
+    data = None
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === 64")
+    for name in ("weights-source", "scores-source"):
+        data = source(page, name)
+        assert all(len(text) <= 6 for text in data["text"]), data["text"]
+    _screenshot(page, "learner-8-tokens.png", full_page=False)
 
 
 def test_hostile_text_is_shown_literally_and_never_runs(server, page, watch):
@@ -361,14 +400,11 @@ def test_hostile_text_is_shown_literally_and_never_runs(server, page, watch):
     page.get_by_label("Label").press("Tab")
     page.get_by_role("button", name="Save run").click()
     expect(page.get_by_role("status")).to_have_text(re.compile(r"Saved run “<b>x</b> \*\*y\*\*”"))
-    row = page.locator(".slick-row").first
+    row = page.locator(".tabulator-row").first
     expect(row).to_contain_text(hostile)
     expect(row).to_contain_text("<b>x</b> **y**")
-    # A cell too narrow for its text shows all of it on hover, still as text.
-    expect(row.locator(f"[title='{hostile}']")).to_have_text(hostile)
-    expect(row.locator("[title='<b>x</b> **y**']")).to_have_text("<b>x</b> **y**")
-    assert page.locator(".slick-row img").count() == 0
-    assert page.locator(".slick-row b").count() == 0
+    assert page.locator(".tabulator-row img").count() == 0
+    assert page.locator(".tabulator-row b").count() == 0
     assert dialogs == []
 
 
@@ -383,17 +419,31 @@ def test_the_workbench_works_by_keyboard_alone(server, page, watch):
                 while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
                 if (!el) return '';
                 const label = el.closest('label');
-                return el.getAttribute('aria-label') || (label && label.textContent) ||
-                       el.textContent || ''; }""")
+                const labelled = el.id && el.getRootNode().querySelector(`label[for="${el.id}"]`);
+            return el.getAttribute('aria-label') || (label && label.textContent) ||
+                   (labelled && labelled.textContent) || el.textContent || ''; }""")
             if name in focused:
                 return
         raise AssertionError(f"Tab never reached {name!r}")
 
+    tab_to("Padding 1")
+    page.keyboard.press("Space")
+    expect(page.get_by_test_id("empty-row-note")).to_be_visible()
+    page.keyboard.press("Space")
+    expect(page.get_by_test_id("empty-row-note")).to_be_hidden()
     tab_to("Mask after softmax (broken)")
     page.keyboard.press("Space")
     expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
+    expect(page.get_by_label("Failure mode")).to_have_value("Mask after softmax (broken)")
     tab_to("Worked row (seed 003)")
     page.keyboard.press("Enter")
+    expect(page.locator("table.readouts")).to_contain_text("17.311")  # the preset sets the mode too
+    expect(page.get_by_label("Mask after softmax (broken)")).not_to_be_checked()
+    # The failure mode is chosen by keyboard too: focus the select and step through its options.
+    page.get_by_label("Tokens").focus()
+    tab_to("Failure mode")
+    page.keyboard.press("ArrowDown")
+    expect(page.get_by_label("Mask after softmax (broken)")).to_be_checked()
     expect(page.locator("table.readouts")).to_contain_text("0.00125")
 
 
@@ -416,16 +466,23 @@ def test_values_presets_reset_explanation_and_csv_download(server, page, watch):
     expect(page.locator(".check-fail")).to_have_count(0)
     # Reset: back to the starting inputs and toggles.
     page.get_by_label("Causal mask").uncheck()
+    page.get_by_label("Padding 2").check()
+    page.get_by_label("Failure mode").select_option(label="No mask")
     page.get_by_role("button", name="Reset").click()
     expect(page.get_by_label("Causal mask")).to_be_checked()
+    expect(page.get_by_label("Padding 2")).not_to_be_checked()
+    expect(page.get_by_label("Failure mode")).to_have_value("Correct")
     expect(page.get_by_label("Key 3", exact=True)).to_have_value("9")
     wait_for_cell(page, "weights-source", 2, 1, lambda v: v is not None and round(v, 3) == 0.269)
-    # The explanation is saved with the run; the CSV download lists the run.
+    # The explanation is attached to the saved run it explains; the CSV download lists it.
     page.get_by_label("Prediction").fill("row 2 keeps 0.269 and 0.731")
-    page.get_by_label("Explanation").fill("Rows sum to 1 only when the mask comes first.")
     page.get_by_label("Label").fill("with explanation")
     page.get_by_label("Label").press("Tab")
     save(page, "with explanation")
+    page.get_by_label("Explanation").fill("Rows sum to 1 only when the mask comes first.")
+    page.get_by_label("Explanation").press("Tab")
+    page.get_by_role("button", name="Save explanation").click()
+    expect(page.get_by_text(re.compile("Explanation saved to run 1"))).to_be_visible()
     with page.expect_download() as download:
         page.get_by_role("button", name=re.compile("Download my runs \\(CSV\\)")).click()
     text = Path(download.value.path()).read_text()
@@ -444,7 +501,7 @@ def test_a_token_count_outside_1_to_8_gets_a_message_changes_nothing_and_blocks_
         message = page.get_by_role("alert").filter(has_text="Tokens:")
         expect(message).to_contain_text("choose a whole number from 1 to 8")
         expect(page.get_by_label("Query 3", exact=True)).to_be_visible()
-        expect(page.get_by_label("Query 4", exact=True)).to_have_count(0)
+        expect(page.get_by_label("Query 4", exact=True)).to_be_hidden()
         # The field shows a count the page is not using, so a save now would not be what it shows.
         expect(page.get_by_role("button", name="Save run")).to_be_disabled()
     page.get_by_label("Tokens").fill("4")
@@ -462,12 +519,12 @@ def test_a_reload_keeps_this_pages_saved_runs(server, page, watch):
     save(page, "before reload")
     expect(page).to_have_url(re.compile(r"[?&]runs=[A-Za-z0-9_-]+"))
     page.reload()
-    expect(page.locator(".slick-row")).to_have_count(1)
-    expect(page.locator(".slick-row").first).to_contain_text("before reload")
+    expect(page.locator(".tabulator-row")).to_have_count(1)
+    expect(page.locator(".tabulator-row").first).to_contain_text("before reload")
     # Anything else in the URL is only looked up as a run id, never as a path.
     page.goto(server.url + "?runs=..%2F..%2Fetc%2Fpasswd,nope")
     expect(page.get_by_label("Query 1", exact=True)).to_be_visible()
-    expect(page.locator(".slick-row")).to_have_count(0)
+    expect(page.locator(".tabulator-row")).to_have_count(0)
 
 
 def test_a_dead_server_is_announced_instead_of_saving_silently(tmp_path, page):

@@ -9,6 +9,7 @@ Saving is an explicit action (:meth:`LearnerState.save_run`). Left out: widgets 
 
 from __future__ import annotations
 
+import panel as pn
 import param
 
 from app.shared.parsing import clean_text, parse_number
@@ -147,10 +148,14 @@ class LearnerState(param.Parameterized):
             except AttentionInputError as exc:
                 errors[f"{_FIELDS.get(exc.field, exc.field)} {exc.token or 1}"] = str(exc)
             else:
-                self.param.update(result=result, field_errors={}, input_ok=True)
+                # Held, so every view's change from one edit reaches the browser as one message,
+                # drawn once (Panel's hold; it does nothing outside a served page).
+                with pn.io.hold():
+                    self.param.update(result=result, field_errors={}, input_ok=True)
                 return
         # Keep the last good result on screen; only the messages change.
-        self.param.update(field_errors=errors, input_ok=False)
+        with pn.io.hold():
+            self.param.update(field_errors=errors, input_ok=False)
 
     def set_tokens(self, value: object) -> None:
         """Take a typed token count, or keep the current one and say why in :attr:`tokens_error`."""
