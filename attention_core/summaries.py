@@ -48,7 +48,8 @@ class RunSummary:
     So code that reads ``id``, ``created_at``, the free text, ``causal``, ``mask_after_softmax``,
     ``failure_mode``, ``T``, ``title``, ``total_future_weight``, ``min_row_sum``,
     ``max_row_sum_error`` or ``failed_checks`` (the table, the chart,
-    :func:`~attention_core.store.export_csv`) takes either. ``created_datetime`` is parsed once, here, because listings sort by it.
+    :func:`~attention_core.store.export_csv`) takes either. ``created_datetime`` is parsed once,
+    here, because listings sort by it.
     """
 
     id: str
