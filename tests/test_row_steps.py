@@ -85,6 +85,9 @@ def test_mask_after_softmax_shows_softmax_of_the_whole_row_then_the_zeroing(stat
                     "zeroed after softmax, without renormalising", "[0.000335, 0.000911, 0]",
                     "Visible prefix sum (no renormalisation)", "0.00125",
                     "Weights of row 2 (row sum 0.00125)"), shown
+    # The last row has no future cell: the zeroing takes nothing and its row sums to 1.
+    assert in_order(steps_of(state, 3), "zeroed after softmax (row 3 has none)",
+                    "Visible prefix sum (no renormalisation)", "1.000")
 
 
 def test_naive_softmax_shows_the_exponentials_that_overflow(state):

@@ -95,8 +95,9 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str]]
         items.append((f"Divided by the {total}" + (": ∞/∞ is undefined" if overflow else ""),
                       numbers(s.softmax)))
         if s.zeroed is not None:
-            items.append(("Then the future cells are zeroed after softmax, without renormalising",
-                          numbers(s.zeroed)))
+            none = f" (row {n} has none)" if r.allowed[s.row].all() else ""
+            items.append((f"Then the future cells are zeroed after softmax{none}, without "
+                          "renormalising", numbers(s.zeroed)))
             items.append(("Visible prefix sum (no renormalisation)", number(s.row_sum)))
         items.append((f"Weights of row {n} (row sum {number(s.row_sum)})", numbers(s.weights)))
     if s.mixed is not None:
