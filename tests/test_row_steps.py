@@ -258,6 +258,12 @@ def test_save_explanation_goes_to_the_ticked_runs_or_the_latest(state):
     assert runs.explanation_message.startswith("Explanation not saved:") and not runs.explanation_ok
     assert "explanation" in runs.explanation_message.lower()
     assert len(list(state.store.directory.glob("*.json"))) == 2
+    (state.store.directory / f"{a.id}.json").unlink()  # removed by hand meanwhile
+    runs.table.selection = [0]
+    runs.explanation.value = "still here?"
+    runs.save_explanation.clicks += 1
+    assert "no longer in the runs directory" in runs.explanation_message
+    assert list(state.store.directory.glob("*.json")) == [state.store.directory / f"{b.id}.json"]
 
 
 def test_downloads_are_fresh_on_every_call_with_distinct_names(state):

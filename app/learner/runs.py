@@ -154,7 +154,11 @@ class SavedRunsView(pn.viewable.Viewer):
         rows = ticked or [len(saved) - 1]
         try:
             self.state.attach_explanation([saved[i].id for i in rows], self.explanation.value)
-        except (ValueError, KeyError, StoreError) as exc:
+        except KeyError:
+            self.param.update(explanation_ok=False, explanation_message=(
+                "Explanation not saved: a run it was for is no longer in the runs directory."))
+            return
+        except (ValueError, StoreError) as exc:
             why = str(exc).removeprefix("Explanation not saved: ")
             self.param.update(explanation_ok=False,
                               explanation_message=f"Explanation not saved: {why}")
