@@ -102,13 +102,12 @@ class SavedRunsView(pn.viewable.Viewer):
                     self.table.param.selection), margin=(5, 10))
         self.explanation = pn.widgets.TextAreaInput(
             label="Explanation", placeholder=EXPLAIN_QUESTION, height=80, width=620)
-        self.save_explanation = pn.widgets.Button(
-            label="Save explanation", disabled=pn.bind(lambda saved: not saved, s.param.saved))
+        no_runs = pn.bind(lambda saved: not saved, s.param.saved)
+        self.save_explanation = pn.widgets.Button(label="Save explanation", disabled=no_runs)
         self.save_explanation.on_click(lambda _event: self.attach())
         self.explanation_status = pn.pane.HTML(
             pn.bind(status_html, self.param.explanation_message, self.param.explanation_ok),
             visible=pn.bind(bool, self.param.explanation_message), stylesheets=[STATUS_CSS])
-        no_runs = pn.bind(lambda saved: not saved, s.param.saved)
         self.download_json = pn.widgets.FileDownload(
             callback=lambda: self._download("json"), filename="attention-runs.json",
             label="Download my runs (JSON)", embed=False, disabled=no_runs)
@@ -117,7 +116,6 @@ class SavedRunsView(pn.viewable.Viewer):
             label="Download my runs (CSV)", embed=False, disabled=no_runs)
         self.compare = ComparisonView()
         self._last_stamp: datetime | None = None
-        s.param.watch(self._show_runs, "saved")
         self.table.param.watch(self._show_ticked, "selection")
         self._layout = pn.Column(
             self.heading, self.table, self.explanation,
@@ -125,7 +123,8 @@ class SavedRunsView(pn.viewable.Viewer):
             pn.Row(self.download_json, self.download_csv), self.compare,
             sizing_mode="stretch_width")
 
-    def _show_runs(self, *events) -> None:
+    @param.depends("state.saved", watch=True)
+    def _show_runs(self) -> None:
         # Same row index for the same run, so the table keeps its ticks.
         self.table.value = _frame(self.state.saved)
         self._compare()
