@@ -14,6 +14,7 @@ from store_helpers import T0, make_record
 
 from app.instructor import (
     ALL_MODES,
+    COLUMNS,
     ClassChartView,
     InstructorPage,
     InstructorState,
@@ -89,8 +90,9 @@ def test_table_rows_are_newest_first_plain_text_and_selection_maps_to_ids(store)
     view = RunsTableView(state=s)
     frame = view.table.value
     assert list(frame["label"]) == ["open", "broken", "first"]
-    for column in ("learner", "label", "prediction", "explanation", "created (local)"):
-        assert view.table.formatters[column] == {"type": "plaintext"}
+    for column in ("learner", "label", "mode", "prediction", "explanation", "created (local)"):
+        assert view.table.formatters[column] == {"type": "textarea"}  # escaped text, wrapped
+    assert view.table.layout == "fit_columns" and set(view.table.widths) == set(COLUMNS) - {"id"}
     assert view.table.pagination == "remote"
     view.table.selection = [0, 2]
     assert s.selected_ids == [s.records[2].id, s.records[0].id]

@@ -1,7 +1,7 @@
 """The filters and the runs table: one row per filtered run, newest first, a page at a time.
 
-Learner text reaches the table only as Tabulator ``plaintext`` cells, and its expanded row only
-as ``html.escape``d HTML.
+Learner text reaches the table only as Tabulator ``textarea`` cells (escaped text that wraps),
+and its expanded row only as ``html.escape``d HTML.
 """
 
 from __future__ import annotations
@@ -23,6 +23,13 @@ _TEXT_COLUMNS = ("created (local)", "created (UTC)", "learner", "label", "mode",
 COLUMNS = ["id", "created (local)", "created (UTC)", "learner", "label", "causal",
            "mask after softmax", "mode", "tokens", "total future-token weight", "smallest row sum",
            "failed checks", "prediction", "explanation"]
+# Each shown column's share of the table's width: the table fits the page (headers and cells
+# wrap) instead of pushing the last columns past its right edge at 1280 px.
+# The shares leave room for the expand and tick columns.
+WIDTHS = {"created (local)": "7%", "created (UTC)": "7%", "learner": "7%", "label": "7%",
+          "causal": "5%", "mask after softmax": "6%", "mode": "12%", "tokens": "5%",
+          "total future-token weight": "7%", "smallest row sum": "6%", "failed checks": "8%",
+          "prediction": "7%", "explanation": "8%"}
 
 
 def runs_frame(records: list[RunSummary], state: InstructorState) -> pd.DataFrame:
@@ -103,11 +110,14 @@ class RunsTableView(pn.viewable.Viewer):
         self.table = pn.widgets.Tabulator(
             runs_frame([], self.state), name="Runs of the class", show_index=False,
             selectable="checkbox", disabled=True, hidden_columns=["id"], pagination="remote",
-            page_size=PAGE_SIZE, sizing_mode="stretch_width", layout="fit_data_table",
+            page_size=PAGE_SIZE, sizing_mode="stretch_width", layout="fit_columns", widths=WIDTHS,
             formatters={
-                **{c: {"type": "plaintext"} for c in _TEXT_COLUMNS},
+                # "textarea" is Tabulator's plain text (HTML-escaped) that wraps within the column.
+                **{c: {"type": "textarea"} for c in _TEXT_COLUMNS},
                 "causal": {"type": "tickCross"}, "mask after softmax": {"type": "tickCross"},
             },
+            configuration={"columnDefaults": {"headerWordWrap": True}},
+            stylesheets=[":host .tabulator { font-size: 13px; }"],
             row_content=self._details, embed_content=False,
         )
         self.count = pn.pane.HTML("", name="runs-count")
