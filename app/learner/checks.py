@@ -35,8 +35,9 @@ h3 { font-size: 1.1em; font-weight: bold; margin: 1em 0 0.6em; }
 
 
 def empty_rows(r: AttentionResult) -> list[int]:
-    """Rows (from 0) left with no visible key, e.g. every key they may read is padding."""
-    return [i for i in range(r.T) if row_steps(r, i).no_visible_key]
+    """Rows (from 0) left with no visible key, e.g. every key they may read is padding, and so
+    all-zero weights (in "no mask" such a row still reads its future keys)."""
+    return [i for i in range(r.T) if row_steps(r, i).no_visible_key and not r.weights[i].any()]
 
 
 def banner_html(r: AttentionResult | None) -> str:
