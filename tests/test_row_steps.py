@@ -128,6 +128,23 @@ def test_a_row_with_no_visible_key_is_all_zero_and_says_so(state):
     assert in_order(shown, "Masked: −∞ at future tokens and padding", "[−∞, −∞, −∞]",
                     "No visible key", "[0, 0, 0]", "Output of row 1", "0"), shown
     assert "nan" not in shown.lower() and "undefined" not in shown
+    # Modes that do not mask before softmax still compute the row, and say what they did with it.
+    state.failure_mode = "no_mask"
+    assert in_order(steps_of(state, 1), "[−∞, 2.000, 9.000]", "Weights of row 1",
+                    "[0, 0.000911, 0.999]", "No visible key: row 1 may read no key",
+                    "the forgotten causal mask lets it read its future keys anyway")
+    state.failure_mode = "mask_after_softmax"
+    assert in_order(steps_of(state, 1), "[0.000335, 0.000911, 0.999]",
+                    "the forbidden cells (future, padding) are zeroed", "[0, 0, 0]",
+                    "No visible key: row 1 may read no key", "so none of its weight is kept")
+    # The wrong axis normalises column 2 of a padded key 2: nothing in it, while row 2 reads key 1.
+    state.set_padding(0, False)
+    state.set_padding(1, True)
+    state.failure_mode = "wrong_axis"
+    shown = steps_of(state, 2)
+    assert in_order(shown, "[−∞, −∞, −∞]", "Column 2 is masked for every query (key 2 is "
+                    "padding)", "[0, 0, 0]", "Weights of row 2"), shown
+    assert "No visible key" not in shown
 
 
 def test_record_view_saves_with_a_prediction_and_says_what_it_did(state):

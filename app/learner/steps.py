@@ -77,9 +77,14 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str]]
         items.append((f"Masked: −∞ at {' and '.join(why)}" if why else
                       "Masked: nothing to mask (no causal mask, no padding)",
                       numbers(s.masked_scores)))
-    if s.no_visible_key:
+    nothing = bool(np.isneginf(s.masked_scores).all())  # softmax got nothing it may read
+    if nothing and s.along == "row":
         items.append((f"No visible key: every key of row {n} is masked, so its weights are all "
                       "zero and it sums to 0 (a failed row-sum check)", numbers(s.weights)))
+    elif nothing:
+        items.append((f"Column {n} is masked for every query (key {n} is padding), so softmax "
+                      "gives it all zeros", numbers(s.softmax)))
+        items.append((f"Weights of row {n} (row sum {number(s.row_sum)})", numbers(s.weights)))
     else:
         if mode.softmax == "naive":
             items.append(("Not shifted: naive softmax takes exp of the scores as they are "
@@ -95,11 +100,18 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str]]
         items.append((f"Divided by the {total}" + (": ∞/∞ is undefined" if overflow else ""),
                       numbers(s.softmax)))
         if s.zeroed is not None:
+            padded = r.key_is_real is not None and not r.key_is_real.all()
+            cells = "forbidden cells (future, padding)" if padded else "future cells"
             none = f" (row {n} has none)" if r.allowed[s.row].all() else ""
-            items.append((f"Then the future cells are zeroed after softmax{none}, without "
+            items.append((f"Then the {cells} are zeroed after softmax{none}, without "
                           "renormalising", numbers(s.zeroed)))
             items.append(("Visible prefix sum (no renormalisation)", number(s.row_sum)))
         items.append((f"Weights of row {n} (row sum {number(s.row_sum)})", numbers(s.weights)))
+    if s.no_visible_key and not (nothing and s.along == "row"):  # what the mode did instead
+        did = ("the forgotten causal mask lets it read its future keys anyway"
+               if mode.mask == "none" else "so none of its weight is kept")
+        items.append((f"No visible key: row {n} may read no key (each is padding or in the "
+                      f"future), {did}", numbers(s.weights)))
     if s.mixed is not None:
         mixed = "keys k_j (mixes keys, not values)" if mode.mix == "keys" else "values v_j"
         items.append((f"Mixed: {mixed}", numbers(s.mixed)))
