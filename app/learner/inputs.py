@@ -22,6 +22,8 @@ ERROR_CSS = ":host { color: #b00020; font-size: 0.85em; }"
 _FIELD_ERROR_CSS = ":host .bk-input, :host .bk-input:focus { border: 2px solid #b00020; }"
 # In the Presets row; the other presets are offered beside the failure mode they expose.
 _SHOWN_PRESETS = ("worked_row", "large_scores", "all_equal")
+# Bokeh's spinner buttons have no accessible name (axe: critical); the field keeps the arrow keys.
+NO_SPIN_BUTTONS = ":host .bk-spin-btn { display: none !important; }"
 _NOTE_CSS = ":host { font-size: 0.9em; } p { margin: 0.3em 0; }"
 
 
@@ -81,7 +83,8 @@ class InputsView(pn.viewable.Viewer):
         s = self.state
         # No start/end: with bounds the browser silently keeps an out-of-range count without
         # sending it; here set_tokens gets every count and says why it refuses one.
-        self.tokens = pn.widgets.IntInput(label="Tokens", value=s.tokens, width=90, margin=(5, 10))
+        self.tokens = pn.widgets.IntInput(label="Tokens", value=s.tokens, width=90, margin=(5, 10),
+                                          stylesheets=[NO_SPIN_BUTTONS])
         self.tokens.param.watch(lambda e: s.set_tokens(e.new), "value")
         s.param.watch(lambda e: setattr(self.tokens, "value", e.new), "tokens")
         s.param.watch(self._tokens_error_shown, "tokens_error")

@@ -1,4 +1,4 @@
-"""The learner's page: one :class:`LearnerState` and the views over it, in one template.
+"""The learner's page: one :class:`LearnerState` and the views over it, in one layout.
 
 Each browser session builds its own :class:`LearnerPage` (``attention-workbench serve`` does,
 per request), so no two learners share a widget or a value. Tests build one without a browser:
@@ -11,7 +11,7 @@ import panel as pn
 import param
 
 from app.learner.checks import BannerView, ReadoutsView
-from app.learner.inputs import InputsView
+from app.learner.inputs import NO_SPIN_BUTTONS, InputsView
 from app.learner.matrices import MatricesView
 from app.learner.record import RecordView
 from app.learner.runs import SavedRunsView
@@ -28,6 +28,10 @@ weights still sum to 1. Choose a <b>Failure mode</b> to see what each common mis
 breaks, save a run in each, and compare them. Here d_k = 1, so scores are divided by √1 = 1.
 Click a heat-map row (or set <b>Row</b>) to see that row's computation step by step.
 </p>"""
+
+_HEADER = ("<header><h1 style='margin: 0; font-size: 1.6em; font-weight: normal; color: white;'>"
+           f"{TITLE}</h1></header>")
+_SIDEBAR_CSS = ":host { border-right: 1px solid #dee2e6; }"
 
 DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is saved. "
                 "Reload the page once the server is back; your saved runs are kept.")
@@ -51,12 +55,12 @@ class LearnerPage(pn.viewable.Viewer):
         self.banner = BannerView(state=s)
         self.matrices = MatricesView(state=s)
         self.row = pn.widgets.IntInput.from_param(s.param.row, label="Row", description=None, width=90,
-                                                  margin=(5, 10))
+                                                  margin=(5, 10), stylesheets=[NO_SPIN_BUTTONS])
         self.steps = RowStepsView(state=s)
         self.readouts = ReadoutsView(state=s)
         self.record = RecordView(state=s)
         self.runs = SavedRunsView(state=s)
-        self.sidebar = pn.Column(self.inputs, sizing_mode="stretch_width", margin=0)
+        self.sidebar = pn.Column(self.inputs, width=380, margin=(10, 0), stylesheets=[_SIDEBAR_CSS])
         self.main = pn.Column(
             self.banner, self.matrices,
             pn.Row(self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "
@@ -64,21 +68,16 @@ class LearnerPage(pn.viewable.Viewer):
             self.readouts, self.steps, pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
             self.record, self.runs, sizing_mode="stretch_width", margin=0)
 
-    def template(self) -> pn.template.BootstrapTemplate:
-        """The page as served: this page's views in a sidebar template, with its session's
-        disconnect notice and its saved runs kept in the URL."""
+    def serve_session(self) -> LearnerPage:
+        """Set this browser session up for the page: its disconnect notice, and its saved runs
+        kept in the URL. Returns the page, for ``pn.serve``."""
         # Session-local config: a learner whose server went away is told so, instead of
         # clicking Save run into a dead connection and believing the run was saved.
         pn.config.notifications = True
         pn.config.disconnect_notification = DISCONNECTED
-        template = pn.template.BootstrapTemplate(
-            title=TITLE, sidebar_width=380, header_background="#37474f",
-            # Panel's busy indicator follows one process-wide flag: each learner's edit would
-            # make every open page show it.
-            busy_indicator=None, sidebar=[self.sidebar], main=[self.main])
         if pn.state.curdoc is not None:
             self._keep_saved_runs_in_url()
-        return template
+        return self
 
     def _keep_saved_runs_in_url(self) -> None:
         """Keep the ids of this page's saved runs in its URL (``?runs=id1,id2``), so a reload or
@@ -92,13 +91,18 @@ class LearnerPage(pn.viewable.Viewer):
             lambda event: location.update_query(runs=",".join(r.id for r in event.new)), "saved")
 
     def __panel__(self):
-        return pn.Row(self.sidebar, self.main, sizing_mode="stretch_width")
+        # No template: Bootstrap's puts the sidebar's content inside a <ul> (axe: a serious
+        # violation); a plain header, sidebar and main area read the same.
+        header = pn.pane.HTML(_HEADER, sizing_mode="stretch_width", margin=0,
+                              styles={"background": "#37474f", "padding": "14px 24px"})
+        return pn.Column(header, pn.Row(self.sidebar, self.main, sizing_mode="stretch_width", margin=0),
+                         sizing_mode="stretch_width", margin=0)
 
 
-def create_page(store: RunStore | None = None) -> pn.template.BootstrapTemplate:
+def create_page(store: RunStore | None = None) -> LearnerPage:
     """One session's learner page over ``store`` (default: the resolved runs directory)."""
-    return LearnerPage(store=store).template()
+    return LearnerPage(store=store).serve_session()
 
 
 if __name__.startswith("bokeh"):
-    create_page().servable()
+    create_page().servable(title=TITLE)
