@@ -282,79 +282,21 @@ def _in_a_child(code: str) -> str:
     return done.stdout.strip()
 
 
-def test_serve_leaves_full_collections_to_the_pages_not_to_the_collector():
-    # In a child process: the thresholds are process-wide and pytest's own must not change.
+def test_serve_freezes_start_up_objects_and_keeps_pythons_own_collection_thresholds():
+    # In a child process: the thresholds are process-wide and pytest's own must not change. The
+    # pages no longer run full collections themselves, so the collector's own must stay on.
     code = (
         "import gc\n"
-        "from app.server import NO_AUTOMATIC_FULL_COLLECTION, _settle_heap\n"
-        "young, middle, _ = gc.get_threshold()\n"
+        "from app.server import _settle_heap\n"
+        "before = gc.get_threshold()\n"
         "gc.disable()\n"
         "_settle_heap()\n"
         "assert gc.isenabled()\n"
-        "assert gc.get_threshold() == (young, middle, NO_AUTOMATIC_FULL_COLLECTION)\n"
+        "assert gc.get_threshold() == before\n"
         "assert gc.get_freeze_count() > 0\n"
         "print('ok')\n"
     )
     assert _in_a_child(code) == "ok"
-
-
-def test_pages_run_a_full_collection_periodically_once_per_process(monkeypatch):
-    from app import workbench
-
-    timers, collections = [], []
-
-    class Timer:  # stands in for tornado's PeriodicCallback: no event loop in this test
-        def __init__(self, callback, callback_time):
-            self.callback, self.callback_time, self.started = callback, callback_time, 0
-            timers.append(self)
-
-        def start(self):
-            self.started += 1
-
-    monkeypatch.setattr(workbench, "PeriodicCallback", Timer)
-    monkeypatch.setattr(workbench.gc, "collect", lambda *a: collections.append(a))
-    reclaimer = workbench._MemoryReclaimer()
-    reclaimer.start()
-    reclaimer.start()  # a second page in the same process
-    assert len(timers) == 1 and timers[0].started == 1
-    assert timers[0].callback_time == workbench._MemoryReclaimer.EVERY_S * 1000 == 600_000
-    timers[0].callback()
-    assert len(collections) == 1
-
-
-def test_closes_collect_at_once_only_when_few_pages_remain_open(monkeypatch):
-    # A full collection walks every open page and stops them all, so a close in a full class
-    # leaves the garbage to the periodic collection; the class's last closes collect it.
-    from app import workbench
-
-    later, collections = [], []
-
-    class Loop:  # stands in for tornado's IOLoop: no event loop in this test
-        def call_later(self, delay, callback):
-            later.append((delay, callback))
-
-    class Timer:
-        def __init__(self, callback, callback_time):
-            pass
-
-        def start(self):
-            pass
-
-    monkeypatch.setattr(workbench, "PeriodicCallback", Timer)
-    monkeypatch.setattr(workbench.IOLoop, "current", staticmethod(lambda: Loop()))
-    monkeypatch.setattr(workbench.gc, "collect", lambda *a: collections.append(a))
-    reclaimer = workbench._MemoryReclaimer()
-    cheap = workbench._MemoryReclaimer.CHEAP_PAGES
-    for _ in range(cheap + 3):
-        reclaimer.start()
-    reclaimer.session_destroyed(None)
-    reclaimer.session_destroyed(None)  # same burst: one timer
-    assert len(later) == 1 and later[0][0] == workbench._MemoryReclaimer.DELAY_S
-    later.pop()[1]()
-    assert collections == [] and reclaimer.open_pages == cheap + 1
-    reclaimer.session_destroyed(None)
-    later.pop()[1]()
-    assert len(collections) == 1 and reclaimer.open_pages == cheap
 
 
 def test_a_learner_page_and_its_saves_never_load_pandas(tmp_path):
@@ -362,9 +304,9 @@ def test_a_learner_page_and_its_saves_never_load_pandas(tmp_path):
     # child process, since this test process has pandas loaded already.
     code = (
         "import sys\n"
-        "from app.workbench import create_workbench\n"
+        "from app.learner.page import create_page\n"
         "from attention_core.store import RunStore\n"
-        f"page = create_workbench(RunStore({str(tmp_path)!r}))\n"
+        f"page = create_page(RunStore({str(tmp_path)!r}))\n"
         "page.state.prediction = 'p'\n"
         "page.state.save_run()\n"
         "page.state.mask_after_softmax = True\n"
