@@ -48,7 +48,7 @@ def banner_html(r: AttentionResult | None) -> str:
         head = "BROKEN MODE: mask after softmax."
     else:
         head = f"BROKEN MODE: {html.escape(r.mode.title.lower())}."
-    return (f"<div class='notice danger' role='status'><b>{head}</b> "
+    return (f"<div class='notice danger'><b>{head}</b> "
             f"{html.escape(r.mode.description)}</div>")
 
 
