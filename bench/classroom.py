@@ -35,7 +35,7 @@ def _register_panel_models() -> None:
     """The client must know every model class the server's document holds."""
     import panel.models
 
-    import app.workbench  # noqa: F401 - defines the page's custom component models
+    import app.learner.page  # noqa: F401 - imports every model class the page uses
 
     for info in pkgutil.iter_modules(panel.models.__path__):
         try:
@@ -205,12 +205,10 @@ def _settle(pid: int, seconds: float) -> float:
 
 def run(workdir: Path, levels: tuple[int, ...], phase_s: float, wait_cleanup: bool) -> dict:
     from app.server import CHECK_UNUSED_SESSIONS_MS, UNUSED_SESSION_LIFETIME_MS
-    from app.workbench import _MemoryReclaimer
 
     _register_panel_models()
-    # Bokeh discards idle sessions, then the page hands their memory back a little later.
-    cleanup_s = ((UNUSED_SESSION_LIFETIME_MS + CHECK_UNUSED_SESSIONS_MS) / 1000
-                 + _MemoryReclaimer.DELAY_S + 5)
+    # Bokeh discards idle sessions; the collector then frees them.
+    cleanup_s = (UNUSED_SESSION_LIFETIME_MS + CHECK_UNUSED_SESSIONS_MS) / 1000 + 5
     runs_dir = workdir / "class-runs"
     server = start_workbench(runs_dir, workdir / "classroom.log")
     bench = Classroom()
