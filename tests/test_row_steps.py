@@ -173,6 +173,27 @@ def test_an_impossible_token_count_blocks_saving_until_fixed(state, typed):
     assert view.button.disabled
 
 
+def table_rows(runs: SavedRunsView) -> list[dict[str, str]]:
+    """The Saved runs table's body rows as {column: cell text}."""
+    table = runs.table.object
+    head = [html.unescape(c) for c in re.findall(r"<th scope='col'>(.*?)</th>", table)]
+    return [dict(zip(head, (html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)), strict=True))
+            for row in re.findall(r"<tr data-run-id='[^']*'>(.*?)</tr>", table)]
+
+
+def test_the_table_shows_learner_text_as_text_and_ticks_are_named(state):
+    runs = SavedRunsView(state=state)
+    assert "No saved runs yet." in runs.table.object and runs.ticks.options == {}
+    state.prediction = "p"
+    state.label = "<img src=x onerror=alert(1)>"
+    state.learner = "<b>Ada</b>"
+    state.save_run()
+    assert "<img" not in runs.table.object and "<b>" not in runs.table.object
+    (row,) = table_rows(runs)
+    assert (row["label"], row["learner"]) == ("<img src=x onerror=alert(1)>", "<b>Ada</b>")
+    assert list(runs.ticks.options) == ["Run 1 “<img src=x onerror=aler…”: Correct, causal"]  # cut at 24
+
+
 def saved_pair(state):
     state.prediction = "p"
     state.apply_preset("worked_row")
@@ -185,10 +206,11 @@ def saved_pair(state):
 def test_comparison_shows_both_runs_and_their_difference(state):
     runs = SavedRunsView(state=state)
     a, b = saved_pair(state)
-    assert list(runs.table.value["run"]) == ["1", "2"]
-    assert list(runs.table.value["id"]) == [a.id, b.id]
-    assert list(runs.table.value["mode"]) == ["Correct, causal", "Mask after softmax (broken)"]
-    runs.table.selection = [0, 1]
+    assert [row["run"] for row in table_rows(runs)] == ["1", "2"]
+    assert re.findall(r"data-run-id='([^']+)'", runs.table.object) == [a.id, b.id]
+    assert [row["mode"] for row in table_rows(runs)] == ["Correct, causal", "Mask after softmax (broken)"]
+    assert runs.ticks.options == {"Run 1: Correct, causal": 0, "Run 2: Mask after softmax (broken)": 1}
+    runs.ticks.value = [0, 1]
     assert runs.compare._pane.visible
     diff = runs.compare.difference.source.data["value"]
     assert np.allclose(np.array(diff).reshape(3, 3),
@@ -201,16 +223,16 @@ def test_the_heading_says_which_two_runs_are_compared(state):
     records = list(saved_pair(state))
     state.causal = False  # broken mode with the causal mask off: nothing to mask
     records.append(state.save_run())
-    assert runs.table.value["mode"][2] == "Mask after softmax (broken), nothing to mask: bidirectional"
+    assert table_rows(runs)[2]["mode"] == "Mask after softmax (broken), nothing to mask: bidirectional"
     assert "Tick two saved runs" in runs.heading.object
-    runs.table.selection = [2, 0]
+    runs.ticks.value = [2, 0]
     assert "Comparing run 1 (A) with run 3 (B)." in runs.heading.object
     assert shows_weights_of(runs.compare.first, records[0])
-    runs.table.selection = [2, 0, 1]
+    runs.ticks.value = [2, 0, 1]
     assert "3 runs are ticked" in runs.heading.object
     assert "run 1 (A) with run 2 (B)" in runs.heading.object
     assert shows_weights_of(runs.compare.second, records[1])
-    runs.table.selection = [1]
+    runs.ticks.value = [1]
     assert "Tick two saved runs" in runs.heading.object and not runs.compare._pane.visible
 
 
@@ -228,7 +250,7 @@ def test_one_token_in_broken_mode_is_named_as_nothing_to_mask(state):
     state.save_run()
     state.set_tokens(2)
     state.save_run()
-    assert list(runs.table.value["mode"]) == [
+    assert [row["mode"] for row in table_rows(runs)] == [
         "Mask after softmax (broken), nothing to mask: one token", "Mask after softmax (broken)"]
 
 
@@ -259,16 +281,16 @@ def test_save_explanation_goes_to_the_ticked_runs_or_the_latest(state):
     assert "Explanation saved to run 2, the latest run" in runs.explanation_message
     assert state.store.get(b.id).explanation == "The broken mode's rows sum to 0.00125."
     assert state.store.get(a.id).explanation is None
-    assert list(runs.table.value["explanation"]) == ["—", "The broken mode's rows sum to 0.00125."]
-    runs.table.selection = [0, 1]
+    assert [row["explanation"] for row in table_rows(runs)] == ["—", "The broken mode's rows sum to 0.00125."]
+    runs.ticks.value = [0, 1]
     runs.explanation.value = "Both: the mask must come first."
     runs.save_explanation.clicks += 1
     assert runs.explanation_message == "Explanation saved to runs 1 and 2."
-    assert runs.table.selection == [0, 1]  # the ticks stay
+    assert runs.ticks.value == [0, 1]  # the ticks stay
     assert [state.store.get(r).explanation for r in (a.id, b.id)] == ["Both: the mask must come first."] * 2
-    runs.table.selection = [0]  # one ticked run: its explanation is there to edit
+    runs.ticks.value = [0]  # one ticked run: its explanation is there to edit
     runs.explanation.value = ""
-    runs.table.selection = [1]
+    runs.ticks.value = [1]
     assert runs.explanation.value == "Both: the mask must come first."
     runs.explanation.value = "x" * 2001
     runs.save_explanation.clicks += 1
@@ -276,7 +298,7 @@ def test_save_explanation_goes_to_the_ticked_runs_or_the_latest(state):
     assert "explanation" in runs.explanation_message.lower()
     assert len(list(state.store.directory.glob("*.json"))) == 2
     (state.store.directory / f"{a.id}.json").unlink()  # removed by hand meanwhile
-    runs.table.selection = [0]
+    runs.ticks.value = [0]
     runs.explanation.value = "still here?"
     runs.save_explanation.clicks += 1
     assert "no longer in the runs directory" in runs.explanation_message

@@ -65,10 +65,25 @@ def click_cell(page: Page, figure: str, row: int, column: int) -> None:
     page.mouse.click(point["x"], point["y"])
 
 
+def runs_table(page: Page):
+    return page.get_by_role("table", name="Saved runs")
+
+
 def run_row(page: Page, run: int):
-    """The Saved runs row of run number ``run``, found by its run cell."""
-    return page.locator(".tabulator-row").filter(
-        has=page.locator("[tabulator-field='run']").filter(has_text=re.compile(rf"^{run}$")))
+    """The Saved runs table's row of run number ``run``, found by its run cell."""
+    return runs_table(page).locator("tbody tr").filter(
+        has=page.locator("td:first-child").filter(has_text=re.compile(rf"^{run}$")))
+
+
+def cell(page: Page, run: int, column: str):
+    """Run ``run``'s cell of ``column``, by the column's place in the table's head."""
+    heads = runs_table(page).locator("thead th").all_text_contents()
+    return run_row(page, run).locator("td").nth(heads.index(column))
+
+
+def tick(page: Page, run: int):
+    """Run ``run``'s checkbox, named "Run n …"."""
+    return page.get_by_role("checkbox", name=re.compile(rf"^Run {run}\b"))
 
 
 def save(page: Page, label: str) -> None:
@@ -144,7 +159,7 @@ def test_editing_the_explanation_of_a_saved_run_changes_that_record_and_adds_non
     save(page, "correct")
     page.get_by_label("Mask after softmax (broken)").check()
     save(page, "broken")
-    expect(page.locator(".tabulator-row")).to_have_count(2)
+    expect(runs_table(page).locator("tbody tr")).to_have_count(2)
     mine = {r["label"]: name for name, r in records_on_disk(server).items() if r["learner"] == "Grace"}
     before = records_on_disk(server)
     explanation = page.get_by_label("Explanation", exact=True)
@@ -152,7 +167,7 @@ def test_editing_the_explanation_of_a_saved_run_changes_that_record_and_adds_non
         "placeholder", "What invariant did your evidence reveal, and how did the broken mode violate it?")
 
     # Ticked run 1: only its record changes, and no record is added.
-    box = run_row(page, 1).locator("input[type='checkbox']")
+    box = tick(page, 1)
     box.click()
     expect(box).to_be_checked()
     explanation.fill("Masking first keeps every row summing to 1 <b>always</b>.")
@@ -166,10 +181,10 @@ def test_editing_the_explanation_of_a_saved_run_changes_that_record_and_adds_non
     assert changed == {"explanation"}
     assert after[mine["broken"]] == before[mine["broken"]]
     # The table says so, as text.
-    expect(run_row(page, 1).locator("[tabulator-field='explanation']")).to_have_text(
+    expect(cell(page, 1, "explanation")).to_have_text(
         "Masking first keeps every row summing to 1 <b>always</b>.")
-    expect(run_row(page, 2).locator("[tabulator-field='explanation']")).to_have_text("—")
-    assert page.locator(".tabulator-row b").count() == 0
+    expect(cell(page, 2, "explanation")).to_have_text("—")
+    assert runs_table(page).locator("b").count() == 0
 
     # None ticked: the latest run gets it, and the page says so.
     box.click()
@@ -180,8 +195,8 @@ def test_editing_the_explanation_of_a_saved_run_changes_that_record_and_adds_non
     wait_for(lambda: records_on_disk(server)[mine["broken"]]["explanation"],
              "run 2's record holds the explanation")
     assert set(records_on_disk(server)) == set(before)
-    expect(run_row(page, 2).locator("[tabulator-field='explanation']")).to_contain_text("0.00125")
-    expect(page.locator(".tabulator-row")).to_have_count(2)
+    expect(cell(page, 2, "explanation")).to_contain_text("0.00125")
+    expect(runs_table(page).locator("tbody tr")).to_have_count(2)
 
     # Downloads carry the explanations; two in a row have different names.
     names = []
@@ -200,11 +215,15 @@ def test_ticking_two_runs_compares_them_and_says_which(server, page, watch):
     page.get_by_label("Prediction").fill("p")
     save(page, "one")
     page.get_by_label("Mask after softmax (broken)").check()
-    save(page, "two")
+    save(page, "<b>two</b>")
     expect(page.get_by_text("Tick two saved runs to compare them side by side.")).to_be_visible()
+    # Learner text is text, in the table and in the checkbox's name.
+    expect(tick(page, 2)).to_have_accessible_name("Run 2 “<b>two</b>”: Mask after softmax (broken)")
+    expect(cell(page, 2, "label")).to_have_text("<b>two</b>")
+    assert page.locator(".bk-input-group b").count() == 0 and runs_table(page).locator("b").count() == 0
     expect(run_row(page, 2)).to_contain_text("Mask after softmax (broken)")
     for n in (1, 2):
-        run_row(page, n).locator("input[type='checkbox']").click()
+        tick(page, n).check()
     expect(page.get_by_text("Comparing run 1 (A) with run 2 (B).")).to_be_visible()
     expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_contain_text(
         "0.00125")

@@ -3,15 +3,16 @@ and the comparison of two ticked runs.
 
 The explanation is edited on saved runs (seed 003's order: predict → experiment → explain):
 ``Save explanation`` replaces the ticked runs' explanation on disk and never adds a run.
-Learner text is only ever shown escaped or as plain-text table cells.
+Learner text is only ever shown escaped. No pandas: the learner page never loads it (only the
+instructor page needs it), so the table is HTML and the ticks one labelled checkbox per run.
 """
 
 from __future__ import annotations
 
+import html
 import io
 from datetime import UTC, datetime, timedelta
 
-import pandas as pd
 import panel as pn
 import param
 
@@ -24,11 +25,20 @@ from attention_core.store import StoreError, export_csv, export_json
 EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
                     "violate it?")  # seed 003's explain checkpoint
 
-# The columns shown, in order, with their share of the table's width (it fits the page, headers
-# wrap). The run id is in the data (for tests and the page's own code) but not shown.
-RUN_COLUMNS = {"run": "5%", "saved (UTC)": "9%", "label": "13%", "learner": "10%", "mode": "18%",
-               "future-token weight": "10%", "smallest row sum": "9%", "failed checks": "11%",
-               "explanation": "15%"}
+# The columns shown, in order. The run id is in the data (for tests and the page's own code)
+# and on each table row (data-run-id), not shown.
+RUN_COLUMNS = ("run", "saved (UTC)", "label", "learner", "mode", "future-token weight",
+               "smallest row sum", "failed checks", "explanation")
+
+TABLE_CSS = """
+table { border-collapse: collapse; width: 100%; font-size: 13px; }
+th, td { border-bottom: 1px solid #dee2e6; padding: 4px 6px; text-align: left; vertical-align: top; }
+td:nth-child(2) { white-space: nowrap; }
+/* A long unbroken label, learner or explanation wraps instead of widening the table. */
+td:nth-child(3), td:nth-child(4), td:nth-child(9) { overflow-wrap: anywhere; }
+thead th { border-bottom: 2px solid #999; }
+caption { caption-side: top; text-align: left; color: #555; }
+"""
 
 
 def runs_columns(records) -> dict[str, list[str]]:
@@ -53,9 +63,25 @@ def runs_columns(records) -> dict[str, list[str]]:
     }
 
 
-def _frame(records) -> pd.DataFrame:
-    # Text columns even with no run yet: the table picks each column's formatter from its dtype.
-    return pd.DataFrame(runs_columns(records), dtype=str)
+def runs_table_html(records) -> str:
+    """The saved runs as an HTML table (name "Saved runs"), every cell's text escaped."""
+    columns = runs_columns(records)
+    head = "".join(f"<th scope='col'>{html.escape(c)}</th>" for c in RUN_COLUMNS)
+    rows = "".join(
+        f"<tr data-run-id='{html.escape(run_id)}'>"
+        + "".join(f"<td>{html.escape(columns[c][i])}</td>" for c in RUN_COLUMNS) + "</tr>"
+        for i, run_id in enumerate(columns["id"]))
+    empty = "" if records else "<caption>No saved runs yet.</caption>"
+    return (f"<table aria-label='Saved runs'>{empty}<thead><tr>{head}</tr></thead>"
+            f"<tbody>{rows}</tbody></table>")
+
+
+def tick_label(number: int, record) -> str:
+    """A run's checkbox label: "Run 2 “broken”: Mask after softmax (broken)" (a label past 24
+    characters cut with "…": the table beside it has all of it)."""
+    text = record.label or ""
+    label = f" “{text if len(text) <= 24 else text[:23] + '…'}”" if text else ""
+    return f"Run {number}{label}: {record.title}"
 
 
 def compared_hint(ticked: list[int]) -> str:
@@ -86,20 +112,17 @@ class SavedRunsView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.state
-        # Panel's Tabulator: ticks as its checkbox selection. Learner text is escaped and
-        # wrapped (the "textarea" formatter), so a long cell shows all its text; Tabulator's
-        # hover tooltip would render it as HTML.
-        self.table = pn.widgets.Tabulator(
-            _frame(s.saved), selectable="checkbox",
-            disabled=True, show_index=False, sortable=False, hidden_columns=["id"],
-            formatters={c: {"type": "textarea"} for c in RUN_COLUMNS}, widths=RUN_COLUMNS,
-            layout="fit_columns", sizing_mode="stretch_width",
-            configuration={"columnDefaults": {"headerSort": False, "headerWordWrap": True},
-                           "placeholder": "No saved runs yet."},
-            stylesheets=[":host .tabulator { font-size: 13px; }"], margin=(5, 10))
+        # One checkbox per run, named by its label, rather than a data grid: Panel's grids need
+        # pandas (~0.5 s and ~34 MiB for a server to load), which the learner page never loads.
+        self.ticks = pn.widgets.CheckBoxGroup(
+            options=self._tick_options(), value=[], inline=True, margin=(0, 10),
+            stylesheets=[":host .bk-input-group { flex-wrap: wrap; gap: 0 12px; }"])
+        self.table = pn.pane.HTML(
+            pn.bind(runs_table_html, s.param.saved), stylesheets=[TABLE_CSS], margin=(5, 10),
+            sizing_mode="stretch_width")
         self.heading = pn.pane.HTML(
             pn.bind(lambda ticked: f"<h3>Saved runs</h3><p>{compared_hint(sorted(ticked))}</p>",
-                    self.table.param.selection), margin=(5, 10))
+                    self.ticks.param.value), margin=(5, 10))
         self.explanation = pn.widgets.TextAreaInput(
             label="Explanation", placeholder=EXPLAIN_QUESTION, height=80, width=620)
         no_runs = pn.bind(lambda saved: not saved, s.param.saved)
@@ -116,21 +139,24 @@ class SavedRunsView(pn.viewable.Viewer):
             label="Download my runs (CSV)", embed=False, disabled=no_runs)
         self.compare = ComparisonView()
         self._last_stamp: datetime | None = None
-        self.table.param.watch(self._show_ticked, "selection")
+        self.ticks.param.watch(self._show_ticked, "value")
         self._layout = pn.Column(
-            self.heading, self.table, self.explanation,
+            self.heading, self.ticks, self.table, self.explanation,
             pn.Row(self.save_explanation, self.explanation_status),
             pn.Row(self.download_json, self.download_csv), self.compare,
             sizing_mode="stretch_width")
 
+    def _tick_options(self) -> dict[str, int]:
+        return {tick_label(n, r): n - 1 for n, r in enumerate(self.state.saved, start=1)}
+
     @param.depends("state.saved", watch=True)
     def _show_runs(self) -> None:
-        # Same row index for the same run, so the table keeps its ticks.
-        self.table.value = _frame(self.state.saved)
+        # A run keeps its index, so its tick stays.
+        self.ticks.options = self._tick_options()
         self._compare()
 
     def _ticked(self) -> list[int]:
-        return sorted(i for i in self.table.selection if i < len(self.state.saved))
+        return sorted(i for i in self.ticks.value if i < len(self.state.saved))
 
     def _show_ticked(self, *events) -> None:
         ticked = self._ticked()
