@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 from workbench_server import PageWatch, start_server
 
@@ -227,3 +228,10 @@ def test_ticking_two_runs_compares_them_and_says_which(server, page, watch):
     expect(page.get_by_text("Comparing run 1 (A) with run 2 (B).")).to_be_visible()
     expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_contain_text(
         "0.00125")
+    page.get_by_label("Explanation", exact=True).fill("The mask must come first.")
+    page.get_by_role("button", name="Save explanation").click()
+    expect(page.get_by_role("status").filter(has_text="Explanation saved to runs 1 and 2.")).to_be_visible()
+    # axe-core over the whole page with runs, ticks, a comparison and both status messages.
+    blocking = [f"{v['id']} ({v['impact']}): {v['help']}" for v in Axe().run(page).response["violations"]
+                if v["impact"] in {"critical", "serious"}]
+    assert blocking == []
