@@ -84,5 +84,5 @@ def test_no_critical_or_serious_violation_with_messages_padding_eight_tokens_and
     page.get_by_label("Prediction").press("Tab")
     page.get_by_role("button", name="Save run").click()
     expect(page.get_by_role("status").filter(has_text="Saved run")).to_be_visible()
-    expect(page.locator(".tabulator-row")).to_have_count(1)
+    expect(page.get_by_role("table", name="Saved runs").locator("tbody tr")).to_have_count(1)
     assert blocking_violations(page) == []

@@ -161,15 +161,15 @@ def test_free_text_longer_than_its_limit_is_refused_with_a_message(tmp_path, pag
         page.get_by_role("button", name="Save run").click()
         expect(page.get_by_role("status").filter(has_text="Saved run")).to_contain_text("Saved run “long”")
         # The explanation is attached to the saved run, refused the same way when too long.
-        page.get_by_label("Explanation").fill("\u202e" + "y" * 2500)
-        page.get_by_label("Explanation").press("Tab")
+        page.get_by_label("Explanation", exact=True).fill("\u202e" + "y" * 2500)
+        page.get_by_label("Explanation", exact=True).press("Tab")
         page.get_by_role("button", name="Save explanation").click()
         expect(page.get_by_role("status").filter(has_text="Explanation")).to_contain_text(
             "Explanation is 2500 characters long; the limit is 2000")
         record = json.loads(next(Path(tmp_path / "runs").glob("*.json")).read_text())
         assert record["explanation"] is None
-        page.get_by_label("Explanation").fill("\u202e" + "y" * 1999)
-        page.get_by_label("Explanation").press("Tab")
+        page.get_by_label("Explanation", exact=True).fill("\u202e" + "y" * 1999)
+        page.get_by_label("Explanation", exact=True).press("Tab")
         page.get_by_role("button", name="Save explanation").click()
         expect(page.get_by_role("status").filter(has_text="Explanation")).to_contain_text("Explanation saved")
         files = list(Path(tmp_path / "runs").glob("*.json"))
@@ -208,7 +208,8 @@ def test_many_tabs_saving_at_once_on_two_processes_each_save_lands_exactly_once(
             for page in pages:
                 page.get_by_role("button", name="Save run").click(no_wait_after=True)
         for page in pages:
-            expect(page.locator(".tabulator-row")).to_have_count(saves_per_tab, timeout=30_000)
+            rows = page.get_by_role("table", name="Saved runs").locator("tbody tr")
+            expect(rows).to_have_count(saves_per_tab, timeout=30_000)
         files = list(runs.glob("*.json"))
         records = [json.loads(p.read_text()) for p in files]
         assert len(records) == tabs * saves_per_tab

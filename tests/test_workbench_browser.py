@@ -193,10 +193,15 @@ def save(page: Page, label: str) -> None:
     expect(page.get_by_text(re.compile(rf"Saved run “{re.escape(label)}”"))).to_be_visible()
 
 
+def saved_runs(page: Page):
+    """The rows of the Saved runs table."""
+    return page.get_by_role("table", name="Saved runs").locator("tbody tr")
+
+
 def saved_run_row(page: Page, run: int):
     """The Saved runs row of run number ``run``, found by its run cell, not its place."""
-    return page.locator(".tabulator-row").filter(
-        has=page.locator("[tabulator-field='run']").filter(has_text=re.compile(rf"^{run}$")))
+    return saved_runs(page).filter(
+        has=page.locator("td:first-child").filter(has_text=re.compile(rf"^{run}$")))
 
 
 def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server, page, watch):
@@ -246,12 +251,12 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
     assert "row_sums" in bad["results"]["failed_checks"]
 
     # The saved-runs table lists both; ticking both shows the comparison.
-    expect(page.locator(".tabulator-row")).to_have_count(2)
+    expect(saved_runs(page)).to_have_count(2)
     expect(saved_run_row(page, 1)).to_contain_text("Correct, causal")
     expect(saved_run_row(page, 2)).to_contain_text("Mask after softmax (broken)")
     expect(page.get_by_text("Tick two saved runs to compare them side by side.")).to_be_visible()
     for n in (1, 2):
-        box = saved_run_row(page, n).locator("input[type='checkbox']")
+        box = page.get_by_role("checkbox", name=re.compile(rf"^Run {n}\b"))
         box.click()
         expect(box).to_be_checked()
     expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_be_visible()
@@ -322,8 +327,8 @@ def test_two_browser_contexts_do_not_share_inputs_or_runs(server, browser, page,
     page.get_by_label("Label").press("Tab")
     save(page, "first tab")
     expect(other.get_by_label("Key 1", exact=True)).to_have_value("1")
-    expect(other.locator(".tabulator-row")).to_have_count(0)
-    expect(page.locator(".tabulator-row")).to_have_count(1)
+    expect(saved_runs(other)).to_have_count(0)
+    expect(saved_runs(page)).to_have_count(1)
     other_watch.assert_clean()
     other_context.close()
 
@@ -400,11 +405,11 @@ def test_hostile_text_is_shown_literally_and_never_runs(server, page, watch):
     page.get_by_label("Label").press("Tab")
     page.get_by_role("button", name="Save run").click()
     expect(page.get_by_role("status")).to_have_text(re.compile(r"Saved run “<b>x</b> \*\*y\*\*”"))
-    row = page.locator(".tabulator-row").first
+    row = saved_runs(page).first
     expect(row).to_contain_text(hostile)
     expect(row).to_contain_text("<b>x</b> **y**")
-    assert page.locator(".tabulator-row img").count() == 0
-    assert page.locator(".tabulator-row b").count() == 0
+    assert saved_runs(page).locator("img").count() == 0
+    assert saved_runs(page).locator("b").count() == 0
     assert dialogs == []
 
 
@@ -479,8 +484,8 @@ def test_values_presets_reset_explanation_and_csv_download(server, page, watch):
     page.get_by_label("Label").fill("with explanation")
     page.get_by_label("Label").press("Tab")
     save(page, "with explanation")
-    page.get_by_label("Explanation").fill("Rows sum to 1 only when the mask comes first.")
-    page.get_by_label("Explanation").press("Tab")
+    page.get_by_label("Explanation", exact=True).fill("Rows sum to 1 only when the mask comes first.")
+    page.get_by_label("Explanation", exact=True).press("Tab")
     page.get_by_role("button", name="Save explanation").click()
     expect(page.get_by_text(re.compile("Explanation saved to run 1"))).to_be_visible()
     with page.expect_download() as download:
@@ -519,12 +524,12 @@ def test_a_reload_keeps_this_pages_saved_runs(server, page, watch):
     save(page, "before reload")
     expect(page).to_have_url(re.compile(r"[?&]runs=[A-Za-z0-9_-]+"))
     page.reload()
-    expect(page.locator(".tabulator-row")).to_have_count(1)
-    expect(page.locator(".tabulator-row").first).to_contain_text("before reload")
+    expect(saved_runs(page)).to_have_count(1)
+    expect(saved_runs(page).first).to_contain_text("before reload")
     # Anything else in the URL is only looked up as a run id, never as a path.
     page.goto(server.url + "?runs=..%2F..%2Fetc%2Fpasswd,nope")
     expect(page.get_by_label("Query 1", exact=True)).to_be_visible()
-    expect(page.locator(".tabulator-row")).to_have_count(0)
+    expect(saved_runs(page)).to_have_count(0)
 
 
 def test_a_dead_server_is_announced_instead_of_saving_silently(tmp_path, page):
