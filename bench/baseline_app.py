@@ -1,9 +1,13 @@
-"""The floor Panel itself imposes: the workbench's inputs, a callback that only echoes.
+"""The floor Panel itself imposes: the learner page's text fields, a callback that only echoes.
 
-Same widgets as the learner page (``Query 1`` … ``Value 8`` TextInputs, a ``Tokens`` IntInput),
-one Bokeh figure whose ``ColumnDataSource`` named ``echo-source`` receives the typed text, and
-nothing else: no attention, no heat-map formatting, no readouts. Served by ``pn.serve`` with the
-options app/server.py uses, so the edit-to-update latency of the workbench can be read against it.
+The same text fields as the learner page at the "Worked row (seed 003)" preset (counted in the
+served page): ``Query i``, ``Key i``, ``Value i`` Panel TextInputs for i = 1 … 8, one row per
+token with rows 4–8 hidden as at 3 tokens; the ``Tokens`` and ``Row`` IntInputs; the
+``Prediction`` and ``Explanation`` TextAreaInputs and the ``Learner`` and ``Label`` TextInputs.
+One Bokeh figure whose ``ColumnDataSource`` named ``echo-source`` receives what was typed in a
+token field, and nothing else: no attention, no heat maps, no readouts, no checkboxes. Served by
+``pn.serve`` with the options app/server.py uses, so the edit-to-update latency of the page can
+be read against it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from app.shared.transport import answer_without_nagle_delay
 
 FIELDS = ("Query", "Key", "Value")
 TOKENS = 8
+SHOWN_TOKENS = 3  # the worked-row preset's token count
 
 
 def create_baseline() -> pn.viewable.Viewable:
@@ -30,15 +35,21 @@ def create_baseline() -> pn.viewable.Viewable:
         with pn.io.unlocked():
             source.data = {"field": [event.obj.name], "value": [event.new]}
 
-    columns = []
-    for word in FIELDS:
-        widgets = [pn.widgets.TextInput(name=f"{word} {i}", value="1", width=90)
-                   for i in range(1, TOKENS + 1)]
+    rows = []
+    for i in range(1, TOKENS + 1):
+        widgets = [pn.widgets.TextInput(name=f"{word} {i}", value="1", width=72) for word in FIELDS]
         for w in widgets:
             w.param.watch(echo, "value")
-        columns.append(pn.Column(*widgets))
-    return pn.Row(pn.Column(pn.widgets.IntInput(name="Tokens", value=3, width=120), pn.Row(*columns)),
-                  pn.pane.Bokeh(fig))
+        rows.append(pn.Column(pn.Row(*widgets, margin=0), visible=i <= SHOWN_TOKENS, margin=0))
+    sidebar = pn.Column(pn.widgets.IntInput(name="Tokens", value=SHOWN_TOKENS, width=90), *rows,
+                        width=380)
+    form = pn.Column(
+        pn.pane.Bokeh(fig), pn.widgets.IntInput(name="Row", value=2, width=90),
+        pn.widgets.TextAreaInput(name="Prediction", height=80, width=620),
+        pn.Row(pn.widgets.TextInput(name="Learner", width=300),
+               pn.widgets.TextInput(name="Label", width=300)),
+        pn.widgets.TextAreaInput(name="Explanation", height=80, width=620))
+    return pn.Row(sidebar, form)
 
 
 def main() -> None:
@@ -48,8 +59,9 @@ def main() -> None:
     answer_without_nagle_delay()  # as app/server.py serves
     pn.serve({"/": create_baseline}, port=args.port, address="127.0.0.1", show=False,
              websocket_origin=[f"127.0.0.1:{args.port}", f"localhost:{args.port}"],
-             check_unused_sessions=10_000, unused_session_lifetime=60_000, threaded=False,
-             title="baseline")
+             # Bokeh's own names, as app/server.py passes them (shorter ones are ignored).
+             check_unused_sessions_milliseconds=10_000, unused_session_lifetime_milliseconds=60_000,
+             threaded=False, title="baseline")
 
 
 if __name__ == "__main__":

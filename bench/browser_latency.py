@@ -1,15 +1,18 @@
-"""Edit → update latency in a real Chromium: the workbench against a bare Panel app.
+"""Edit → update latency in a real Chromium: the learner page against a bare Panel app.
 
-A page types a new ``Query 3`` and presses Enter. The clock runs in the page: it starts in a
-capturing ``keydown`` listener for that Enter and stops at the first animation frame (or DOM
-mutation of the readouts) where the ``scores-source`` and ``weights-source`` Bokeh data *and* the
-readouts table all show the new result. The baseline page (bench/baseline_app.py) gets the same
-keystrokes and stops when its echo source holds the typed text. The two pages are driven
-alternately in one browser, so both see the same machine noise.
+A page types a new ``Query 3`` (a Panel TextInput) and presses Enter. The clock runs in the
+page: it starts in a capturing ``keydown`` listener for that Enter and stops at the first
+animation frame (or DOM mutation of the readouts) where the ``scores-source`` and
+``weights-source`` Bokeh data *and* the readouts show the new result: row 3's output in the
+readouts table (``table.readouts``, inside the shadow root of the page's readouts HTML pane).
+The floor page (bench/baseline_app.py) has the same text fields and gets the same keystrokes;
+its clock stops when its echo source holds the typed text. Both pages' text fields are counted
+(all, and those shown) and must agree. The two pages are driven alternately in one browser,
+so both see the same machine noise.
 
-The workbench is put on the "Worked row (seed 003)" preset first, so that a new query 3 changes
-weights row 3 *and* a readout (row 3's output); with the default inputs a causal row-3 edit would
-leave every row sum and future-token weight unchanged.
+The learner page is put on the "Worked row (seed 003)" preset first, so that a new query 3
+changes weights row 3 *and* a readout (row 3's output); with the default inputs (no values) a
+causal row-3 edit would leave every readout unchanged.
 """
 
 from __future__ import annotations
@@ -43,6 +46,33 @@ SETUP_JS = """() => {
   }, true);
   return found !== null;
 }"""
+
+# Text fields in the page (all, and those laid out with a size), through every shadow root.
+FIELDS_JS = """() => {
+  function textFields(root, acc) {
+    for (const n of root.querySelectorAll('input[type=text], textarea')) {
+      const box = n.getBoundingClientRect();
+      acc.all += 1;
+      if (box.width > 0 && box.height > 0) acc.shown += 1;
+    }
+    for (const n of root.querySelectorAll('*')) if (n.shadowRoot) textFields(n.shadowRoot, acc);
+    return acc;
+  }
+  return textFields(document, {all: 0, shown: 0});
+}"""
+
+
+def _same_fields(app_page, base_page, timeout_s: float = 30.0) -> dict:
+    """The text fields both pages show, once laid out (a loaded machine lays the lower part of
+    the page out late); raises if they still differ after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        app, base = app_page.evaluate(FIELDS_JS), base_page.evaluate(FIELDS_JS)
+        if app == base:
+            return app
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the floor's text fields {base} are not the page's {app}")
+        time.sleep(0.5)
 
 # Arms the stop condition before the keystroke, so an update that lands before Playwright's
 # next round trip is still timed at the frame it became visible.
@@ -147,6 +177,7 @@ def run(workdir: Path, repeats: int, warmup: int = 3) -> dict:
                 browser, base.url, "() => window.Bokeh && Bokeh.documents.length > 0 && "
                 "Bokeh.documents[0].get_model_by_name('echo-source')")
             base_page.evaluate(SETUP_JS)
+            fields = _same_fields(app_page, base_page)
 
             texts = query_values(warmup + repeats)
             app_ms, base_ms = [], []
@@ -169,6 +200,7 @@ def run(workdir: Path, repeats: int, warmup: int = 3) -> dict:
         "workbench_ms": a, "baseline_ms": b, "p95_ratio": ratio,
         "median_ratio": a["median"] / b["median"], "target": "p95 <= 1.15 x baseline p95",
         "pass": ratio <= 1.15, "samples_workbench_ms": app_ms, "samples_baseline_ms": base_ms,
+        "text_fields": fields,
         "page_errors": app_err + base_err, "requests_blocked": app_out + base_out,
         "spread_ms": {"workbench_min": float(np.min(app_ms)), "baseline_min": float(np.min(base_ms))},
     }

@@ -71,7 +71,7 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
             rows.append((f"classroom {level} sessions: RSS, per session (MiB)",
                          f"{row['rss_mib']:.0f}, {row['rss_per_session_mib']:.2f}",
                          f"{r['rss_baseline_mib']:.0f} (idle {r['rss_idle_mib']:.0f})",
-                         "≤ 2 MB/session" if level == top else "",
+                         "≤ 4 MiB/session at 100" if level == top else "",
                          _mark(r["checks"]["rss_per_session_mib"]["pass"]) if level == top else ""))
         after = r.get("rss_after_close_mib")
         rows.append(("classroom: RSS after all closed + cleanup (MiB)",
