@@ -65,7 +65,7 @@ def test_no_critical_or_serious_violation_in_each_failure_mode(server, page, wat
 
 def test_no_critical_or_serious_violation_with_messages_padding_eight_tokens_and_a_saved_run(server, page, watch):
     open_page(page, server)
-    page.get_by_label("Use values (adds output and contributions)").check()
+    page.get_by_label("Use values (adds output and contributions)", exact=True).check()
     page.get_by_label("Padding 1").check()
     expect(page.get_by_test_id("empty-row-note")).to_be_visible()
     page.get_by_label("Key 2", exact=True).fill("abc")

@@ -113,7 +113,8 @@ def test_each_failure_mode_chosen_on_an_input_that_exposes_it_fails_exactly_its_
     choose(page, mode.title)
     expect(page.get_by_test_id("mode-description")).to_have_text(mode.description)
     expect(page.get_by_test_id("mode-breaks")).to_be_visible()
-    expect(page.get_by_label("Mask after softmax (broken)")).to_be_checked(checked=name == "mask_after_softmax")
+    broken_box = page.get_by_label("Mask after softmax (broken)", exact=True)
+    expect(broken_box).to_be_checked(checked=name == "mask_after_softmax")
     preset = EXPOSING_PRESETS.get(name)
     if name == "no_scaling":
         # Scalar queries and keys: d_k = 1 and dividing by sqrt(1) changes nothing.
@@ -143,7 +144,7 @@ def test_each_failure_mode_chosen_on_an_input_that_exposes_it_fails_exactly_its_
 
 def test_the_broken_checkbox_and_the_failure_mode_control_agree_both_ways(server, page, watch):
     open_page(page, server)
-    box, select = page.get_by_label("Mask after softmax (broken)"), page.get_by_label("Failure mode")
+    box, select = page.get_by_label("Mask after softmax (broken)", exact=True), page.get_by_label("Failure mode")
     box.check()
     expect(select).to_have_value("Mask after softmax (broken)")
     box.uncheck()
@@ -160,7 +161,7 @@ def test_the_broken_checkbox_and_the_failure_mode_control_agree_both_ways(server
 def test_causal_mask_off_is_named_bidirectional_and_passes(server, page, watch):
     open_page(page, server)
     page.get_by_role("button", name="Worked row (seed 003)").click()
-    page.get_by_label("Causal mask").uncheck()
+    page.get_by_label("Causal mask", exact=True).uncheck()
     expect(page.get_by_test_id("bidirectional-note")).to_contain_text("bidirectional")
     expect(page.get_by_test_id("run-title")).to_have_text("Correct, bidirectional (no causal mask)")
     expect_failed(page, set())
@@ -175,7 +176,7 @@ def test_no_mask_is_a_decoder_that_forgot_its_causal_mask(server, page, watch):
     open_page(page, server)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     choose(page, "No mask")
-    expect(page.get_by_label("Causal mask")).to_be_checked()  # it asked for the mask
+    expect(page.get_by_label("Causal mask", exact=True)).to_be_checked()  # it asked for the mask
     expect(page.get_by_text("BROKEN MODE: no mask.")).to_be_visible()
     expect_failed(page, {"mask", "forbidden_zeros"})
     expect(page.get_by_test_id("total-future-weight")).not_to_have_text("0")

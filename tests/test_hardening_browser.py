@@ -77,7 +77,7 @@ def test_a_full_disk_says_not_saved_and_nothing_saved_is_lost(small_disk, tmp_pa
         assert sorted(runs.glob("*.json")) == first and first[0].read_bytes() == kept
         assert [p.name for p in runs.iterdir() if p.name.startswith(".")] == []
         # The page keeps working, and saving works again once there is room.
-        page.get_by_label("Mask after softmax (broken)").check()
+        page.get_by_label("Mask after softmax (broken)", exact=True).check()
         expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
         filler.unlink()
         page.get_by_role("button", name="Save run").click()
@@ -97,7 +97,7 @@ def test_a_read_only_runs_directory_says_not_saved(small_disk, tmp_path, page):
         page.get_by_role("button", name="Save run").click()
         expect(page.get_by_role("status")).to_contain_text("Run not saved")
         expect(page.get_by_role("status")).to_contain_text("read-only")
-        page.get_by_label("Causal mask").uncheck()
+        page.get_by_label("Causal mask", exact=True).uncheck()
         expect(page.get_by_text("every token can read future tokens")).to_be_visible()
         subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
         page.get_by_role("button", name="Save run").click()
@@ -113,7 +113,7 @@ def test_killing_the_server_mid_save_leaves_every_run_readable(tmp_path, page):
     try:
         open_and_prepare(page, server, "hammer")
         button = page.get_by_role("button", name="Save run")
-        broken = page.get_by_label("Mask after softmax (broken)")
+        broken = page.get_by_label("Mask after softmax (broken)", exact=True)
         for _ in range(40):  # queue saves without waiting for each answer
             broken.click(no_wait_after=True)  # each run differs from the last: none is a double click
             button.click(no_wait_after=True)
@@ -198,7 +198,7 @@ def test_many_tabs_saving_at_once_on_two_processes_each_save_lands_exactly_once(
             # Each run differs from the tab's last one (no double-click dedupe): toggle the broken
             # mode and let the page show it, then every tab clicks before any waits.
             for page in pages:
-                page.get_by_label("Mask after softmax (broken)").click()
+                page.get_by_label("Mask after softmax (broken)", exact=True).click()
             banner = "BROKEN MODE: mask after softmax."
             for page in pages:
                 if n % 2 == 0:

@@ -161,7 +161,7 @@ def test_mask_toggles_change_row_sums_and_future_weight_as_seed_003_says(server,
     page.get_by_role("button", name="Worked row (seed 003)").click()
     expect(page.get_by_test_id("min-row-sum")).to_have_text("1.000")
     # Broken mode: future weight still 0, but row 2's visible prefix sums to about 0.00125.
-    page.get_by_label("Mask after softmax (broken)").check()
+    page.get_by_label("Mask after softmax (broken)", exact=True).check()
     expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
     expect(page.get_by_test_id("total-future-weight")).to_have_text("0")
     expect(page.locator("table.readouts")).to_contain_text("0.00125")
@@ -174,7 +174,7 @@ def test_mask_toggles_change_row_sums_and_future_weight_as_seed_003_says(server,
     # The score heat map shows what softmax received: the future score 9, not -inf.
     wait_for_cell(page, "scores-source", 2, 3, lambda v: v == 9.0)
     # Causal mask off: the broken toggle has nothing to act on, and future tokens get weight.
-    page.get_by_label("Causal mask").uncheck()
+    page.get_by_label("Causal mask", exact=True).uncheck()
     expect(page.get_by_text("has nothing to act on")).to_be_visible()
     expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_hidden()
     weights = wait_for_cell(page, "weights-source", 2, 3, lambda v: v is not None and v > 0.99)
@@ -182,8 +182,8 @@ def test_mask_toggles_change_row_sums_and_future_weight_as_seed_003_says(server,
     future = float(page.get_by_test_id("total-future-weight").text_content())
     assert future > 1.9  # rows 1 and 2 both put nearly all weight on token 3
     # Back to correct causal: every check passes.
-    page.get_by_label("Causal mask").check()
-    page.get_by_label("Mask after softmax (broken)").uncheck()
+    page.get_by_label("Causal mask", exact=True).check()
+    page.get_by_label("Mask after softmax (broken)", exact=True).uncheck()
     expect(page.locator(".check-fail")).to_have_count(0)
     expect(page.locator(".check-pass")).to_have_count(7)
 
@@ -216,7 +216,7 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
     page.get_by_label("Label").press("Tab")
     save(page, "correct")
     shown = wait_for_cell(page, "weights-source", 2, 2, lambda v: v is not None and abs(v - 0.731) < 5e-4)
-    page.get_by_label("Mask after softmax (broken)").check()
+    page.get_by_label("Mask after softmax (broken)", exact=True).check()
     expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
     page.get_by_label("Label").fill("broken")
     page.get_by_label("Label").press("Tab")
@@ -380,7 +380,7 @@ def test_screenshots_of_correct_and_broken_mode_and_of_eight_tokens(server, page
     page.get_by_role("button", name="Worked row (seed 003)").click()
     expect(page.locator("table.readouts")).to_contain_text("17.311")
     _screenshot(page, "workbench-correct.png")
-    page.get_by_label("Mask after softmax (broken)").check()
+    page.get_by_label("Mask after softmax (broken)", exact=True).check()
     expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
     _screenshot(page, "workbench-broken.png")
     assert (SCREENSHOTS / "workbench-broken.png").stat().st_size > 10_000
@@ -443,12 +443,12 @@ def test_the_workbench_works_by_keyboard_alone(server, page, watch):
     tab_to("Worked row (seed 003)")
     page.keyboard.press("Enter")
     expect(page.locator("table.readouts")).to_contain_text("17.311")  # the preset sets the mode too
-    expect(page.get_by_label("Mask after softmax (broken)")).not_to_be_checked()
+    expect(page.get_by_label("Mask after softmax (broken)", exact=True)).not_to_be_checked()
     # The failure mode is chosen by keyboard too: focus the select and step through its options.
     page.get_by_label("Tokens").focus()
     tab_to("Failure mode")
     page.keyboard.press("ArrowDown")
-    expect(page.get_by_label("Mask after softmax (broken)")).to_be_checked()
+    expect(page.get_by_label("Mask after softmax (broken)", exact=True)).to_be_checked()
     expect(page.locator("table.readouts")).to_contain_text("0.00125")
 
 
@@ -456,12 +456,12 @@ def test_values_presets_reset_explanation_and_csv_download(server, page, watch):
     open_workbench(page, server)
     # Values: off at first; ticking shows Value i fields and an output column.
     expect(page.get_by_label("Value 1", exact=True)).to_be_hidden()
-    page.get_by_label("Use values (adds output and contributions)").check()
+    page.get_by_label("Use values (adds output and contributions)", exact=True).check()
     expect(page.get_by_label("Value 1", exact=True)).to_be_visible()
     expect(page.locator("table.readouts thead")).to_contain_text("output")
     type_number(page, "Value 2", "40")  # worked row keys with values 10, 40, 100
     expect(page.locator("table.readouts tbody tr").nth(1).locator("td").nth(2)).to_have_text("31.932")
-    page.get_by_label("Use values (adds output and contributions)").uncheck()
+    page.get_by_label("Use values (adds output and contributions)", exact=True).uncheck()
     expect(page.locator("table.readouts thead")).not_to_contain_text("output")
     # Large scores (~1000): stable softmax keeps every weight finite and every row summing to 1.
     page.get_by_role("button", name="Large scores (~1000)").click()
@@ -470,11 +470,11 @@ def test_values_presets_reset_explanation_and_csv_download(server, page, watch):
     expect(page.get_by_test_id("min-row-sum")).to_have_text("1.000")
     expect(page.locator(".check-fail")).to_have_count(0)
     # Reset: back to the starting inputs and toggles.
-    page.get_by_label("Causal mask").uncheck()
+    page.get_by_label("Causal mask", exact=True).uncheck()
     page.get_by_label("Padding 2").check()
     page.get_by_label("Failure mode").select_option(label="No mask")
     page.get_by_role("button", name="Reset").click()
-    expect(page.get_by_label("Causal mask")).to_be_checked()
+    expect(page.get_by_label("Causal mask", exact=True)).to_be_checked()
     expect(page.get_by_label("Padding 2")).not_to_be_checked()
     expect(page.get_by_label("Failure mode")).to_have_value("Correct")
     expect(page.get_by_label("Key 3", exact=True)).to_have_value("9")
