@@ -184,9 +184,9 @@ def check_row_sums(r: AttentionResult) -> Check:
     parts = []
     if no_key:
         if len(no_key) == 1:
-            parts.append(f"row {no_key[0]} has no visible key, so it cannot sum to 1")
+            parts.append(f"row {no_key[0]} has no visible key, so no weights over allowed keys can sum to 1")
         else:
-            parts.append(f"rows {_list(no_key)} have no visible key, so they cannot sum to 1")
+            parts.append(f"rows {_list(no_key)} have no visible key, so no weights over allowed keys can sum to 1")
     others = [i for i in bad if i not in no_key]
     if others:
         detail = ", ".join(f"row {i} sums to {r.row_sums[i - 1]:.6g}" for i in others[:4])
