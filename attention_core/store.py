@@ -40,8 +40,8 @@ from attention_core.summaries import INDEX_NAME, RunSummary, StatKey, read_index
 RUNS_DIR_ENV = "ATTENTION_WORKBENCH_RUNS_DIR"
 MAX_RECORD_BYTES = 2 * 1024 * 1024
 # The summary index may lag this many runs behind the directory before a listing rewrites it: a
-# cold listing then parses at most this many files (~130 µs each), and a class saving runs does
-# not make every refresh rewrite an index of thousands of entries.
+# cold listing then parses at most this many files, and a class saving runs does not make
+# every refresh rewrite an index of thousands of entries.
 INDEX_SLACK = 100
 # A summary listing is answered from memory while the directory's mtime is unchanged (no file
 # added, removed or renamed), for at most RESCAN_SECONDS (so a file edited in place still shows

@@ -113,7 +113,7 @@ class SavedRunsView(pn.viewable.Viewer):
         super().__init__(**params)
         s = self.state
         # One checkbox per run, named by its label, rather than a data grid: Panel's grids need
-        # pandas (~0.5 s and ~34 MiB for a server to load), which the learner page never loads.
+        # pandas, which the learner page does not otherwise load (cost in bench/README.md).
         self.ticks = pn.widgets.CheckBoxGroup(
             options=self._tick_options(), value=[], inline=True, margin=(0, 10),
             stylesheets=[":host .bk-input-group { flex-wrap: wrap; gap: 0 12px; }"])

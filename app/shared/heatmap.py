@@ -171,8 +171,7 @@ class HeatMap(pn.viewable.Viewer):
             x="column", y="row", text="text", source=self.source, text_align="center",
             text_baseline="middle", text_color="text_color", text_font_size="12px",
         ).glyph
-        # Every model here is kept by the server for each open page (some 7 KiB each), so the
-        # figure holds only what it draws: nothing is ever selected or muted (BokehJS derives
+        # The figure holds only what it draws: nothing is ever selected or muted (BokehJS derives
         # those glyphs itself when asked for "auto"), and the invisible grid lines are not built.
         for renderer in fig.renderers:
             renderer.nonselection_glyph = renderer.muted_glyph = "auto"
@@ -194,9 +193,8 @@ class HeatMap(pn.viewable.Viewer):
         fig.axis.major_tick_line_color = None
         fig.axis.axis_line_color = None
         self.figure = fig
-        # The figure and its table in one Bokeh layout (``model``), which the workbench places
-        # in its page's one Bokeh layout: a Panel pane costs the server some 30 KiB per page, a
-        # plain Bokeh model a quarter of that. A pane is built only if asked for (__panel__).
+        # The figure and its table in one Bokeh layout (``model``); a pane is built only if asked
+        # for (__panel__).
         self.table = Div(text="", margin=0)  # shows nothing: its table is for screen readers
         children = [fig] if table_apart else [fig, self.table]
         self.model = BokehColumn(children=children, margin=(0, 10), width=size + 120)
