@@ -1,14 +1,16 @@
 """attention_core: a small, exact, documented reference for masked scaled dot-product attention.
 
 Needs only numpy at import time. Public names (see PRODUCT.md): ``scaled_dot_product_attention``,
-``stable_softmax``, the failure modes, the checks, one row's steps (``row_steps``) and whether an
-input exposes its mode (``exposure``), experiment records and the run store.
+matrix mode's ``project`` and ``self_attention`` (``Q = X W_Q`` ...), ``stable_softmax``, the
+failure modes, the checks, one row's steps (``row_steps``) and whether an input exposes its mode
+(``exposure``), experiment records and the run store.
 """
 
 from attention_core.attention import AttentionResult, scaled_dot_product_attention
 from attention_core.checks import CHECK_NAMES, Check, is_row_stochastic, run_checks
 from attention_core.masks import additive_mask, causal_mask, combine_masks, future_cells, padding_mask
 from attention_core.modes import FAILURE_MODES, FailureMode, get_mode
+from attention_core.projection import Projection, project, self_attention
 from attention_core.softmax import naive_softmax, stable_softmax
 from attention_core.steps import RowSteps, exposure, row_steps
 from attention_core.validation import MAX_TOKENS, AttentionInputError
@@ -23,6 +25,7 @@ __all__ = [
     "FAILURE_MODES",
     "FailureMode",
     "MAX_TOKENS",
+    "Projection",
     "RowSteps",
     "additive_mask",
     "causal_mask",
@@ -33,9 +36,11 @@ __all__ = [
     "is_row_stochastic",
     "naive_softmax",
     "padding_mask",
+    "project",
     "row_steps",
     "run_checks",
     "scaled_dot_product_attention",
+    "self_attention",
     "stable_softmax",
 ]
 

@@ -5,13 +5,15 @@ four steps (score, mask, normalise, mix values) and keeps every intermediate so 
 checks can show where a broken mode goes wrong. Reference: Vaswani et al. 2017, "Attention Is
 All You Need", eq. 1; seed 000 for the matrix form; seed 003 for the steps and failure modes.
 
-Left out: batches, multiple heads, projections (pass ``X @ W_Q`` etc. yourself).
+Left out: batches and multiple heads. Projections from X (matrix mode) are in
+:mod:`attention_core.projection`, which calls this pipeline.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -20,6 +22,9 @@ from attention_core.masks import combine_masks, future_cells
 from attention_core.modes import CORRECT, MASK_AFTER_SOFTMAX, FailureMode, get_mode
 from attention_core.softmax import softmax_steps
 from attention_core.validation import AttentionInputError, key_padding, token_array
+
+if TYPE_CHECKING:
+    from attention_core.projection import Projection
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,9 @@ class AttentionResult:
         ``weights[i, j] * mixed_j``, the contribution of source ``j`` to row ``i``.
     checks : tuple of Check
         The audit of seed 004, in order.
+    projection : Projection or None
+        Matrix mode only (:func:`~attention_core.projection.self_attention`): X, W_Q, W_K, W_V,
+        of which ``queries``, ``keys`` and ``values`` are the projections.
     """
 
     queries: np.ndarray
@@ -106,11 +114,26 @@ class AttentionResult:
     output: np.ndarray | None
     contributions: np.ndarray | None
     checks: tuple[Check, ...] = field(default=())
+    projection: Projection | None = None
 
     @property
     def T(self) -> int:
         """Number of tokens."""
         return len(self.queries)
+
+    @property
+    def d_v(self) -> int | None:
+        """Width of the values (1 when one number per token), ``None`` without values."""
+        return None if self.values is None else (1 if self.values.ndim == 1 else self.values.shape[1])
+
+    @property
+    def input_mode(self) -> Literal["scalar", "vector", "matrix"]:
+        """How the inputs were given: ``"matrix"`` (projected from X), ``"vector"`` (any 2-D input,
+        ``(T, 1)`` included) or ``"scalar"`` (one number per token everywhere)."""
+        if self.projection is not None:
+            return "matrix"
+        two_d = self.queries.ndim == 2 or (self.values is not None and self.values.ndim == 2)
+        return "vector" if two_d else "scalar"
 
     @property
     def queries_2d(self) -> np.ndarray:

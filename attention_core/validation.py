@@ -23,16 +23,24 @@ class AttentionInputError(ValueError):
     Attributes
     ----------
     field : str
-        ``"queries"``, ``"keys"``, ``"values"`` or ``"padding_mask"``.
+        ``"queries"``, ``"keys"``, ``"values"`` or ``"padding_mask"``; in matrix mode (see
+        :mod:`attention_core.projection`) also ``"X"``, ``"W_Q"``, ``"W_K"`` or ``"W_V"``.
     token : int or None
         Position of the offending token, counted from 1, or ``None`` when the whole field is
-        at fault (shape, emptiness).
+        at fault (shape, emptiness) or the field is a weight matrix (its rows are not tokens).
+    row, column : int or None
+        The offending cell of a matrix field, counted from 1, where one is at fault: for a
+        token field or ``X`` the row is the token; for ``W_Q``/``W_K``/``W_V`` it is the
+        ``d_model`` feature. ``row`` defaults to ``token``.
     """
 
-    def __init__(self, field: str, message: str, token: int | None = None) -> None:
+    def __init__(self, field: str, message: str, token: int | None = None, *,
+                 row: int | None = None, column: int | None = None) -> None:
         super().__init__(message)
         self.field = field
         self.token = token
+        self.row = token if row is None else row
+        self.column = column
 
 
 def _ragged_token(tokens: np.ndarray) -> int:
