@@ -2,8 +2,10 @@
 
 :func:`row_steps` lays out seed 003's order for one query row (raw score, divided by
 ``sqrt(d_k)``, masked, minus the largest visible score, exp, divided by the sum, weights,
-weighted values, output) by slicing the arrays the pipeline kept: nothing is recomputed, so
-what a view shows is what the result holds. :func:`exposure` says in one sentence why an input
+weighted values, output) by slicing the arrays the pipeline kept: nothing is recomputed (but
+the raw scores' terms ``q_i[c] * k_j[c]``), so what a view shows is what the result holds. With
+vectors the weighted values are each source's contribution vector ``A_ij v_j`` (seed 000, "Keep
+four quantities separate"). :func:`exposure` says in one sentence why an input
 cannot show the failure of the mode it ran in, so a page can offer an input that does.
 
 Left out: formatting (a view rounds and labels), and steps of more than one row at a time.
@@ -70,6 +72,12 @@ class RowSteps:
     no_visible_key : bool
         The row may read no key (every key is padding or in the future): its weights cannot
         sum to 1 and the ``row_sums`` check names it.
+    d_k : int
+        Head width: the number of terms in each raw score.
+    products : numpy.ndarray, shape (T, d_k)
+        The raw scores term by term, ``products[j, c] = q_i[c] * k_j[c]`` (``q_j[c] * k_i[c]``
+        along a column), so ``products.sum(axis=-1)`` is ``raw_scores`` up to rounding. The one
+        step computed here rather than sliced: the pipeline never held the terms apart.
     """
 
     row: int
@@ -90,6 +98,8 @@ class RowSteps:
     weighted: np.ndarray | None
     output: float | np.ndarray | None
     no_visible_key: bool
+    d_k: int
+    products: np.ndarray
 
 
 def row_steps(result: AttentionResult, i: int) -> RowSteps:
@@ -147,6 +157,9 @@ def row_steps(result: AttentionResult, i: int) -> RowSteps:
         weighted=None if r.contributions is None else r.contributions[i],
         output=None if r.output is None else (float(r.output[i]) if r.output.ndim == 1 else r.output[i]),
         no_visible_key=not r.allowed[i].any(),
+        d_k=int(r.d_k),
+        # [d_k] * [T, d_k] -> [T, d_k]: one query against every key (or every query against one key)
+        products=r.queries_2d * r.keys_2d[i] if along == "column" else r.queries_2d[i] * r.keys_2d,
     )
 
 
@@ -168,9 +181,12 @@ def exposure(result: AttentionResult) -> str | None:
 
     Examples
     --------
+    Scalar inputs (``d_k = 1``) cannot show a missing ``sqrt(d_k)``; a wider head can:
+
     >>> from attention_core import scaled_dot_product_attention
-    >>> exposure(scaled_dot_product_attention([1, 2], [3, 4], failure_mode="no_scaling"))
-    'd_k = 1, so dividing by sqrt(1) changes nothing.'
+    >>> exposure(scaled_dot_product_attention([1, 2], [3, 4], failure_mode="no_scaling"))[:48]
+    'd_k = 1, so dividing by sqrt(1) changes nothing;'
+    >>> exposure(scaled_dot_product_attention([[1, 1, 1, 1]], [[1, 0, 1, 0]], failure_mode="no_scaling"))
     """
     r = result
     mode = r.mode
@@ -188,7 +204,8 @@ def exposure(result: AttentionResult) -> str | None:
             return "The values equal the keys here, so mixing the keys gives the same output."
     if mode.name == "no_scaling":
         if r.d_k == 1:
-            return "d_k = 1, so dividing by sqrt(1) changes nothing."
+            return ("d_k = 1, so dividing by sqrt(1) changes nothing; a head of width d_k = 2 or "
+                    "more (vector or matrix mode) shows the sharper rows.")
         if not r.scores.any():
             return "Every score is 0 here, so dividing by sqrt(d_k) changes nothing."
     if mode.name == "naive_softmax" and not (r.masked_scores > EXP_OVERFLOW).any():

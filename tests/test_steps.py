@@ -191,7 +191,8 @@ NOTES = [
      "No values are given, so there is no output to get wrong."),
     ("keys_as_values", {"queries": [1, 1, 1], "keys": [1, 2, 9], "values": [1, 2, 9]},
      "The values equal the keys here, so mixing the keys gives the same output."),
-    ("no_scaling", WORKED, "d_k = 1, so dividing by sqrt(1) changes nothing."),
+    ("no_scaling", WORKED, "d_k = 1, so dividing by sqrt(1) changes nothing; a head of width d_k = 2 or "
+     "more (vector or matrix mode) shows the sharper rows."),
     ("no_scaling", {"queries": np.zeros((2, 2)), "keys": np.ones((2, 2))},
      "Every score is 0 here, so dividing by sqrt(d_k) changes nothing."),
     ("keys_as_values", {**WORKED, "padding_mask": [False, False, False]},
