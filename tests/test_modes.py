@@ -13,6 +13,7 @@ from attention_core import (
     FailureMode,
     get_mode,
     scaled_dot_product_attention,
+    self_attention,
 )
 
 # An input that exposes each mode: d_k = 2 so sqrt(d_k) != 1, distinct keys and values (of a
@@ -24,23 +25,52 @@ VALUES = np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 4.0], [5.0, 1.0, -2.0], [0.0, 3.
 EXPOSING_INPUTS: dict[str, dict] = {name: {} for name in FAILURE_MODES}
 EXPOSING_INPUTS["naive_softmax"] = {"queries": QUERIES * 40.0, "keys": KEYS * 40.0}
 
+# The same lesson at the page's widest head (d_k = 4, d_v = 1 as a column) and in matrix mode
+# (seed 000: Q = X W_Q, K = X W_K, V = X W_V with d_model = 3), where the naive softmax's large
+# scores come from a large W_Q and W_K.
+QUERIES_4 = np.hstack([QUERIES, QUERIES[:, ::-1]])
+KEYS_4 = np.hstack([KEYS, KEYS[:, ::-1] * 0.5])
+VALUES_1 = VALUES[:, :1]
+X = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, -1.0], [1.0, 1.0, 0.0], [-1.0, 2.0, 1.0]])
+W_Q = np.array([[1.0, 0.0], [0.5, 1.0], [0.0, -1.0]])
+W_K = np.array([[0.0, 1.0], [1.0, 0.5], [-1.0, 1.0]])
+W_V = np.array([[1.0, 2.0, 0.0, 1.0], [0.0, -1.0, 3.0, 1.0], [2.0, 0.0, 1.0, -1.0]])
 
-def run(mode_name: str, **overrides) -> object:
-    inputs = {"queries": QUERIES, "keys": KEYS, "values": VALUES, "causal": True}
-    inputs.update(EXPOSING_INPUTS[mode_name])
-    inputs.update(overrides)
-    return scaled_dot_product_attention(failure_mode=mode_name, **inputs)
+
+def _vector(mode_name: str, **settings):
+    inputs = {"queries": QUERIES, "keys": KEYS, "values": VALUES, **EXPOSING_INPUTS[mode_name]}
+    return scaled_dot_product_attention(**inputs, failure_mode=mode_name, **settings)
+
+
+def _vector_4(mode_name: str, **settings):
+    big = 40.0 if mode_name == "naive_softmax" else 1.0
+    return scaled_dot_product_attention(QUERIES_4 * big, KEYS_4 * big, VALUES_1, failure_mode=mode_name, **settings)
+
+
+def _matrix(mode_name: str, **settings):
+    big = 40.0 if mode_name == "naive_softmax" else 1.0
+    settings.pop("mask_after_softmax", None)
+    return self_attention(X, W_Q * big, W_K * big, W_V, failure_mode=mode_name, **settings)
+
+
+INPUT_KINDS = {"vector d_k=2": _vector, "vector d_k=4": _vector_4, "matrix d_model=3": _matrix}
+
+
+def run(mode_name: str, kind: str = "vector d_k=2", **settings) -> object:
+    return INPUT_KINDS[kind](mode_name, causal=settings.pop("causal", True), **settings)
 
 
 def test_every_mode_has_an_exposing_input() -> None:
     assert set(EXPOSING_INPUTS) == set(FAILURE_MODES)
 
 
+@pytest.mark.parametrize("kind", INPUT_KINDS)
 @pytest.mark.parametrize("mode", FAILURE_MODES.values(), ids=list(FAILURE_MODES))
-def test_mode_breaks_exactly_what_it_claims(mode: FailureMode) -> None:
+def test_mode_breaks_exactly_what_it_claims(mode: FailureMode, kind: str) -> None:
     assert mode.breaks <= set(CHECK_NAMES)
-    r = run(mode.name)
+    r = run(mode.name, kind)
     assert r.mode == mode
+    assert r.input_mode == kind.split()[0]
     assert set(r.failed_checks) == mode.breaks
     # The claim is what the checks report, not the mode's own say-so; and checks never go missing.
     assert [c.name for c in r.checks] == list(CHECK_NAMES)
@@ -53,13 +83,14 @@ PADDINGS = {
 }
 
 
+@pytest.mark.parametrize("kind", INPUT_KINDS)
 @pytest.mark.parametrize("padding", PADDINGS, ids=list(PADDINGS))
 @pytest.mark.parametrize("mode", FAILURE_MODES.values(), ids=list(FAILURE_MODES))
-def test_mode_breaks_exactly_what_it_claims_with_padding(mode: FailureMode, padding: str) -> None:
+def test_mode_breaks_exactly_what_it_claims_with_padding(mode: FailureMode, padding: str, kind: str) -> None:
     # Padding adds nothing surprising: a row with no visible key fails row_sums in every mode,
     # and that is the only check a mode may fail beyond its claim.
     padding_mask, padding_breaks = PADDINGS[padding]
-    r = run(mode.name, padding_mask=padding_mask)
+    r = run(mode.name, kind, padding_mask=padding_mask)
     assert set(r.failed_checks) == mode.breaks | padding_breaks
     assert not np.isnan(r.weights).any() or mode.name == "naive_softmax"
     if padding_breaks:
@@ -67,12 +98,12 @@ def test_mode_breaks_exactly_what_it_claims_with_padding(mode: FailureMode, padd
         assert 1 in row_sums.rows and "row 1 has no visible key" in row_sums.message
 
 
+@pytest.mark.parametrize("kind", INPUT_KINDS)
 @pytest.mark.parametrize("mode", FAILURE_MODES.values(), ids=list(FAILURE_MODES))
-def test_exposing_input_passes_every_check_when_computed_correctly(mode: FailureMode) -> None:
+def test_exposing_input_passes_every_check_when_computed_correctly(mode: FailureMode, kind: str) -> None:
     # The exposing input is honest: the correct pipeline passes every check on it.
-    r = scaled_dot_product_attention(
-        **{"queries": QUERIES, "keys": KEYS, "values": VALUES, **EXPOSING_INPUTS[mode.name]}
-    )
+    exposing = run(mode.name, kind)
+    r = scaled_dot_product_attention(exposing.queries, exposing.keys, exposing.values)
     assert r.failed_checks == ()
     assert all(c.passed for c in r.checks)
 
@@ -152,18 +183,27 @@ def test_no_mask_forgets_only_the_causal_mask() -> None:
     assert all(j != 3 for _, j in forbidden.cells)  # no weight on the padding key
 
 
+@pytest.mark.parametrize("matrix_mode", [False, True], ids=["vector", "matrix"])
 @pytest.mark.parametrize("mode", FAILURE_MODES.values(), ids=list(FAILURE_MODES))
-def test_no_mode_breaks_more_than_it_claims_on_any_input(mode: FailureMode) -> None:
+def test_no_mode_breaks_more_than_it_claims_on_any_input(mode: FailureMode, matrix_mode: bool) -> None:
     # Random sizes, scales from 0.01 to 1000 (so naive exponentials overflow and underflow),
     # random padding: a mode may fail only its own checks, plus row_sums for a row padding emptied.
     rng = np.random.default_rng(11)
     for _ in range(300):
-        T, d = int(rng.integers(1, 9)), int(rng.integers(1, 4))
+        T, d, d_model = int(rng.integers(1, 9)), int(rng.integers(1, 5)), int(rng.integers(1, 5))
         scale = 10.0 ** rng.integers(-2, 4)
-        r = scaled_dot_product_attention(
-            rng.normal(size=(T, d)) * scale, rng.normal(size=(T, d)) * scale,
-            rng.normal(size=(T, 2)) if rng.integers(2) else None,
-            causal=bool(rng.integers(2)), padding_mask=rng.random(T) < 0.7, failure_mode=mode.name,
-        )
+        settings = {"causal": bool(rng.integers(2)), "padding_mask": rng.random(T) < 0.7,
+                    "failure_mode": mode.name}
+        if matrix_mode:
+            r = self_attention(
+                rng.normal(size=(T, d_model)), rng.normal(size=(d_model, d)) * scale,
+                rng.normal(size=(d_model, d)) * scale,
+                rng.normal(size=(d_model, int(rng.integers(1, 5)))) if rng.integers(2) else None, **settings,
+            )
+        else:
+            r = scaled_dot_product_attention(
+                rng.normal(size=(T, d)) * scale, rng.normal(size=(T, d)) * scale,
+                rng.normal(size=(T, 2)) if rng.integers(2) else None, **settings,
+            )
         padding_breaks = set() if r.allowed.any(axis=-1).all() else {"row_sums"}
         assert set(r.failed_checks) <= mode.breaks | padding_breaks
