@@ -21,7 +21,8 @@ from typing import Any
 from attention_core.modes import FAILURE_MODES
 from attention_core.validation import MAX_TOKENS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # what new records are written as; every version from 1 up to it is read
+READABLE_VERSIONS = (1, 2)
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "assets" / "experiment-record.schema.json"
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TEXT_LIMITS = {"learner": 100, "label": 100, "prediction": 2000, "explanation": 2000, "notes": 2000}
@@ -54,7 +55,7 @@ class NewerSchemaError(RecordError):
     def __init__(self, version: int) -> None:
         super().__init__(
             f"written by a newer workbench (schema version {version}; "
-            f"this one reads {SCHEMA_VERSION})"
+            f"this one reads versions 1 to {SCHEMA_VERSION})"
         )
         self.version = version
 
@@ -136,26 +137,28 @@ def _tokens(value: Any, where: str) -> tuple:
 
 
 def check_record(data: Any) -> None:
-    """Check ``data`` against schema version 1 quickly, without ``jsonschema``.
+    """Check ``data`` against schema version 1 or 2 quickly, without ``jsonschema``.
 
     The same rules as ``assets/experiment-record.schema.json`` (the tests hold the two to each
     other), plus what a schema cannot say: every matrix is T×T for the record's T, ``d_k``
-    matches the queries, output and contributions match the values.
+    (and in version 2 ``d_v``) matches the inputs' widths, output and contributions match the
+    values, and a projection's X is T×d_model and its W's d_model×d_k (d_model×d_v).
 
     Raises
     ------
     NewerSchemaError
-        ``schema_version`` is an integer above 1.
+        ``schema_version`` is an integer above :data:`SCHEMA_VERSION`.
     RecordError
-        Anything else that is not a version-1 experiment record; the message names the key.
+        Anything else that is not an experiment record of a version this workbench reads; the
+        message names the key.
     """
     if not isinstance(data, dict):
         raise RecordError("not an experiment record: not a JSON object")
     version = data.get("schema_version")
     if type(version) is int and version > SCHEMA_VERSION:
         raise NewerSchemaError(version)
-    if version != SCHEMA_VERSION or type(version) is bool:
-        raise _fail("schema_version", str(SCHEMA_VERSION))
+    if version not in READABLE_VERSIONS or type(version) is bool:
+        raise _fail("schema_version", " or ".join(map(str, READABLE_VERSIONS)))
     _object(data, tuple(_TOP_KEYS), "the record")
     if not isinstance(data["id"], str) or not ID_PATTERN.fullmatch(data["id"]):
         raise _fail("id", "1 to 64 letters, digits, _ or -")
@@ -171,7 +174,7 @@ def check_record(data: Any) -> None:
     for field in TEXT_LIMITS:
         check_text(field, data[field])
 
-    inputs = _object(data["inputs"], ("queries", "keys", "values", "d_k", "padding_mask"), "inputs")
+    inputs = _object(data["inputs"], _INPUT_KEYS[version], "inputs")
     q_shape = _tokens(inputs["queries"], "inputs.queries")
     T = q_shape[0]
     if _tokens(inputs["keys"], "inputs.keys") != q_shape:
@@ -183,6 +186,12 @@ def check_record(data: Any) -> None:
         raise _fail("inputs.d_k", "the width of the queries")
     if inputs["padding_mask"] is not None:
         _array(inputs["padding_mask"], (T,), "inputs.padding_mask", "bool")
+    if version >= 2:
+        d_v = None if v_shape is None else (v_shape + (1,))[1]
+        if inputs["d_v"] != d_v or type(inputs["d_v"]) not in (int, type(None)):
+            raise _fail("inputs.d_v", "the width of the values (null without values)")
+        if inputs["projection"] is not None:
+            _check_projection(inputs["projection"], q_shape, v_shape)
 
     settings = _object(
         data["settings"], ("causal", "mask_after_softmax", "failure_mode"), "settings"
@@ -216,6 +225,27 @@ def check_record(data: Any) -> None:
         raise _fail("results.failed_checks", "a list of check names")
 
 
+def _check_projection(projection: Any, q_shape: tuple, v_shape: tuple | None) -> None:
+    """Matrix mode: X is T×d_model, W_Q and W_K d_model×d_k, W_V d_model×d_v or null without values."""
+    where = "inputs.projection"
+    _object(projection, _PROJECTION_KEYS, where)
+    d_model = projection["d_model"]
+    if type(d_model) is not int or not 1 <= d_model <= MAX_WIDTH:
+        raise _fail(f"{where}.d_model", f"a whole number from 1 to {MAX_WIDTH}")
+    if len(q_shape) != 2:
+        raise _fail("inputs.queries", "one row per token in matrix mode (Q = X W_Q)")
+    T, d_k = q_shape
+    _array(projection["X"], (T, d_model), f"{where}.X")
+    for key in ("W_Q", "W_K"):
+        _array(projection[key], (d_model, d_k), f"{where}.{key}")
+    if (projection["W_V"] is None) != (v_shape is None):
+        raise _fail(f"{where}.W_V", "null exactly when there are no values")
+    if v_shape is not None:
+        if len(v_shape) != 2:
+            raise _fail("inputs.values", "one row per token in matrix mode (V = X W_V)")
+        _array(projection["W_V"], (d_model, v_shape[1]), f"{where}.W_V")
+
+
 def _check_entry(check: Any, T: int) -> None:
     where = "results.checks[]"
     _object(check, ("name", "title", "passed", "message", "rows", "cells"), where)
@@ -235,6 +265,9 @@ def _check_entry(check: Any, T: int) -> None:
         raise _fail(f"{where}.cells", "a list of [row, column] pairs counted from 1")
 
 
+_V1_INPUT_KEYS = ("queries", "keys", "values", "d_k", "padding_mask")
+_INPUT_KEYS = {1: _V1_INPUT_KEYS, 2: (*_V1_INPUT_KEYS, "d_v", "projection")}
+_PROJECTION_KEYS = ("X", "W_Q", "W_K", "W_V", "d_model")
 _TOP_KEYS = ("schema_version", "id", "created_at", "app_version", *TEXT_LIMITS,
              "inputs", "settings", "results")
 # key -> (number of T axes, leaf kind)

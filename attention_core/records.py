@@ -1,4 +1,4 @@
-"""Experiment records: one saved run as strict JSON (schema version 1).
+"""Experiment records: one saved run as strict JSON (schema version 2; version 1 still read).
 
 An :class:`ExperimentRecord` holds JSON-native data only (dicts, lists, floats, bools, str,
 ``None``), never numpy, so it round-trips exactly: ``ExperimentRecord.from_json(r.to_json()) == r``
@@ -6,6 +6,13 @@ An :class:`ExperimentRecord` holds JSON-native data only (dicts, lists, floats, 
 masked score beside the explicit boolean ``mask``; a weight only the ``naive_softmax`` mode can
 make), so no ``NaN`` or ``Infinity`` token is ever written (RFC 8259). The contract is
 ``assets/experiment-record.schema.json`` (JSON Schema draft 2020-12).
+
+Version 2 (issue 14) adds to ``inputs`` the values' width ``d_v`` and, for a run computed from
+X (matrix mode, seed 000), ``projection``: ``{"X", "W_Q", "W_K", "W_V", "d_model"}``, of which
+``queries``, ``keys`` and ``values`` are the projections. Version 1 already held vectors (lists of
+lists), ``d_k``, the padding mask, the failure mode and the explanation. Records are read as they
+were written: a version-1 record stays version 1 when shown, exported or updated. What a run was
+computed from is read back the same way for both versions by :attr:`ExperimentRecord.run_inputs`.
 
 Free text (learner, label, prediction, explanation, notes) is data, never markup: it is kept
 exactly as typed, control characters and right-to-left marks included (JSON escapes them), and
@@ -27,6 +34,7 @@ import numpy as np
 from attention_core.modes import run_title
 from attention_core.record_checks import (
     ID_PATTERN,
+    READABLE_VERSIONS,
     SCHEMA_PATH,
     SCHEMA_VERSION,
     TEXT_LIMITS,
@@ -37,6 +45,7 @@ from attention_core.record_checks import (
     check_text,
     validate_record,
 )
+from attention_core.run_inputs import RunInputs, run_inputs_of
 
 if TYPE_CHECKING:
     from attention_core.attention import AttentionResult
@@ -68,7 +77,7 @@ class ExperimentRecord:
     Attributes
     ----------
     schema_version : int
-        Always 1.
+        2 for records made now; 1 for records made before issue 14, read as they are.
     id : str
         Server-generated, ``[A-Za-z0-9_-]{1,64}``; the file name in a run store.
     created_at : str
@@ -79,7 +88,10 @@ class ExperimentRecord:
     prediction, explanation, notes : str or None
         At most 2000 characters each.
     inputs : dict
-        ``queries``, ``keys`` (T or T×d_k), ``values`` (or None), ``d_k``, ``padding_mask``.
+        ``queries``, ``keys`` (T or T×d_k), ``values`` (T or T×d_v, or None), ``d_k``,
+        ``padding_mask``; from version 2 also ``d_v`` (None without values) and ``projection``
+        (None, or matrix mode's ``X`` T×d_model, ``W_Q``/``W_K`` d_model×d_k, ``W_V`` d_model×d_v
+        or None, and ``d_model``).
     settings : dict
         ``causal``, ``mask_after_softmax``, ``failure_mode`` (a mode name).
     results : dict
@@ -112,11 +124,19 @@ class ExperimentRecord:
         Parameters
         ----------
         result : AttentionResult
+            From :func:`~attention_core.attention.scaled_dot_product_attention` (scalar or
+            vector inputs) or :func:`~attention_core.projection.self_attention` (matrix mode:
+            X and the W matrices are saved too).
         learner, label, prediction, explanation, notes : str, optional
         record_id : str, optional
             Defaults to :func:`new_record_id`; must match ``[A-Za-z0-9_-]{1,64}``.
         created_at : datetime, optional
             Timezone-aware; stored in UTC. Defaults to now.
+
+        Returns
+        -------
+        ExperimentRecord
+            A record of the current :data:`SCHEMA_VERSION` (2).
 
         Raises
         ------
@@ -134,6 +154,7 @@ class ExperimentRecord:
         for field, value in text.items():
             check_text(field, value)
         r = result
+        p = r.projection
         data = {
             "schema_version": SCHEMA_VERSION,
             "id": record_id or new_record_id(now),
@@ -143,7 +164,11 @@ class ExperimentRecord:
             "inputs": {
                 "queries": _jsonable(r.queries), "keys": _jsonable(r.keys),
                 "values": _jsonable(r.values), "d_k": int(r.d_k),
-                "padding_mask": _jsonable(r.key_is_real),
+                "padding_mask": _jsonable(r.key_is_real), "d_v": r.d_v,
+                "projection": None if p is None else {
+                    "X": _jsonable(p.x), "W_Q": _jsonable(p.w_q), "W_K": _jsonable(p.w_k),
+                    "W_V": _jsonable(p.w_v), "d_model": p.d_model,
+                },
             },
             "settings": {
                 "causal": bool(r.causal), "mask_after_softmax": r.mode.name == "mask_after_softmax",
@@ -173,7 +198,8 @@ class ExperimentRecord:
         Raises
         ------
         RecordError
-            Not a version-1 experiment record; :class:`NewerSchemaError` for a newer version.
+            Not an experiment record of version 1 or 2; :class:`NewerSchemaError` for a newer
+            version.
         """
         check_record(data)
         return cls(**json.loads(json.dumps(data, allow_nan=False)))
@@ -185,8 +211,8 @@ class ExperimentRecord:
         Raises
         ------
         RecordError
-            Not valid strict JSON (or not UTF-8), or not a version-1 experiment record;
-            :class:`NewerSchemaError` for a newer version.
+            Not valid strict JSON (or not UTF-8), or not an experiment record of version 1 or
+            2; :class:`NewerSchemaError` for a newer version.
         """
         try:
             data = json.loads(text, parse_constant=_refuse_constant)
@@ -208,6 +234,27 @@ class ExperimentRecord:
     def T(self) -> int:
         """Number of tokens."""
         return len(self.inputs["queries"])
+
+    @property
+    def d_k(self) -> int:
+        """Head width of the queries and keys (1 in scalar mode)."""
+        return self.inputs["d_k"]
+
+    @property
+    def d_model(self) -> int | None:
+        """Width of X in matrix mode, ``None`` otherwise (and in every version-1 record)."""
+        projection = self.inputs.get("projection")
+        return None if projection is None else projection["d_model"]
+
+    @property
+    def run_inputs(self) -> RunInputs:
+        """What the run was computed from, and its texts, for either schema version.
+
+        See :class:`~attention_core.run_inputs.RunInputs`: the input mode (scalar, vector or
+        matrix), sizes, numbers, padding, causal mask, failure mode and free text, with
+        ``compute()`` to run it again exactly as saved.
+        """
+        return run_inputs_of(self)
 
     @property
     def failure_mode(self) -> str:
@@ -250,6 +297,6 @@ class ExperimentRecord:
         return datetime.fromisoformat(self.created_at)
 
 
-__all__ = ["ID_PATTERN", "SCHEMA_PATH", "SCHEMA_VERSION", "TEXT_LIMITS", "ExperimentRecord",
-           "NewerSchemaError", "RecordError", "check_record", "check_text", "new_record_id",
-           "validate_record"]
+__all__ = ["ID_PATTERN", "READABLE_VERSIONS", "SCHEMA_PATH", "SCHEMA_VERSION", "TEXT_LIMITS",
+           "ExperimentRecord", "NewerSchemaError", "RecordError", "RunInputs", "check_record",
+           "check_text", "new_record_id", "validate_record"]

@@ -252,10 +252,10 @@ def test_from_json_refuses_nan_and_infinity_tokens():
 
 
 def test_newer_schema_is_told_apart_from_foreign_json():
-    newer = make_record().to_dict() | {"schema_version": 2, "something_new": True}
+    newer = make_record().to_dict() | {"schema_version": 3, "something_new": True}
     with pytest.raises(NewerSchemaError, match="newer workbench") as caught:
         ExperimentRecord.from_dict(newer)
-    assert caught.value.version == 2
+    assert caught.value.version == 3
     for foreign in ({"name": "package.json"}, [1, 2, 3], "text", None, {"schema_version": "1"},
                     {"schema_version": True}, {"schema_version": 0}):
         with pytest.raises(RecordError) as caught:
