@@ -51,10 +51,11 @@ INDEX_SLACK = 100
 RESCAN_SECONDS = 10.0
 RACY_SECONDS = 2.0
 EXPORT_FORMAT = "attention-workbench-runs"
-# "mode" (the run's title) comes last so that the older columns keep their places.
+# Later columns are appended ("mode", the run's title; then d_k and d_model) so that the older
+# columns keep their places in spreadsheets built on them.
 CSV_COLUMNS = ("id", "created_at", "learner", "label", "causal", "mask_after_softmax",
                "failure_mode", "T", "total_future_weight", "min_row_sum", "max_row_sum_error",
-               "failed_checks", "prediction", "explanation", "notes", "mode")
+               "failed_checks", "prediction", "explanation", "notes", "mode", "d_k", "d_model")
 _WHY_NOT_SAVED = {
     errno.ENOSPC: "the runs directory {} is full", errno.EDQUOT: "the runs directory {} is full",
     errno.EROFS: "the runs directory {} is read-only",
@@ -515,9 +516,11 @@ def export_json(records: Iterable[ExperimentRecord],
     Returns
     -------
     str
-        ``{"format": "attention-workbench-runs", "schema_version": 1, "exported_at": <UTC ISO
+        ``{"format": "attention-workbench-runs", "schema_version": 2, "exported_at": <UTC ISO
         8601>, "runs": [record, ...], "skipped": [{"file": ..., "reason": ...}, ...]}`` with a
-        final newline; no ``NaN``/``Infinity`` tokens. One run per line.
+        final newline; no ``NaN``/``Infinity`` tokens. One run per line. Each record is written
+        as it is stored, in its own schema version (a version-1 run stays version 1);
+        ``schema_version`` is the newest record version the bundle may hold.
     """
     return "".join(iter_export_json(records, problems))
 
@@ -565,7 +568,8 @@ def export_csv(records: Iterable[ExperimentRecord]) -> str:
     str
         A header row, then one row per run. Booleans are ``true``/``false``; a number that was
         not finite is an empty cell; failed checks are joined by ``;``; ``mode`` is the run's
-        title (:func:`~attention_core.modes.run_title`), as the pages name it.
+        title (:func:`~attention_core.modes.run_title`), as the pages name it; ``d_k`` is the
+        head width and ``d_model`` the width of X, empty unless the run was in matrix mode.
 
     Notes
     -----
@@ -584,6 +588,7 @@ def export_csv(records: Iterable[ExperimentRecord]) -> str:
             _csv_number(r.total_future_weight), _csv_number(r.min_row_sum),
             _csv_number(r.max_row_sum_error), ";".join(r.failed_checks),
             _csv_text(r.prediction), _csv_text(r.explanation), _csv_text(r.notes), r.title,
+            r.d_k, "" if r.d_model is None else r.d_model,
         ])
     return out.getvalue()
 

@@ -34,7 +34,7 @@ from attention_core.records import ExperimentRecord, _refuse_constant
 
 INDEX_NAME = ".summary-index.json"
 INDEX_FORMAT = "attention-workbench-summary-index"
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: summaries hold d_k and d_model
 _TEXT = ("learner", "label", "prediction", "explanation", "notes")
 _NUMBERS = ("total_future_weight", "min_row_sum", "max_row_sum_error")
 
@@ -46,8 +46,9 @@ class RunSummary:
     """One run without its matrices; attribute names match :class:`ExperimentRecord`'s.
 
     So code that reads ``id``, ``created_at``, the free text, ``causal``, ``mask_after_softmax``,
-    ``failure_mode``, ``T``, ``title``, ``total_future_weight``, ``min_row_sum``,
-    ``max_row_sum_error`` or ``failed_checks`` (the table, the chart,
+    ``failure_mode``, ``T``, ``d_k``, ``d_model`` (``None`` unless matrix mode), ``title``,
+    ``total_future_weight``, ``min_row_sum``, ``max_row_sum_error`` or ``failed_checks`` (the
+    table, the chart,
     :func:`~attention_core.store.export_csv`) takes either. ``created_datetime`` is parsed once,
     here, because listings sort by it.
     """
@@ -63,6 +64,8 @@ class RunSummary:
     mask_after_softmax: bool
     failure_mode: str
     T: int
+    d_k: int
+    d_model: int | None
     total_future_weight: float | None
     min_row_sum: float | None
     max_row_sum_error: float | None
@@ -84,7 +87,7 @@ class RunSummary:
             id=record.id, created_at=record.created_at, learner=record.learner,
             label=record.label, prediction=record.prediction, explanation=record.explanation,
             notes=record.notes, causal=record.causal, mask_after_softmax=record.mask_after_softmax,
-            failure_mode=record.failure_mode, T=record.T,
+            failure_mode=record.failure_mode, T=record.T, d_k=record.d_k, d_model=record.d_model,
             total_future_weight=record.total_future_weight, min_row_sum=record.min_row_sum,
             max_row_sum_error=record.max_row_sum_error, failed_checks=record.failed_checks,
         )
@@ -110,7 +113,8 @@ class RunSummary:
             all(type(entry[k]) is str for k in ("id", "created_at", "failure_mode"))
             and all(entry[k] is None or type(entry[k]) is str for k in _TEXT)
             and type(entry["causal"]) is bool and type(entry["mask_after_softmax"]) is bool
-            and type(entry["T"]) is int
+            and type(entry["T"]) is int and type(entry["d_k"]) is int
+            and (entry["d_model"] is None or type(entry["d_model"]) is int)
             and all(entry[k] is None or type(entry[k]) in (int, float) for k in _NUMBERS)
             and type(entry["failed_checks"]) is list
             and all(type(name) is str for name in entry["failed_checks"])

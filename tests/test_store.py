@@ -97,7 +97,7 @@ def _dirty_store(tmp_path) -> tuple[RunStore, list[ExperimentRecord], Path]:
     (d / "list.json").write_text("[1, 2, 3]")
     (d / "nan.json").write_text(make_record(record_id="nan").to_json().replace(
         '"total_future_weight": 0.0', '"total_future_weight": NaN'))
-    newer = make_record(record_id="newer").to_dict() | {"schema_version": 2}
+    newer = make_record(record_id="newer").to_dict() | {"schema_version": 3}
     (d / "newer.json").write_text(json.dumps(newer))
     (d / "binary.json").write_bytes(b"\xff\xfe\x00garbage")
     with open(d / "huge.json", "wb") as f:  # sparse: big by stat, cheap on disk
@@ -272,7 +272,7 @@ def test_export_json_is_a_strict_bundle(tmp_path):
     text = export_json(records, [("bad.json", "not valid JSON")])
     bundle = json.loads(text, parse_constant=refuse_constant)
     assert bundle["format"] == "attention-workbench-runs"
-    assert bundle["schema_version"] == 1
+    assert bundle["schema_version"] == 2
     assert bundle["exported_at"].endswith("+00:00")
     assert [ExperimentRecord.from_dict(r) for r in bundle["runs"]] == records
     assert bundle["skipped"] == [{"file": "bad.json", "reason": "not valid JSON"}]
@@ -285,11 +285,11 @@ def test_export_csv_one_row_per_run_with_formula_guard(tmp_path):
     overflow = check_strict(ExperimentRecord.from_result(_overflowing_result()))
     text = export_csv([plain, hostile, overflow])
     assert text.startswith(",".join(CSV_COLUMNS) + "\r\n")
-    # Added last: the columns before it keep the places they had before it existed.
+    # Added last: the columns before them keep the places they had before they existed.
     assert CSV_COLUMNS == ("id", "created_at", "learner", "label", "causal", "mask_after_softmax",
                            "failure_mode", "T", "total_future_weight", "min_row_sum",
                            "max_row_sum_error", "failed_checks", "prediction", "explanation",
-                           "notes", "mode")
+                           "notes", "mode", "d_k", "d_model")
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
     assert len(rows) == 3
     assert rows[0]["learner"] == "Ada" and rows[0]["causal"] == "true"
