@@ -71,19 +71,6 @@ def checks_html(r: AttentionResult) -> str:
             "<ol class='checklist' aria-label='Checks in audit order'>" + "".join(items) + "</ol>")
 
 
-def _contributions(r: AttentionResult) -> str:
-    if r.contributions is None or r.contributions.ndim != 2:
-        return ""
-    head = "".join(f"<th scope='col'>from key {j + 1}</th>" for j in range(r.T))
-    body = "".join(
-        f"<tr><th scope='row'>{i + 1}</th>"
-        + "".join(f"<td>{num(r.contributions[i, j])}</td>" for j in range(r.T)) + "</tr>"
-        for i in range(r.T))
-    return ("<details><summary>Contributions weight × value</summary>"
-            "<table aria-label='Contributions'><thead><tr><th scope='col'>row</th>"
-            f"{head}</tr></thead><tbody>{body}</tbody></table></details>")
-
-
 def readouts_html(r: AttentionResult | None, input_ok: bool) -> str:
     """Row sums, future-token weight, output per row; totals; notes; the checklist."""
     stale = "" if input_ok else (
@@ -126,7 +113,7 @@ def readouts_html(r: AttentionResult | None, input_ok: bool) -> str:
         f"<p>Total future-token weight: <b data-testid='total-future-weight'>"
         f"{num(r.total_future_weight)}</b> · smallest row sum: "
         f"<b data-testid='min-row-sum'>{num(r.min_row_sum)}</b></p>"
-        f"{_contributions(r)}</div><div>{checks_html(r)}</div></div>")
+        f"</div><div>{checks_html(r)}</div></div>")
 
 
 class BannerView(pn.viewable.Viewer):

@@ -11,6 +11,7 @@ import panel as pn
 import param
 
 from app.learner.checks import BannerView, ReadoutsView
+from app.learner.contributions import ContributionsView
 from app.learner.inputs import NO_SPIN_BUTTONS, InputsView
 from app.learner.matrices import MatricesView
 from app.learner.record import RecordView
@@ -57,6 +58,7 @@ class LearnerPage(pn.viewable.Viewer):
         self.row = pn.widgets.IntInput.from_param(s.param.row, label="Row", description=None, width=90,
                                                   margin=(5, 10), stylesheets=[NO_SPIN_BUTTONS])
         self.steps = RowStepsView(state=s)
+        self.contributions = ContributionsView(state=s)
         self.readouts = ReadoutsView(state=s)
         self.record = RecordView(state=s)
         self.runs = SavedRunsView(state=s)
@@ -65,7 +67,8 @@ class LearnerPage(pn.viewable.Viewer):
             self.banner, self.matrices,
             pn.Row(self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "
                                           "below.</p>", margin=(22, 0, 0, 0)), margin=0),
-            self.readouts, self.steps, pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
+            self.readouts, self.steps, self.contributions,
+            pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
             self.record, self.runs, sizing_mode="stretch_width", margin=0)
 
     def serve_session(self) -> LearnerPage:

@@ -1,0 +1,326 @@
+"""Contributions of the chosen row: each source's score, weight, value and contribution A_ij·v_j.
+
+Seed 000, "Keep Four Quantities Separate": a large score need not give a large weight, and a
+large weight need not give a large contribution. For row ``state.row`` the view shows the four
+side by side per source (key) ``j``: a table with every number, and four small Bokeh bar charts
+(score, weight, value, contribution) that share one source axis, so a learner sees where the
+three rankings differ. Vector values show one bar per component, grouped by source.
+
+Every number is the core's (``result.scores``, ``weights``, ``mixed``, ``contributions``,
+``output``); nothing is recomputed here. Left out: the row's step-by-step arithmetic
+(:mod:`.steps`) and choosing the row (the page's ``Row`` control, a heat-map click).
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.models import Column as BokehColumn
+from bokeh.models import ColumnDataSource, DataRange1d, FixedTicker, Legend, LegendItem, Range1d
+from bokeh.models import Row as BokehRow
+from bokeh.plotting import figure
+
+from app.learner.state import LearnerState
+from app.shared.compare import TABLE_CSS
+from app.shared.heatmap import format_number, short_number
+from attention_core import AttentionResult
+
+# One dark colour per quantity (each at least 3:1 against white), grey for a masked score.
+SCORE_COLOR, WEIGHT_COLOR, VALUE_COLOR, CONTRIBUTION_COLOR = "#6a3d9a", "#0072B2", "#a6540a", "#00795a"
+MASKED_COLOR = "#bdbdbd"
+# One per value component: the colour-blind-safe Okabe–Ito hues, darkened where pale on white.
+COMPONENT_COLORS = ("#0072B2", "#D55E00", "#00795a", "#882255")
+BAR_WIDTH = 0.6  # of a source's slot; vector components share it
+_LABELLED_BARS = 12  # beyond this many bars a chart's number labels overlap: the table has them
+_CSS = """
+.contributions-lead { margin: 0.2em 0 0.6em; max-width: 60em; }
+.notice { padding: 8px 12px; border-radius: 6px; border: 1px solid #ffe69c; background: #fff3cd;
+          color: #664d03; max-width: 60em; }
+table.contributions td { font-family: ui-monospace, monospace; white-space: nowrap; }
+table.contributions tfoot th, table.contributions tfoot td { border-top: 1px solid #999; }
+h3 { font-size: 1.1em; font-weight: bold; margin: 1.2em 0 0.4em; }
+"""
+
+
+def number(x: float) -> str:
+    """A number as the table shows it; NaN (naive softmax's ∞/∞) as "undefined"."""
+    return "undefined" if np.isnan(x) else format_number(float(x))
+
+
+def vector_text(x) -> str:
+    """A scalar as "17.31", a vector as "[0.592, −1.279]"."""
+    a = np.atleast_1d(np.asarray(x, dtype=float))
+    if np.ndim(x) == 0:
+        return number(a[0])
+    return "[" + ", ".join(number(v) for v in a) + "]"
+
+
+def _masked_before_softmax(r: AttentionResult, i: int) -> np.ndarray:
+    """Sources row ``i`` never showed softmax (−∞ in its input), bool (T,)."""
+    return np.isneginf(r.masked_scores[i])
+
+
+def _zeroed_after_softmax(r: AttentionResult, i: int) -> np.ndarray:
+    """Sources whose weight the broken mode zeroed after softmax, bool (T,)."""
+    return ~r.allowed[i] if r.mode.mask == "after" else np.zeros(r.T, dtype=bool)
+
+
+def _largest(a: np.ndarray, among: np.ndarray | None = None) -> int | None:
+    """Index of the largest finite entry of ``a`` (among ``among``), or None."""
+    ok = np.isfinite(a) & (True if among is None else among)
+    return int(np.argmax(np.where(ok, a, -np.inf))) if ok.any() else None
+
+
+def lesson_html(r: AttentionResult, i: int) -> str:
+    """Which source has the largest score, weight and contribution in row ``i`` (from 0): the
+    seed's lesson, said with this row's numbers."""
+    masked = _masked_before_softmax(r, i)
+    score_j = _largest(r.scores[i])
+    weight_j = _largest(r.weights[i])
+    contribution = r.contributions[i]  # [T] or [T, d]
+    size = np.abs(contribution) if contribution.ndim == 1 else np.linalg.norm(contribution, axis=-1)
+    contribution_j = _largest(size)
+
+    def key(j: int | None) -> str:
+        return "none" if j is None else f"key {j + 1}"
+
+    why = ""
+    if score_j is not None and masked[score_j]:
+        why = " (masked, so softmax never saw it)"
+    elif score_j is not None and _zeroed_after_softmax(r, i)[score_j]:
+        why = " (its weight zeroed after softmax)"
+    size_word = "size" if contribution.ndim == 1 else "length"
+    return (f"<p class='contributions-lead' data-testid='contributions-lesson'>Largest score: "
+            f"<b>{key(score_j)}</b>{why} · largest weight: <b>{key(weight_j)}</b> · largest "
+            f"contribution ({size_word}): <b>{key(contribution_j)}</b>.</p>")
+
+
+def contributions_html(r: AttentionResult | None, row: int) -> str:
+    """The heading, what the view shows, and the table of row ``row`` (from 1), escaped."""
+    if r is None:
+        return "<h3>Contributions</h3><p>No valid input yet.</p>"
+    i = min(max(row, 1), r.T) - 1
+    n = i + 1
+    head = (f"<h3>Contributions to row {n}</h3>"
+            f"<p class='contributions-lead'>Output h<sub>{n}</sub> = Σ<sub>j</sub> "
+            f"A<sub>{n}j</sub> v<sub>j</sub>: each source (key) j adds its value v<sub>j</sub> "
+            f"times its weight A<sub>{n}j</sub>. A large score need not give a large weight, and "
+            "a large weight need not give a large contribution (seed 000).</p>")
+    if r.contributions is None:
+        return head + ("<p class='notice' data-testid='contributions-need-values'>Contributions "
+                       "need values: tick “Use values (adds output and contributions)”. The "
+                       "scores and weights of this row are below.</p>" + _table(r, i))
+    note = ""
+    if r.mode.mix == "keys":
+        note = ("<p class='notice' data-testid='contributions-mixed-keys'>Keys mixed instead of "
+                "values: the weights mixed the keys k<sub>j</sub>, not the values, so each "
+                f"“contribution” below is A<sub>{n}j</sub> k<sub>j</sub> and the output carries "
+                "the keys' information. The values were never used.</p>")
+    return head + note + lesson_html(r, i) + _table(r, i)
+
+
+def _table(r: AttentionResult, i: int) -> str:
+    n = i + 1
+    masked, zeroed = _masked_before_softmax(r, i), _zeroed_after_softmax(r, i)
+    keys_mixed = r.mode.mix == "keys"
+    mixed = "k" if keys_mixed else "v"
+    cols = [f"score S<sub>{n}j</sub>", f"weight A<sub>{n}j</sub>"]
+    if r.contributions is not None:
+        cols += ["key k<sub>j</sub> (mixed instead of the value)" if keys_mixed else "value v<sub>j</sub>",
+                 f"contribution A<sub>{n}j</sub> {mixed}<sub>j</sub>"]
+    head = "<th scope='col'>source (key) j</th>" + "".join(f"<th scope='col'>{c}</th>" for c in cols)
+    rows = []
+    for j in range(r.T):
+        score = number(r.scores[i, j])
+        if masked[j]:
+            score += " masked (−∞ before softmax)"
+        weight = number(r.weights[i, j]) + (" zeroed after softmax" if zeroed[j] else "")
+        cells = [score, weight]
+        if r.contributions is not None:
+            cells += [vector_text(r.mixed[j]), vector_text(r.contributions[i, j])]
+        rows.append(f"<tr><th scope='row'>key {j + 1}</th>"
+                    + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    foot = ""
+    if r.output is not None:
+        span = len(cols) - 1
+        foot = (f"<tfoot><tr><th scope='row' colspan='{span}'>output h<sub>{n}</sub>: the sum of the "
+                f"contributions</th><td></td><td data-testid='contributions-output'>"
+                f"{html.escape(vector_text(r.output[i]))}</td></tr></tfoot>")
+    return (f"<table class='contributions' aria-label='Contributions to row {n}'>"
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody>{foot}</table>")
+
+
+def bar_label(x: float, crowded: bool = False) -> str:
+    """A bar's number: two decimals without trailing zeros ("14.62", "0.27", "100"), short
+    scientific notation beyond; empty where the bars are too many to label."""
+    if crowded:
+        return ""
+    if np.isnan(x):
+        return "undefined"
+    if x == 0 or not 0.01 <= abs(x) < 1e4:
+        return short_number(float(x))
+    return f"{x:.2f}".rstrip("0").rstrip(".")
+
+
+def _baseline(x: float) -> str:
+    """A bar's label sits above a bar going up, below one going down."""
+    return "top" if x < 0 else "bottom"
+
+
+def _offset(x: float) -> int:
+    """Pixels between a bar's end and its label (screen y grows downwards)."""
+    return 2 if x < 0 else -2
+
+
+def chart_data(r: AttentionResult, row: int) -> tuple[dict, dict]:
+    """The two chart sources' data for row ``row`` (from 1): one entry per source for scores and
+    weights, one per (source, component) for values and contributions (empty without values).
+
+    Bars sit at x = j (sources from 1); a source's components side by side around it.
+    """
+    i = min(max(row, 1), r.T) - 1
+    masked, zeroed = _masked_before_softmax(r, i), _zeroed_after_softmax(r, i)
+    crowded = r.T > _LABELLED_BARS
+    per_source = {
+        "x": [float(j + 1) for j in range(r.T)],
+        "source": [f"key {j + 1}" for j in range(r.T)],
+        "score": [float(s) for s in r.scores[i]],
+        "weight": [0.0 if np.isnan(w) else float(w) for w in r.weights[i]],
+        "score_label": [("masked" if masked[j] else bar_label(r.scores[i, j], crowded))
+                        for j in range(r.T)],
+        "weight_label": [bar_label(r.weights[i, j], crowded) + (" zeroed" if zeroed[j] else "")
+                         for j in range(r.T)],
+        "score_color": [MASKED_COLOR if masked[j] else SCORE_COLOR for j in range(r.T)],
+        "score_hatch": ["/" if masked[j] else " " for j in range(r.T)],
+    }
+    per_source["score_baseline"] = [_baseline(s) for s in per_source["score"]]
+    per_source["score_offset"] = [_offset(s) for s in per_source["score"]]
+    per_source["weight_baseline"] = ["bottom"] * r.T
+    per_source["weight_offset"] = [-2] * r.T
+    per_component = {k: [] for k in (
+        "x", "width", "source", "component", "value", "contribution", "value_label",
+        "contribution_label", "value_color", "contribution_color", "value_baseline",
+        "contribution_baseline", "value_offset", "contribution_offset")}
+    if r.contributions is not None:
+        mixed = r.mixed.reshape(r.T, -1)  # [T, d]
+        contributions = r.contributions[i].reshape(r.T, -1)  # [T, d]
+        d = mixed.shape[1]
+        width = BAR_WIDTH / d
+        crowded = r.T * d > _LABELLED_BARS
+        for j in range(r.T):
+            for c in range(d):
+                per_component["x"].append(j + 1 - BAR_WIDTH / 2 + width * (c + 0.5))
+                per_component["width"].append(width)
+                per_component["source"].append(f"key {j + 1}")
+                per_component["component"].append(str(c + 1) if d > 1 else "")
+                value, part = float(mixed[j, c]), float(contributions[j, c])
+                per_component["value"].append(value)
+                per_component["contribution"].append(0.0 if np.isnan(part) else part)
+                per_component["value_label"].append(bar_label(value, crowded))
+                per_component["contribution_label"].append(bar_label(part, crowded))
+                per_component["value_color"].append(COMPONENT_COLORS[c] if d > 1 else VALUE_COLOR)
+                per_component["contribution_color"].append(
+                    COMPONENT_COLORS[c] if d > 1 else CONTRIBUTION_COLOR)
+                for column, x in (("value", value), ("contribution", part)):
+                    per_component[f"{column}_baseline"].append(_baseline(x))
+                    per_component[f"{column}_offset"].append(_offset(x))
+    return per_source, per_component
+
+
+class ContributionsView(pn.viewable.Viewer):
+    """Row ``state.row``'s score, weight, value and contribution per source: a table and four
+    bar charts over two ``ColumnDataSource``s, built once and updated by replacing their data."""
+
+    state = param.ClassSelector(class_=LearnerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.source = ColumnDataSource(name="contributions-source")
+        self.component_source = ColumnDataSource(name="contributions-components-source")
+        self.x_range = Range1d(0.5, 3.5)
+        self.ticker = FixedTicker(ticks=[1, 2, 3])
+        self.score_figure = self._figure("Score", "contributions-score-figure")
+        self.weight_figure = self._figure("Weight", "contributions-weight-figure")
+        self.value_figure = self._figure("Value", "contributions-value-figure")
+        self.contribution_figure = self._figure("Contribution", "contributions-contribution-figure")
+        self._bars(self.score_figure, self.source, "score", "score_label", width=BAR_WIDTH,
+                   fill_color="score_color", hatch_pattern="score_hatch", hatch_color="#555555",
+                   hatch_alpha=0.6)
+        self._bars(self.weight_figure, self.source, "weight", "weight_label", width=BAR_WIDTH,
+                   fill_color=WEIGHT_COLOR)
+        self.weight_figure.y_range = Range1d(0, 1.15)  # weights live in [0, 1]: a fixed scale
+        self.legends = []
+        for fig, column in ((self.value_figure, "value"), (self.contribution_figure, "contribution")):
+            # White edges part a source's components.
+            bars = self._bars(fig, self.component_source, column, f"{column}_label", width="width",
+                              fill_color=f"{column}_color", line_color="white")
+            # Which colour is which component, shown only for vector values.
+            legend = Legend(items=[LegendItem(label={"field": "component"}, renderers=[bars])],
+                            location="top", visible=False, title="component",
+                            title_text_font_size="11px", title_text_font_style="normal",
+                            label_text_font_size="11px", margin=0, padding=2)
+            fig.add_layout(legend, "right")
+            self.legends.append(legend)
+        self.charts = BokehColumn(
+            children=[BokehRow(children=[self.score_figure, self.weight_figure]),
+                      BokehRow(children=[self.value_figure, self.contribution_figure])],
+            margin=(0, 10), name="contributions-charts")
+        self.text = pn.pane.HTML("", name="contributions", stylesheets=[TABLE_CSS, _CSS],
+                                 margin=(0, 10), sizing_mode="stretch_width")
+        self._chart_pane = pn.pane.Bokeh(self.charts, margin=0)
+        self._layout = pn.Column(self.text, self._chart_pane, margin=0, sizing_mode="stretch_width")
+        self._update()
+
+    def _figure(self, title: str, name: str):
+        fig = figure(title=title, name=name, width=420, height=190, x_range=self.x_range,
+                     y_range=DataRange1d(range_padding=0.4), toolbar_location=None, tools="",
+                     x_axis_label="source (key) j")
+        fig.xaxis.ticker = self.ticker
+        fig.xgrid.grid_line_color = None
+        fig.yaxis.minor_tick_line_color = None
+        fig.min_border_left = 50
+        return fig
+
+    @staticmethod
+    def _bars(fig, source, top: str, label: str, width, **style):
+        width_spec = {"field": "width"} if width == "width" else width
+        style.setdefault("line_color", None)
+        bars = fig.vbar(x="x", top=top, bottom=0, width=width_spec, source=source, **style)
+        bars.nonselection_glyph = bars.muted_glyph = "auto"
+        fig.text(x="x", y=top, text=label, source=source, text_align="center",
+                 text_baseline=f"{top}_baseline", y_offset=f"{top}_offset", text_font_size="10px",
+                 text_color="#212529")
+        fig.y_range.renderers = [bars]
+        return bars
+
+    @param.depends("state.result", "state.row", watch=True)
+    def _update(self) -> None:
+        r = self.state.result
+        self.text.object = contributions_html(r, self.state.row)
+        if r is None:
+            return
+        row = min(max(self.state.row, 1), r.T)
+        per_source, per_component = chart_data(r, row)
+        d = 0 if r.mixed is None else r.mixed.reshape(r.T, -1).shape[1]
+        keys_mixed = r.mode.mix == "keys"
+        with pn.io.unlocked():
+            self.x_range.update(start=0.5, end=r.T + 0.5)
+            self.ticker.ticks = list(range(1, r.T + 1))
+            self.score_figure.title.text = f"Score S_{row}j"
+            self.weight_figure.title.text = f"Weight A_{row}j (softmax of the row)"
+            self.value_figure.title.text = ("Key k_j (mixed instead of the value)" if keys_mixed
+                                            else "Value v_j") + (" by component" if d > 1 else "")
+            self.contribution_figure.title.text = (
+                f"Contribution A_{row}j · {'k_j' if keys_mixed else 'v_j'}"
+                + (" by component" if d > 1 else ""))
+            self.value_figure.visible = self.contribution_figure.visible = d > 0
+            for legend in self.legends:
+                legend.visible = d > 1
+            self.source.data = per_source
+            self.component_source.data = per_component
+
+    def __panel__(self):
+        return self._layout
