@@ -48,6 +48,7 @@ from attention_core.records import (  # noqa: E402  (appended after the core exp
     ExperimentRecord,
     NewerSchemaError,
     RecordError,
+    RunInputs,
     validate_record,
 )
 from attention_core.store import (  # noqa: E402
@@ -64,6 +65,7 @@ __all__ += [
     "Listing",
     "NewerSchemaError",
     "RecordError",
+    "RunInputs",
     "RunStore",
     "StoreError",
     "export_csv",

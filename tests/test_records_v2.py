@@ -301,6 +301,8 @@ def mixed_store(tmp_path) -> tuple[RunStore, list[ExperimentRecord]]:
                                                 created_at=T0 + timedelta(minutes=n)))
     records = store.list().records
     assert len(records) == len(V1_FILES) + len(RESULTS)
+    for record in records:
+        validate_record(json.loads((store.directory / f"{record.id}.json").read_text(encoding="utf-8")))
     return store, records
 
 
