@@ -13,17 +13,20 @@ import http.client
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 from class_runs import write_runs
 from playwright.sync_api import Page, expect
 from workbench_server import ROOT, PageWatch, start_server
 
 from app.auth import PASSWORD_ENV
+from attention_core import RunStore, self_attention
 from attention_core.records import ExperimentRecord
 
 SCREENSHOTS = ROOT / "test-results" / "screenshots"
@@ -356,6 +359,55 @@ def test_ten_thousand_runs_open_without_errors(tmp_path, page):
         expect(table_rows(page).last).to_contain_text("run 0")
         filter_learner(page, "learner 07")
         expect(page.get_by_test_id("runs-shown")).to_have_text("334")  # n % 30 == 7 for n < 10,000
+        watch.assert_clean()
+    finally:
+        running.stop()
+
+
+def test_version_1_and_2_runs_side_by_side_with_d_k_and_d_model(tmp_path, page):
+    # The v1 files learners already hold, beside a v2 run in matrix mode (seed 000's trace).
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for path in (ROOT / "tests" / "records_v1").glob("*.json"):
+        shutil.copy(path, runs / path.name)
+    trace = self_attention([[1, 0], [0, 1], [1, 1], [-1, 1]], np.eye(2), np.eye(2), [[1, 1], [1, -1]])
+    RunStore(runs).save(ExperimentRecord.from_result(trace, learner="Grace", label="seed 000 trace"))
+    running = start_server(runs, tmp_path / "server.log", env=NO_PASSWORD)
+    try:
+        watch = watched(page, running)
+        page.set_viewport_size({"width": 1280, "height": 1000})
+        open_instructor(page, running)
+        expect(page.get_by_test_id("runs-total")).to_have_text("5")
+        headers = page.locator(".tabulator-col-title")
+        expect(headers.filter(has_text=re.compile(r"^d_k$"))).to_have_count(1)
+        expect(headers.filter(has_text=re.compile(r"^d_model$"))).to_have_count(1)
+        # Cells in the order of the columns: tokens, d_k, d_model.
+        cells = ("row => ['tokens', 'd_k', 'd_model']"
+                 ".map(f => row.querySelector(`[tabulator-field='${f}']`).innerText.trim())")
+        trace_row = table_rows(page).filter(has_text="seed 000 trace")
+        assert trace_row.evaluate(cells) == ["4", "2", "2"]
+        v1_vector = table_rows(page).filter(has_text="d_k = 2, padded")
+        assert v1_vector.evaluate(cells) == ["4", "2", "-"]
+        # A version-1 run compared with the version-2 run: same T, so a difference map too.
+        trace_row.locator("input[type='checkbox']").check()
+        v1_vector.locator("input[type='checkbox']").check()
+        expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_be_visible()
+        page.wait_for_function(
+            "() => Bokeh.documents[0].get_model_by_name('compare-diff-source').data.row.length === 16")
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "instructor-v1-v2.png"), full_page=True)
+        with page.expect_download() as got:
+            page.get_by_role("button", name="Export JSON").click()
+        bundle = json.loads(Path(got.value.path()).read_text(encoding="utf-8"))
+        assert sorted(r["schema_version"] for r in bundle["runs"]) == [1, 1, 1, 1, 2]
+        originals = {p.stem: json.loads(p.read_text(encoding="utf-8"))
+                     for p in (ROOT / "tests" / "records_v1").glob("*.json")}
+        assert {r["id"]: r for r in bundle["runs"] if r["schema_version"] == 1} == originals
+        with page.expect_download() as got:
+            page.get_by_role("button", name="Export CSV").click()
+        rows = list(csv.DictReader(io.StringIO(Path(got.value.path()).read_text(encoding="utf-8"), newline="")))
+        assert sorted((r["d_k"], r["d_model"]) for r in rows) == [
+            ("1", ""), ("1", ""), ("1", ""), ("2", ""), ("2", "2")]
         watch.assert_clean()
     finally:
         running.stop()

@@ -398,8 +398,8 @@ def test_the_instructor_page_lists_both_versions_with_d_k_and_d_model(mixed_stor
     frame = runs_frame(state.filtered, state)
     rows = {row["label"]: row for row in frame.to_dict("records")}
     assert (rows["matrix (seed 000)"]["tokens"], rows["matrix (seed 000)"]["d_k"],
-            rows["matrix (seed 000)"]["d_model"]) == (4, 2, "2")
-    assert (rows["worked row"]["d_k"], rows["worked row"]["d_model"]) == (1, "")
+            rows["matrix (seed 000)"]["d_model"]) == (4, 2, 2.0)
+    assert rows["worked row"]["d_k"] == 1 and np.isnan(rows["worked row"]["d_model"])
     for r in state.records:
         state.select(r.id)
     assert len(state.compared) == 2 and all(isinstance(r, ExperimentRecord) for r in state.compared)

@@ -11,6 +11,7 @@ import html
 import pandas as pd
 import panel as pn
 import param
+from bokeh.models.widgets.tables import NumberFormatter
 
 from app.instructor.columns import created_texts, numbers, shorten
 from app.instructor.state import ALL_MODES, InstructorState
@@ -18,18 +19,18 @@ from attention_core.records import ExperimentRecord
 from attention_core.summaries import RunSummary
 
 PAGE_SIZE = 20
-_TEXT_COLUMNS = ("created (local)", "created (UTC)", "learner", "label", "mode", "d_model",
-                 "failed checks", "prediction", "explanation", "id")
+_TEXT_COLUMNS = ("created (local)", "created (UTC)", "learner", "label", "mode", "failed checks",
+                 "prediction", "explanation", "id")
 COLUMNS = ["id", "created (local)", "created (UTC)", "learner", "label", "causal",
            "mask after softmax", "mode", "tokens", "d_k", "d_model", "total future-token weight",
            "smallest row sum", "failed checks", "prediction", "explanation"]
 # Each shown column's share of the table's width: the table fits the page (headers and cells
 # wrap) instead of pushing the last columns past its right edge at 1280 px.
 # The shares leave room for the expand and tick columns.
-WIDTHS = {"created (local)": "7%", "created (UTC)": "6%", "learner": "7%", "label": "7%",
-          "causal": "5%", "mask after softmax": "6%", "mode": "10%", "tokens": "4%", "d_k": "4%",
-          "d_model": "4%", "total future-token weight": "7%", "smallest row sum": "6%",
-          "failed checks": "8%", "prediction": "6%", "explanation": "7%"}
+WIDTHS = {"created (local)": "6%", "created (UTC)": "6%", "learner": "6%", "label": "6%",
+          "causal": "5%", "mask after softmax": "6%", "mode": "9%", "tokens": "5%", "d_k": "4%",
+          "d_model": "5%", "total future-token weight": "7%", "smallest row sum": "6%",
+          "failed checks": "7%", "prediction": "7%", "explanation": "7%"}
 
 
 def runs_frame(records: list[RunSummary], state: InstructorState) -> pd.DataFrame:
@@ -43,8 +44,8 @@ def runs_frame(records: list[RunSummary], state: InstructorState) -> pd.DataFram
         "causal": [r.causal for r in rows],
         "mask after softmax": [r.mask_after_softmax for r in rows],
         "mode": [r.title for r in rows], "tokens": [r.T for r in rows], "d_k": [r.d_k for r in rows],
-        # Blank unless the run was projected from X (matrix mode).
-        "d_model": ["" if r.d_model is None else str(r.d_model) for r in rows],
+        # NaN (shown as "-") unless the run was projected from X (matrix mode).
+        "d_model": numbers(r.d_model for r in rows),
         "total future-token weight": numbers(r.total_future_weight for r in rows),
         "smallest row sum": numbers(r.min_row_sum for r in rows),
         "failed checks": [", ".join(r.failed_checks) or "none" for r in rows],
@@ -117,6 +118,8 @@ class RunsTableView(pn.viewable.Viewer):
                 # "textarea" is Tabulator's plain text (HTML-escaped) that wraps within the column.
                 **{c: {"type": "textarea"} for c in _TEXT_COLUMNS},
                 "causal": {"type": "tickCross"}, "mask after softmax": {"type": "tickCross"},
+                # A whole number, "-" when the run was not in matrix mode (NaN in the frame).
+                "d_model": NumberFormatter(format="0", text_align="right"),
             },
             configuration={"columnDefaults": {"headerWordWrap": True}},
             stylesheets=[":host .tabulator { font-size: 13px; }"],
