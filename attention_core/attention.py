@@ -262,6 +262,16 @@ def scaled_dot_product_attention(
     >>> np.round(r.weights[1], 3).tolist(), round(float(r.output[1]), 2)
     ([0.269, 0.731, 0.0], 17.31)
     """
+    return attend(queries, keys, values, causal=causal, mask_after_softmax=mask_after_softmax,
+                  padding_mask=padding_mask, failure_mode=failure_mode)
+
+
+def attend(queries: object, keys: object, values: object = None, *, causal: bool = True,
+           mask_after_softmax: bool = False, padding_mask: object = None,
+           failure_mode: str | FailureMode = "correct", projection: Projection | None = None) -> AttentionResult:
+    """:func:`scaled_dot_product_attention` for the package: ``projection`` (matrix mode's X and
+    W's, of which the inputs are the projections) is kept on the result before it is audited,
+    so the ``input_shapes`` check covers it. Same parameters, returns and raises otherwise."""
     mode = _resolve_mode(failure_mode, mask_after_softmax)
     q = token_array("queries", queries)
     k = token_array("keys", keys)
@@ -311,7 +321,7 @@ def scaled_dot_product_attention(
         masked_scores=masked_scores, shift=softmax.shift.reshape(T), shifted=softmax.shifted,
         exps=softmax.exps, totals=softmax.totals.reshape(T), softmax_weights=softmax.weights,
         weights=weights, row_sums=row_sums, future_weight=future_weight, mixed=mixed,
-        output=output, contributions=contributions,
+        output=output, contributions=contributions, projection=projection,
     )
     # The checks audit the finished result, so they go into a copy of it.
     return replace(result, checks=run_checks(result))

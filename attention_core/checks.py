@@ -105,17 +105,31 @@ def is_row_stochastic(weights: np.ndarray, allowed: np.ndarray, tol: float = ROW
 
 
 def check_input_shapes(r: AttentionResult) -> Check:
-    """Queries and keys are (T, d_k) with equal shapes; values, if any, have T rows."""
+    """Queries and keys are (T, d_k) with equal shapes; values, if any, have T rows; in matrix
+    mode X is (T, d_model), W_Q and W_K (d_model, d_k), W_V (d_model, d_v)."""
     q, k, v = r.queries_2d, r.keys_2d, r.values_2d
     if q.shape != k.shape:
         return _check("input_shapes", False, f"queries {q.shape} and keys {k.shape} differ in shape")
     if v is not None and v.shape[0] != q.shape[0]:
         return _check("input_shapes", False, f"values have {v.shape[0]} rows for {q.shape[0]} tokens")
     T, d_k = q.shape
-    shapes = f"{T} token{'' if T == 1 else 's'}, d_k = {d_k}"
+    p = r.projection
+    shapes = f"{T} token{'' if T == 1 else 's'}" + ("" if p is None else f", d_model = {p.d_model}") + f", d_k = {d_k}"
     if v is not None:
         shapes += f", d_v = {v.shape[1]}"
-    return _check("input_shapes", True, shapes + ".")
+    if p is None:
+        return _check("input_shapes", True, shapes + ".")
+    # Seed 004's audit starts with the projections: X is T×d_model and each W maps d_model on.
+    expected = {"X": (T, p.d_model), "W_Q": (p.d_model, d_k), "W_K": (p.d_model, d_k)}
+    found = {"X": p.x.shape, "W_Q": p.w_q.shape, "W_K": p.w_k.shape}
+    if v is not None:
+        expected["W_V"], found["W_V"] = (p.d_model, v.shape[1]), (None if p.w_v is None else p.w_v.shape)
+    wrong = [name for name in expected if found[name] != expected[name]]
+    if wrong:
+        return _check("input_shapes", False, "; ".join(
+            f"{name} is {found[name]}, expected {expected[name]}" for name in wrong))
+    return _check("input_shapes", True, shapes + ": " + ", ".join(
+        f"{name} {rows}×{cols}" for name, (rows, cols) in found.items()) + ".")
 
 
 def check_score_scale(r: AttentionResult) -> Check:

@@ -13,11 +13,11 @@ Left out: batches, several heads, projection biases and the output projection ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from attention_core.attention import AttentionResult, scaled_dot_product_attention
+from attention_core.attention import AttentionResult, attend
 from attention_core.modes import FailureMode
 from attention_core.validation import MAX_TOKENS, AttentionInputError
 
@@ -212,7 +212,7 @@ def self_attention(
     -------
     AttentionResult
         The usual result with ``queries``, ``keys``, ``values`` the projections (2-D) and
-        ``projection`` holding X and the W matrices.
+        ``projection`` holding X and the W matrices; its ``input_shapes`` check covers them.
 
     Raises
     ------
@@ -230,7 +230,5 @@ def self_attention(
     ([0.065, 0.266, 0.131, 0.539], [0.592, -1.279])
     """
     p = project(x, w_q, w_k, w_v)
-    result = scaled_dot_product_attention(
-        p.queries, p.keys, p.values, causal=causal, padding_mask=padding_mask, failure_mode=failure_mode
-    )
-    return replace(result, projection=p)
+    return attend(p.queries, p.keys, p.values, causal=causal, padding_mask=padding_mask,
+                  failure_mode=failure_mode, projection=p)

@@ -3,6 +3,7 @@ and row steps and exposure for vectors."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -13,6 +14,7 @@ from attention_core import (
     exposure,
     project,
     row_steps,
+    run_checks,
     scaled_dot_product_attention,
     self_attention,
 )
@@ -171,3 +173,21 @@ def test_no_scaling_is_exposed_from_d_k_2_and_said_to_be_unexposable_at_d_k_1() 
         np.testing.assert_allclose(broken.scores, correct.scores * math.sqrt(d_k))  # sharper rows
     matrix = self_attention(X, W_Q, W_K, W_V, failure_mode="no_scaling")
     assert exposure(matrix) is None and matrix.failed_checks == ("score_scale",)
+
+
+# --- seed 004's audit starts with the projection shapes ---------------------------------------
+
+
+def test_the_input_shapes_check_names_the_projection_shapes() -> None:
+    check = self_attention(X, W_Q, W_K, W_V).checks[0]
+    assert check.name == "input_shapes" and check.passed
+    assert check.message == "4 tokens, d_model = 2, d_k = 2, d_v = 2: X 4×2, W_Q 2×2, W_K 2×2, W_V 2×2."
+    assert self_attention(X, W_Q, W_K).checks[0].message == "4 tokens, d_model = 2, d_k = 2: X 4×2, W_Q 2×2, W_K 2×2."
+
+
+def test_the_input_shapes_check_fails_a_projection_that_does_not_fit() -> None:
+    r = self_attention(X, W_Q, W_K, W_V)
+    wide = dataclasses.replace(r.projection, w_q=np.ones((2, 3)), w_v=None)
+    check = run_checks(dataclasses.replace(r, projection=wide))[0]
+    assert check.passed is False
+    assert check.message == "W_Q is (2, 3), expected (2, 2); W_V is None, expected (2, 2)"
