@@ -76,7 +76,8 @@ def token_array(field: str, data: object) -> np.ndarray:
     AttentionInputError
         A bare number (a 0-d array included), empty, ragged, more than 2-D, more than
         :data:`MAX_TOKENS` tokens, text, booleans, ``nan`` or ``±inf``; the message names the
-        field and the token position (from 1).
+        field and the token position (from 1) and, for a (T, d) field, the component (from 1,
+        also the error's ``column``).
     """
     name = _SINGULAR.get(field, field)
     if isinstance(data, np.ndarray) and data.dtype.kind in "iuf":
@@ -95,6 +96,8 @@ def token_array(field: str, data: object) -> np.ndarray:
             )
         for index, item in np.ndenumerate(arr):
             token = index[0] + 1
+            column = index[1] + 1 if arr.ndim == 2 else None
+            where = f"{name.capitalize()} {token}" + ("" if column is None else f", component {column},")
             if isinstance(item, (list, tuple, np.ndarray)):
                 if arr.ndim == 1:
                     token = _ragged_token(arr)
@@ -103,18 +106,14 @@ def token_array(field: str, data: object) -> np.ndarray:
                     problem = f"{name} {token} holds a list where a number belongs"
                 raise AttentionInputError(field, f"{field} are ragged: {problem}", token)
             if isinstance(item, (bool, np.bool_)):
-                raise AttentionInputError(
-                    field, f"{name.capitalize()} {token} is not a number: {bool(item)!r}", token
-                )
+                raise AttentionInputError(field, f"{where} is not a number: {bool(item)!r}", token, column=column)
             if not isinstance(item, (int, float, np.integer, np.floating)):
-                raise AttentionInputError(
-                    field, f"{name.capitalize()} {token} is not a number: {_plain(item)!r}", token
-                )
+                raise AttentionInputError(field, f"{where} is not a number: {_plain(item)!r}", token, column=column)
             try:
                 float(item)
             except OverflowError:  # a Python int beyond float64, e.g. 10**400
                 raise AttentionInputError(
-                    field, f"{name.capitalize()} {token} is too large for float64 (beyond ±1.8e308)", token
+                    field, f"{where} is too large for float64 (beyond ±1.8e308)", token, column=column
                 ) from None
         arr = arr.astype(np.float64)
     if arr.ndim == 0:  # a 0-d numpy array: one number, not a list of tokens
@@ -134,8 +133,10 @@ def token_array(field: str, data: object) -> np.ndarray:
     if not np.isfinite(arr).all():
         position = np.argwhere(~np.isfinite(arr))[0]
         token = int(position[0]) + 1
+        column = int(position[1]) + 1 if arr.ndim == 2 else None
+        where = f"{name.capitalize()} {token}" + ("" if column is None else f", component {column},")
         raise AttentionInputError(
-            field, f"{name.capitalize()} {token} is not a finite number: {float(arr[tuple(position)])}", token
+            field, f"{where} is not a finite number: {float(arr[tuple(position)])}", token, column=column
         )
     return arr
 

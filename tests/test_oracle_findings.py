@@ -49,7 +49,8 @@ def test_b_booleans_are_refused_in_every_form(field: str, booleans) -> None:
     singular = {"queries": "Query", "keys": "Key", "values": "Value"}[field]
     assert info.value.field == field
     assert info.value.token == 1
-    assert str(info.value) == f"{singular} 1 is not a number: True"
+    component = ", component 1," if np.ndim(booleans) == 2 else ""  # a (T, d) field names the component
+    assert str(info.value) == f"{singular} 1{component} is not a number: True"
 
 
 def test_b_a_boolean_later_in_the_list_is_named() -> None:

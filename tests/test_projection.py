@@ -191,3 +191,14 @@ def test_the_input_shapes_check_fails_a_projection_that_does_not_fit() -> None:
     check = run_checks(dataclasses.replace(r, projection=wide))[0]
     assert check.passed is False
     assert check.message == "W_Q is (2, 3), expected (2, 2); W_V is None, expected (2, 2)"
+
+
+def test_vector_field_errors_name_the_token_and_the_component() -> None:
+    with pytest.raises(AttentionInputError) as caught:
+        scaled_dot_product_attention([[1, 2], [3, "x"]], [[1, 2], [3, 4]])
+    assert str(caught.value) == "Query 2, component 2, is not a number: 'x'"
+    assert (caught.value.token, caught.value.row, caught.value.column) == (2, 2, 2)
+    with pytest.raises(AttentionInputError) as caught:
+        scaled_dot_product_attention([[1, 2], [3, 4]], [[1, 2], [3, 4]], [[0.0], [math.inf]])
+    assert str(caught.value) == "Value 2, component 1, is not a finite number: inf"
+    assert (caught.value.field, caught.value.token, caught.value.column) == ("values", 2, 1)
