@@ -12,16 +12,23 @@ import html
 import panel as pn
 import param
 
-from app.learner.state import EXPOSING_PRESETS, MAX_UI_TOKENS, PRESETS, LearnerState
+from app.learner.state import (
+    EXPOSING_PRESETS,
+    GRID_FIELDS,
+    INPUT_MODES,
+    PRESETS,
+    TOKEN_FIELDS,
+    LearnerState,
+    cell_label,
+)
+from app.shared.grid import MatrixGrid
 from attention_core import exposure
 from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES
 
-_TOKEN_FIELDS = (("queries", "Query"), ("keys", "Key"), ("values", "Value"))
 ERROR_CSS = ":host { color: #b00020; font-size: 0.85em; }"
-_FIELD_ERROR_CSS = ":host .bk-input, :host .bk-input:focus { border: 2px solid #b00020; }"
 # In the Presets row; the other presets are offered beside the failure mode they expose.
-_SHOWN_PRESETS = ("worked_row", "large_scores", "all_equal")
+_SHOWN_PRESETS = ("worked_row", "large_scores", "all_equal", "four_token_trace", "wide_head")
 # Bokeh's spinner buttons have no accessible name (axe: critical); the field keeps the arrow keys.
 NO_SPIN_BUTTONS = ":host .bk-spin-btn { display: none !important; }"
 _NOTE_CSS = ":host { font-size: 0.9em; } p { margin: 0.3em 0; }"
@@ -72,9 +79,52 @@ def mode_html(failure_mode: str) -> str:
             f"<p data-testid='mode-breaks'>It breaks: <b>{html.escape(broken)}</b>.</p>")
 
 
+GROUP_TITLES = {"queries": "Query", "keys": "Key", "values": "Value", "x": "X", "w_q": "W_Q",
+                "w_k": "W_K", "w_v": "W_V"}
+_SIZE_CSS = ":host select { min-width: 4em; }"
+
+
+GRID_COLUMNS = 8
+
+
+def grid_layout(state: LearnerState) -> list[list[str]]:
+    """The fields each grid shows, side by side: the token grid first (queries and keys, or X),
+    then values or the W matrices, a field moving to the next grid when the current one would
+    pass :data:`GRID_COLUMNS` numbers across."""
+    fields = state.active_fields()
+    grids: list[list[str]] = []
+    for field in fields:
+        width = state.shape(field)[1]
+        current = grids[-1] if grids else None
+        fits = current is not None and sum(state.shape(f)[1] for f in current) + width <= GRID_COLUMNS
+        same_rows = current is not None and state.shape(current[0])[0] == state.shape(field)[0] and \
+            (current[0] != "x")
+        if fits and same_rows:
+            current.append(field)
+        else:
+            grids.append([field])
+    return grids
+
+
+def grid_view(state: LearnerState, fields: list[str]) -> dict:
+    """What a :class:`MatrixGrid` shows for ``fields`` side by side (rows: tokens, or d_model
+    for the W matrices): labels, texts, column groups, and only those of the state's
+    messages that name one of its cells."""
+    layout = [(f, state.shape(f)) for f in fields]
+    rows = layout[0][1][0] if layout else 0
+    labels = [[cell_label(f, i, j, w) for f, (_, w) in layout for j in range(w)] for i in range(rows)]
+    own = {label for row in labels for label in row}
+    return dict(
+        labels=labels,
+        value=[[getattr(state, f)[i][j] for f, (_, w) in layout for j in range(w)] for i in range(rows)],
+        groups=[[GROUP_TITLES[f], w] for f, (_, w) in layout],
+        errors={k: v for k, v in state.field_errors.items() if k in own})
+
+
 class InputsView(pn.viewable.Viewer):
-    """Tokens, one row per token (``Query i``, ``Key i``, ``Value i``, ``Padding i``), the
-    masks, the ``Failure mode`` choice with what it breaks, and the presets."""
+    """Tokens, the input mode and sizes (d_k, d_v, d_model), the token grid (each token's
+    query, key, value components, or its row of X, and ``Padding i``), the W grid in matrix
+    mode, the masks, the ``Failure mode`` choice with what it breaks, and the presets."""
 
     state = param.ClassSelector(class_=LearnerState)
 
@@ -91,23 +141,29 @@ class InputsView(pn.viewable.Viewer):
         self.tokens_message = pn.pane.HTML(
             pn.bind(alert_html, s.param.tokens_error), visible=pn.bind(bool, s.param.tokens_error),
             stylesheets=[ERROR_CSS], margin=(0, 10))
-        self.fields: dict[str, list[pn.widgets.TextInput]] = {f: [] for f, _ in _TOKEN_FIELDS}
-        self.padding: list[pn.widgets.CheckBoxGroup] = []
-        self.messages: list[pn.pane.HTML] = []  # each token's field messages, under its row
-        rows = []
-        for i in range(MAX_UI_TOKENS):
-            shown = pn.bind(lambda tokens, i=i: i < tokens, s.param.tokens)
-            cells = [self._field(field, word, i) for field, word in _TOKEN_FIELDS]
-            box = pn.widgets.CheckBoxGroup(options=[f"Padding {i + 1}"], value=[], margin=(25, 5, 2, 5))
-            box.param.watch(lambda e, i=i: s.set_padding(i, bool(e.new)), "value")
-            self.padding.append(box)
-            message = pn.pane.HTML(
-                pn.bind(self._row_errors, s.param.field_errors, s.param.use_values, i=i),
-                stylesheets=[ERROR_CSS], margin=(0, 10), width=340)
-            self.messages.append(message)
-            rows.append(pn.Column(pn.Row(*cells, box, margin=0), message, visible=shown, margin=0))
-        s.param.watch(self._sync_texts, ["queries", "keys", "values", "padding"])
-        s.param.watch(self._mark_fields, ["field_errors", "use_values"])
+        self.input_mode = pn.widgets.Select.from_param(
+            s.param.input_mode, label="Input mode", options={v: k for k, v in INPUT_MODES.items()},
+            description=None, width=320, margin=(5, 10))
+        sizes = [1, 2, 3, 4]
+        self.d_k = pn.widgets.Select.from_param(s.param.d_k, label="Head width d_k", options=sizes,
+                                                description=None, width=100, margin=(5, 10),
+                                                stylesheets=[_SIZE_CSS])
+        self.d_v = pn.widgets.Select.from_param(s.param.d_v, label="Value width d_v", options=sizes,
+                                                description=None, width=100, margin=(5, 10),
+                                                visible=s.param.use_values, stylesheets=[_SIZE_CSS])
+        self.d_model = pn.widgets.Select.from_param(
+            s.param.d_model, label="Model width d_model", options=sizes, description=None, width=110,
+            margin=(5, 10), visible=pn.bind(lambda m: m == "matrices", s.param.input_mode),
+            stylesheets=[_SIZE_CSS])
+        # Up to three grids: a grid holds at most GRID_COLUMNS numbers across, so the widest
+        # inputs (d_k = d_v = 4) still fit the sidebar at 1280 px.
+        self.grids = [MatrixGrid(margin=(5, 10)) for _ in range(3)]
+        self._grid_fields: list[list[str]] = [[], [], []]
+        for n, grid in enumerate(self.grids):
+            grid.param.watch(lambda e, n=n: self._grid_edited(self._grid_fields[n], e.new), "value")
+        self.grids[0].param.watch(self._padding_ticked, "checks")
+        s.param.watch(self._sync_grids, ["input_mode", "tokens", "d_k", "d_v", "d_model", *GRID_FIELDS,
+                                          "use_values", "padding", "field_errors"])
         self.toggles = pn.Column(
             labelled_checkbox(s, "use_values", "Use values (adds output and contributions)"),
             labelled_checkbox(s, "causal", "Causal mask"),
@@ -136,52 +192,57 @@ class InputsView(pn.viewable.Viewer):
             self.presets.append(button)
         self._layout = pn.Column(
             pn.Row(self.tokens, self.failure_mode, margin=0), self.mode_note, self.tokens_message,
-            *rows, self.toggles, self.mask_note, self.exposure_note, self.expose,
-            pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
+            self.input_mode, pn.Row(self.d_k, self.d_v, self.d_model, margin=0),
+            *self.grids, self.toggles, self.mask_note, self.exposure_note,
+            self.expose, pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
             pn.FlexBox(*self.presets, margin=(0, 6)),
             margin=0, sizing_mode="stretch_width")
-        self._mark_fields()
+        self._sync_grids()
         self._sync_expose()
 
-    def _field(self, field: str, word: str, i: int) -> pn.widgets.TextInput:
+    def _sync_grids(self, *events) -> None:
         s = self.state
-        # A TextInput's value arrives on Enter or when the field is left.
-        w = pn.widgets.TextInput(label=f"{word} {i + 1}", value=getattr(s, field)[i], width=72,
-                                 margin=(2, 5))
-        w.param.watch(lambda e: s.set_token_text(field, i, e.new), "value")
-        if field == "values":
-            w.visible = s.use_values
-            s.param.watch(lambda e: setattr(w, "visible", e.new), "use_values")
-        self.fields[field].append(w)
-        return w
+        layout = grid_layout(s)
+        self._grid_fields = layout + [[]] * (len(self.grids) - len(layout))
+        for n, (grid, fields) in enumerate(zip(self.grids, self._grid_fields, strict=True)):
+            if not fields:
+                grid.visible = False
+                continue
+            ticks = n == 0  # the token grid: its rows are tokens, each with its padding tick
+            names = [GROUP_TITLES[f] for f in fields]
+            whose = "of each token" if fields[0] in TOKEN_FIELDS or fields[0] == "x" else \
+                "(one row per column of X)"
+            grid.param.update(
+                **grid_view(s, fields), visible=True,
+                corner="token" if whose == "of each token" else "row",
+                caption=(", ".join(names[:-1]) + " and " if len(names) > 1 else "") + f"{names[-1]} {whose}",
+                checks=list(s.padding[:s.tokens]) if ticks else [],
+                check_labels=[f"Padding {i + 1}" for i in range(s.tokens)] if ticks else [],
+                check_title="Padding" if ticks else "")
+
+    def _grid_edited(self, fields: list[str], texts: list[list[str]]) -> None:
+        """Hand each field its columns of what the grid sent (its cells left to right)."""
+        blocks, start = {}, 0
+        for field in fields:
+            width = self.state.shape(field)[1]
+            blocks[field] = [row[start:start + width] for row in texts]
+            start += width
+        self.state.set_texts(blocks)
+
+    def _padding_ticked(self, event) -> None:
+        for i, ticked in enumerate(event.new[:self.state.tokens]):
+            self.state.set_padding(i, bool(ticked))
 
     def _tokens_error_shown(self, event) -> None:
         if not event.new:  # a preset or reset replaced the bad count the field still shows
             self.tokens.value = self.state.tokens
-
-    def _sync_texts(self, *events) -> None:
-        for field, widgets in self.fields.items():
-            for w, text in zip(widgets, getattr(self.state, field), strict=True):
-                w.value = text
-        for box, is_padding in zip(self.padding, self.state.padding, strict=True):
-            box.value = list(box.options) if is_padding else []
-
-    def _row_errors(self, errors: dict, use_values: bool, i: int) -> str:
-        words = [w for f, w in _TOKEN_FIELDS if f != "values" or use_values]
-        return "".join(f"<div>{alert_html(errors[f'{w} {i + 1}'])}</div>"
-                       for w in words if f"{w} {i + 1}" in errors)
-
-    def _mark_fields(self, *events) -> None:
-        for widgets in self.fields.values():
-            for w in widgets:
-                w.stylesheets = [_FIELD_ERROR_CSS] if w.label in self.state.field_errors else []
 
     def _exposure_html(self, result) -> str:
         note = exposure(result) if result is not None else None
         if note is None:
             return ""
         if self.state.failure_mode not in EXPOSING_PRESETS:
-            note += " No input on this page can show it: queries and keys are single numbers here."
+            note += " No input on this page can show it."
         return f"<p data-testid='exposure-note' role='note'>{html.escape(note)}</p>"
 
     def _sync_expose(self, *events) -> None:

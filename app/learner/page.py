@@ -7,6 +7,8 @@ per request), so no two learners share a widget or a value. Tests build one with
 
 from __future__ import annotations
 
+import html
+
 import panel as pn
 import param
 
@@ -14,6 +16,7 @@ from app.learner.checks import BannerView, ReadoutsView
 from app.learner.contributions import ContributionsView
 from app.learner.inputs import NO_SPIN_BUTTONS, InputsView
 from app.learner.matrices import MatricesView
+from app.learner.projections import ProjectionsView
 from app.learner.record import RecordView
 from app.learner.runs import SavedRunsView
 from app.learner.state import LearnerState
@@ -26,16 +29,34 @@ INTRO = """<p>
 Rows are querying tokens, columns are the keys they may read. With the <b>Causal mask</b> on, a
 token cannot read later tokens: their scores become −∞ <em>before</em> softmax, so each row's
 weights still sum to 1. Choose a <b>Failure mode</b> to see what each common mistake of seed 003
-breaks, save a run in each, and compare them. Here d_k = 1, so scores are divided by √1 = 1.
-Click a heat-map row (or set <b>Row</b>) to see that row's computation step by step.
+breaks, save a run in each, and compare them. Scores are divided by √d_k, the head width: give
+each token a vector (<b>Head width d_k</b>), or X and the projections W_Q, W_K, W_V (<b>Input
+mode</b>), to see why. Click a heat-map row (or set <b>Row</b>) to see that row's computation step by step.
 </p>"""
 
 _HEADER = ("<header><h1 style='margin: 0; font-size: 1.6em; font-weight: normal; color: white;'>"
            f"{TITLE}</h1></header>")
+_OPENED_CSS = """
+.opened { padding: 8px 12px; border-radius: 4px; border: 1px solid; }
+.shown { background: #e7f1ff; color: #052c65; border-color: #9ec5fe; }
+.edited { background: #f8f9fa; color: #333; border-color: #ccc; }
+.refused { background: #fdecea; color: #b00020; border-color: #f1aeb5; }
+"""
 _SIDEBAR_CSS = ":host { border-right: 1px solid #dee2e6; }"
 
 DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is saved. "
                 "Reload the page once the server is back; your saved runs are kept.")
+
+
+def opened_html(message: str, ok: bool, edited: bool) -> str:
+    """What the page says about a saved run it was asked to open: shown (a note), edited since,
+    or why it could not open it (an alert). ``message`` is escaped: it can quote a label or a URL."""
+    if not message:
+        return ""
+    if not ok:
+        return f"<div class='opened refused' role='alert'>{html.escape(message)}</div>"
+    kind = "edited" if edited else "shown"
+    return f"<div class='opened {kind}' role='note' data-testid='opened-run'>{html.escape(message)}</div>"
 
 
 class LearnerPage(pn.viewable.Viewer):
@@ -55,6 +76,11 @@ class LearnerPage(pn.viewable.Viewer):
         self.inputs = InputsView(state=s)
         self.banner = BannerView(state=s)
         self.matrices = MatricesView(state=s)
+        self.projections = ProjectionsView(state=s)
+        self.opened = pn.pane.HTML(
+            pn.bind(opened_html, s.param.open_message, s.param.open_ok, s.param.opened_edited),
+            visible=pn.bind(bool, s.param.open_message), stylesheets=[_OPENED_CSS],
+            margin=(5, 10), sizing_mode="stretch_width")
         self.row = pn.widgets.IntInput.from_param(s.param.row, label="Row", description=None, width=90,
                                                   margin=(5, 10), stylesheets=[NO_SPIN_BUTTONS])
         self.steps = RowStepsView(state=s)
@@ -62,9 +88,9 @@ class LearnerPage(pn.viewable.Viewer):
         self.readouts = ReadoutsView(state=s)
         self.record = RecordView(state=s)
         self.runs = SavedRunsView(state=s)
-        self.sidebar = pn.Column(self.inputs, width=380, margin=(10, 0), stylesheets=[_SIDEBAR_CSS])
+        self.sidebar = pn.Column(self.inputs, width=420, margin=(10, 0), stylesheets=[_SIDEBAR_CSS])
         self.main = pn.Column(
-            self.banner, self.matrices,
+            self.opened, self.banner, self.projections, self.matrices,
             pn.Row(self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "
                                           "below.</p>", margin=(22, 0, 0, 0)), margin=0),
             self.readouts, self.steps, self.contributions,
@@ -90,6 +116,8 @@ class LearnerPage(pn.viewable.Viewer):
             return
         ids = b",".join(args.get("runs", [])).decode("ascii", "replace")
         self.state.restore_runs([i for i in ids.split(",") if i])
+        if args.get("run"):  # a link to one saved run, e.g. from the instructor's table
+            self.state.open_run_id(args["run"][0].decode("utf-8", "replace"))
         self.state.param.watch(
             lambda event: location.update_query(runs=",".join(r.id for r in event.new)), "saved")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import io
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlencode
 
 import panel as pn
 import param
@@ -63,13 +64,24 @@ def runs_columns(records) -> dict[str, list[str]]:
     }
 
 
+def open_link(run_id: str, number: int, saved_ids: list[str]) -> str:
+    """The "Open" link of run ``number``: this page again with the run opened in the workbench
+    (``?run=<id>``) and the page's saved runs kept (``runs=…``)."""
+    query = urlencode({"run": run_id, "runs": ",".join(saved_ids)})
+    return (f"<a href='?{html.escape(query)}' aria-label='Open run {number} in the workbench'>"
+            "Open</a>")
+
+
 def runs_table_html(records) -> str:
-    """The saved runs as an HTML table (name "Saved runs"), every cell's text escaped."""
+    """The saved runs as an HTML table (name "Saved runs"), every cell's text escaped, each
+    row ending with its "Open" link (:func:`open_link`)."""
     columns = runs_columns(records)
     head = "".join(f"<th scope='col'>{html.escape(c)}</th>" for c in RUN_COLUMNS)
+    head += "<th scope='col'>open</th>"
     rows = "".join(
         f"<tr data-run-id='{html.escape(run_id)}'>"
-        + "".join(f"<td>{html.escape(columns[c][i])}</td>" for c in RUN_COLUMNS) + "</tr>"
+        + "".join(f"<td>{html.escape(columns[c][i])}</td>" for c in RUN_COLUMNS)
+        + f"<td>{open_link(run_id, i + 1, columns['id'])}</td></tr>"
         for i, run_id in enumerate(columns["id"]))
     empty = "" if records else "<caption>No saved runs yet.</caption>"
     return (f"<table aria-label='Saved runs'>{empty}<thead><tr>{head}</tr></thead>"

@@ -22,6 +22,7 @@ from attention_core import AttentionResult, row_steps
 _CSS = """
 ol.row-steps { padding-left: 1.6em; margin: 0.4em 0; }
 ol.row-steps li { margin: 2px 0; }
+ul.per-source { list-style: none; padding-left: 1em; margin: 1px 0; }
 .numbers { font-family: ui-monospace, monospace; white-space: nowrap; }
 .note { color: #b00020; }
 h3 { font-size: 1.1em; font-weight: bold; margin: 1.2em 0 0.6em; }
@@ -46,9 +47,11 @@ def numbers(a) -> str:
     return "[" + ", ".join(numbers(x) for x in a) + "]"
 
 
-def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str]]]:
+def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str | list[str]]]]:
     """What to say about row ``row`` (from 1) of ``r``: an introduction, then (label, numbers)
-    per step in seed 003's order, with each failure mode's own step where it goes wrong."""
+    per step in seed 003's order, with each failure mode's own step where it goes wrong. With
+    vectors (d_k > 1, or values of width d_v > 1) a step's numbers are a list of lines, one per
+    source token j: the raw score term by term, the value, and its contribution w_j × v_j."""
     s = row_steps(r, row - 1)
     mode, n, T = r.mode, s.row + 1, r.T
     if s.along == "column":
@@ -58,7 +61,19 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str]]
     else:
         intro = f"Row {n}: query {n} against keys 1–{T}."
         raw = f"Raw scores q_{n}·k_j"
-    items: list[tuple[str, str]] = [(raw, numbers(s.raw_scores))]
+    items: list[tuple[str, str | list[str]]] = []
+    if r.d_k > 1:  # seed 000: each score is a dot product of two d_k-vectors, term by term
+        column = s.along == "column"
+        q = r.keys_2d[s.row] if column else r.queries_2d[s.row]
+        others = r.queries_2d if column else r.keys_2d
+        other, mine = ("q", f"k_{n}") if column else ("k", f"q_{n}")
+        items.append((f"{mine} = {numbers(q)}; each raw score sums d_k = {r.d_k} products "
+                      f"{mine}[c] × {other}_j[c]",
+                      [f"{other}_{j + 1} = {numbers(o)}: "
+                       + " + ".join(f"{number(a)} × {number(b)}" for a, b in zip(q, o, strict=True))
+                       + f" = {number(total)}"
+                       for j, (o, total) in enumerate(zip(others, s.raw_scores, strict=True))]))
+    items.append((raw, numbers(s.raw_scores)))
     if mode.scale:
         items.append((f"Divided by √d_k = √{r.d_k} = {number(s.scale)}", numbers(s.scores)))
     else:
@@ -114,11 +129,26 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str]]
                       f"future), {did}", numbers(s.weights)))
     if s.mixed is not None:
         mixed = "keys k_j (mixes keys, not values)" if mode.mix == "keys" else "values v_j"
-        items.append((f"Mixed: {mixed}", numbers(s.mixed)))
-        items.append((f"Weighted {'keys w_j × k_j' if mode.mix == 'keys' else 'values w_j × v_j'}",
-                      numbers(s.weighted)))
+        v = "k" if mode.mix == "keys" else "v"
+        weighted = f"Weighted {'keys w_j × k_j' if mode.mix == 'keys' else 'values w_j × v_j'}"
+        if s.mixed.ndim == 2:  # vectors: one line per source, its contribution A_ij v_j (seed 000)
+            items.append((f"Mixed: {mixed}", [f"{v}_{j + 1} = {numbers(x)}" for j, x in enumerate(s.mixed)]))
+            items.append((f"{weighted}, the contribution of each source j to row {n}",
+                          [f"{number(w)} × {numbers(x)} = {numbers(c)}"
+                           for w, x, c in zip(s.weights, s.mixed, s.weighted, strict=True)]))
+        else:
+            items.append((f"Mixed: {mixed}", numbers(s.mixed)))
+            items.append((weighted, numbers(s.weighted)))
         items.append((f"Output of row {n}: the sum", numbers(s.output)))
     return intro, items
+
+
+def _numbers_html(text: str | list[str]) -> str:
+    """A step's numbers: one line, or (vectors) one line per source in a sub-list."""
+    if isinstance(text, str):
+        return f"<span class='numbers'>{html.escape(text)}</span>"
+    lines = "".join(f"<li class='numbers'>{html.escape(line)}</li>" for line in text)
+    return f"<ul class='per-source'>{lines}</ul>"
 
 
 def steps_html(result: AttentionResult | None, row: int) -> str:
@@ -127,8 +157,7 @@ def steps_html(result: AttentionResult | None, row: int) -> str:
         return "<h3>Row steps</h3><p>No valid input yet.</p>"
     row = min(max(row, 1), result.T)
     intro, items = step_items(result, row)
-    lis = "".join(f"<li>{html.escape(label)}: <span class='numbers'>{html.escape(text)}</span>"
-                  "</li>" for label, text in items)
+    lis = "".join(f"<li>{html.escape(label)}: {_numbers_html(text)}</li>" for label, text in items)
     return (f"<h3>Row steps</h3><p>{html.escape(intro)}</p>"
             f"<ol class='row-steps' aria-label='Row steps of row {row}'>{lis}</ol>")
 
