@@ -1,6 +1,6 @@
 """Small helpers for building Panel parts, shared by both pages.
 
-The learner page needs no custom component: every control it has comes from Panel's widgets.
+The learner page's one custom component, the input grid, is in :mod:`app.shared.grid`.
 """
 
 from __future__ import annotations
