@@ -7,6 +7,7 @@ fresh session) and ends by checking that no page error was logged and no request
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,99 @@ def blocking_violations(page: Page) -> list[str]:
     """axe-core's critical and serious violations on the page, one line each."""
     return [f"{v['id']} ({v['impact']}): {v['help']}"
             for v in Axe().run(page).response["violations"] if v["impact"] in {"critical", "serious"}]
+
+
+def png_size(path: str) -> tuple[int, int, int]:
+    """(width, height, distinct colours) of a real PNG file; fails if it is not one."""
+    from PIL import Image
+
+    data = Path(path).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"not a PNG: {data[:8]!r}"
+    assert len(data) > 2_000, f"a {len(data)}-byte PNG is too small to hold a heat map"
+    with Image.open(path) as image:
+        image.load()
+        return image.width, image.height, len(image.convert("RGB").getcolors(1 << 20) or [])
+
+
+def figure_size(page: Page, name: str) -> list[int]:
+    """The CSS pixel size of the Bokeh figure called ``name`` as drawn on the page."""
+    return page.evaluate("""name => {
+        const r = Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name(name)).el.getBoundingClientRect();
+        return [Math.round(r.width), Math.round(r.height)]; }""", name)
+
+
+def save_png(page: Page, button_name: str, *, keyboard: bool = False):
+    """Click (or focus and press Enter on) the named save button; return the download."""
+    button = page.get_by_role("button", name=button_name, exact=True)
+    expect(button).to_be_visible()
+    with page.expect_download() as download:
+        if keyboard:
+            button.focus()
+            page.keyboard.press("Enter")
+        else:
+            button.click()
+    return download.value
+
+
+def save_run(page: Page, label: str) -> None:
+    page.get_by_label("Label", exact=True).fill(label)
+    page.get_by_label("Label", exact=True).press("Tab")
+    page.get_by_role("button", name="Save run").click()
+    expect(page.get_by_role("status").filter(has_text=f"Saved run “{label}”")).to_be_visible()
+
+
+def test_each_heat_map_downloads_as_a_png_of_the_figure(server, page, watch):
+    open_workbench(page, server)
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    page.get_by_label("Mask after softmax (broken)").check()
+    wait_for_source(page, "weights-source", "state", ["visible", "zeroed after softmax",
+                                                      "zeroed after softmax", "visible", "visible",
+                                                      "zeroed after softmax", "visible", "visible",
+                                                      "visible"])
+    figure_px = figure_size(page, "weights-figure")
+    for title, keyboard in (("Scores", False), ("Weights", True)):
+        download = save_png(page, f"Save {title} as PNG", keyboard=keyboard)
+        assert download.suggested_filename == f"{title.lower()}-mask-after-softmax-causal-T3-dk1.png"
+        width, height, colours = png_size(download.path())
+        # The figure as drawn (device pixel ratio 1 here): its own size, in many colours.
+        assert abs(width - figure_px[0]) <= 2 and abs(height - figure_px[1]) <= 2, (width, height, figure_px)
+        assert colours > 20  # a blank canvas has one or two
+
+
+def test_comparing_runs_of_different_sizes_says_why_and_saves_each_map(server, page, watch):
+    open_workbench(page, server)
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    page.get_by_label("Prediction").fill("p")
+    save_run(page, "three tokens")
+    page.get_by_label("Tokens", exact=True).fill("4")
+    page.get_by_label("Tokens", exact=True).press("Enter")
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === 16")
+    save_run(page, "four tokens")
+    for n in (1, 2):
+        page.get_by_role("checkbox", name=f"Run {n} “{'three' if n == 1 else 'four'} tokens”: Correct, causal").check()
+    note = page.get_by_test_id("comparison-sizes")
+    expect(note).to_contain_text("run A has 3 tokens and run B 4")
+    expect(note).to_contain_text("cannot be diffed cell by cell")
+    # Each run's own weights are still drawn, and no difference map or its button shows.
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('compare-a-source').data.row.length === 9 && "
+                           "Bokeh.documents[0].get_model_by_name('compare-b-source').data.row.length === 16")
+    expect(page.get_by_role("button", name="Save Difference A − B as PNG")).to_be_hidden()
+    table = page.get_by_role("table", name="Comparison of row sums and future-token weight")
+    expect(table.locator("tbody tr").first).to_contain_text("no row")
+    download = save_png(page, "Save Weights of run B as PNG")
+    assert download.suggested_filename.startswith("weights-run-B-correct-causal-T4-dk1-")
+    png_size(download.path())
+
+    # Two runs of the same size: the difference map and its PNG.
+    page.get_by_label("Mask after softmax (broken)").check()
+    save_run(page, "four broken")
+    page.get_by_role("checkbox", name=re.compile(r"^Run 1 ")).uncheck()
+    page.get_by_role("checkbox", name=re.compile(r"^Run 3 ")).check()
+    expect(page.get_by_test_id("comparison-sizes")).to_have_count(0)
+    download = save_png(page, "Save Difference A − B as PNG")
+    assert download.suggested_filename.startswith(
+        "weights-A-minus-B-correct-vs-mask-after-softmax-T4-dk1-")
+    width, height, colours = png_size(download.path())
+    assert (width, height) == tuple(figure_size(page, "compare-diff-figure"))
+    assert colours > 8  # a blank canvas has one or two
+    assert blocking_violations(page) == []

@@ -11,9 +11,18 @@ import panel as pn
 import param
 
 from app.learner.state import LearnerState
-from app.shared.heatmap import HeatMap
+from app.shared.heatmap import HeatMap, file_name
+from attention_core import AttentionResult
 
 MASKED_SCORE = "masked: softmax got −∞; the score above is the one before masking"
+
+
+def png_name(what: str, r: AttentionResult) -> str:
+    """What a heat map's PNG shows, as its file name: ``weights-mask-after-softmax-causal-T3-dk1``
+    (plus ``-padded`` when a key is padding)."""
+    padded = r.key_is_real is not None and not r.key_is_real.all()
+    return file_name(what, r.mode.name, "causal" if r.causal else "bidirectional", f"T{r.T}",
+                     f"dk{r.d_k}", "padded" if padded else None)
 
 
 class MatricesView(pn.viewable.Viewer):
@@ -40,12 +49,13 @@ class MatricesView(pn.viewable.Viewer):
         # What softmax received: -inf where a mask was applied before it (none in "no mask").
         received_mask = np.isneginf(r.masked_scores)
         self.scores.update(r.masked_scores, received_mask, scores=r.scores, weights=r.weights,
-                           masked_note=MASKED_SCORE)
+                           masked_note=MASKED_SCORE, filename=png_name("scores", r))
         after = r.mode.mask == "after"
         forbidden = ~r.allowed if r.mode.mask != "none" else received_mask
         self.weights.update(r.weights, forbidden, scores=r.scores, weights=r.weights,
                             masked_label="zeroed" if after else "masked",
-                            masked_note="zeroed after softmax" if after else "masked")
+                            masked_note="zeroed after softmax" if after else "masked",
+                            filename=png_name("weights", r))
 
     def __panel__(self):
         return self._layout

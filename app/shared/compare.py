@@ -10,7 +10,7 @@ import html
 import numpy as np
 import panel as pn
 
-from app.shared.heatmap import HeatMap, format_number
+from app.shared.heatmap import HeatMap, file_name, format_number
 from attention_core.modes import FAILURE_MODES
 
 TABLE_CSS = """
@@ -39,6 +39,27 @@ def masked_cells(record) -> np.ndarray:
     forbidden = ~np.array(record.results["mask"], dtype=bool)
     mode = FAILURE_MODES.get(record.failure_mode)
     return forbidden if mode is None or mode.mask != "none" else np.zeros_like(forbidden)
+
+
+def size_difference(a, b) -> str:
+    """Why runs ``a`` and ``b`` cannot be diffed cell by cell ("" if they can): a different
+    token count T gives weight matrices of different shapes; a different head width d_k means
+    the two runs scored different inputs."""
+    if a.T != b.T:
+        return (f"The runs have different token counts: run A has {a.T} tokens and run B "
+                f"{b.T}, so their weights are {a.T}×{a.T} and {b.T}×{b.T} and cannot be diffed "
+                "cell by cell (no difference map). Each run's own weights and row sums are shown.")
+    if a.d_k != b.d_k:
+        return (f"The runs have different head widths: run A's queries and keys have d_k = "
+                f"{a.d_k}, run B's d_k = {b.d_k}, so their scores come from different inputs "
+                "and a cell-by-cell difference would not show what one change did (no "
+                "difference map). Each run's own weights and row sums are shown.")
+    return ""
+
+
+def _png_name(what: str, record) -> str:
+    return file_name(what, record.failure_mode, "causal" if record.causal else "bidirectional",
+                     f"T{record.T}", f"dk{record.d_k}", record.id)
 
 
 def _matrix(rows) -> np.ndarray:
@@ -74,38 +95,47 @@ class ComparisonView(pn.viewable.Viewer):
         a, b = records[:2]
         wa, wb = _matrix(a.results["weights"]), _matrix(b.results["weights"])
         ma, mb = masked_cells(a), masked_cells(b)
-        for heat_map, record, w, masked in ((self.first, a, wa, ma), (self.second, b, wb, mb)):
+        for tag, heat_map, record, w, masked in (("A", self.first, a, wa, ma),
+                                                 ("B", self.second, b, wb, mb)):
             after = record.mask_after_softmax
             heat_map.update(w, masked, weights=w, masked_label="zeroed" if after else "masked",
-                            masked_note="zeroed after softmax" if after else "masked")
-        same_shape = wa.shape == wb.shape
-        if same_shape:
-            self.difference.update(wa - wb, np.zeros_like(ma), weights=wa - wb)
-        self.difference.visible = same_shape
-        self.summary.object = self._summary(a, b, same_shape)
+                            masked_note="zeroed after softmax" if after else "masked",
+                            filename=_png_name(f"weights-run-{tag}", record))
+        why_not = size_difference(a, b)
+        if not why_not:
+            self.difference.update(
+                wa - wb, np.zeros_like(ma), weights=wa - wb,
+                filename=file_name("weights-A-minus-B", a.failure_mode, "vs", b.failure_mode,
+                                   f"T{a.T}", f"dk{a.d_k}", a.id, b.id))
+        self.difference.visible = not why_not
+        self.summary.object = self._summary(a, b, why_not)
         self._pane.visible = True
 
     @staticmethod
-    def _summary(a, b, same_shape: bool) -> str:
+    def _summary(a, b, why_not: str) -> str:
+        width = max(a.T, b.T)
+
         def cells(values):
-            return "".join(f"<td>{'—' if v is None else num(v)}</td>" for v in values)
+            shown = [f"<td>{'—' if v is None else num(v)}</td>" for v in values]
+            return "".join(shown + ["<td>no row</td>"] * (width - len(shown)))
 
         rows = []
         for tag, r in (("A", a), ("B", b)):
             name = html.escape(r.label or r.id)
             rows.append(
                 f"<tr><th scope='row'>{tag}: {name} ({html.escape(mode_title(r))})</th>"
+                f"<td>{r.T}</td><td>{r.d_k}</td>"
                 f"<td>{num(r.total_future_weight) if r.total_future_weight is not None else '—'}"
                 f"</td><td>{num(r.min_row_sum) if r.min_row_sum is not None else '—'}</td>"
                 f"{cells(r.results['row_sums'])}</tr>")
-        width = max(a.T, b.T)
         head = "".join(f"<th scope='col'>row {i + 1} sum</th>" for i in range(width))
-        note = "" if same_shape else "<p>The runs have different token counts: no difference map.</p>"
+        note = f"<p data-testid='comparison-sizes'>{html.escape(why_not)}</p>" if why_not else ""
         return (
-            "<table aria-label='Comparison of row sums and future-token weight'><thead><tr>"
-            "<th scope='col'>run</th><th scope='col'>total future-token weight</th>"
+            f"{note}<table aria-label='Comparison of row sums and future-token weight'><thead><tr>"
+            "<th scope='col'>run</th><th scope='col'>tokens T</th><th scope='col'>d_k</th>"
+            "<th scope='col'>total future-token weight</th>"
             f"<th scope='col'>smallest row sum</th>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>{note}")
+            f"<tbody>{''.join(rows)}</tbody></table>")
 
     def __panel__(self):
         return self._pane

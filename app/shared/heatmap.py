@@ -11,19 +11,24 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 import numpy as np
 import panel as pn
+import param
+from bokeh.models import Button as BokehButton
 from bokeh.models import (
     CDSView,
     ColorBar,
     ColumnDataSource,
+    CustomJS,
     Div,
     FactorRange,
     Grid,
     GroupFilter,
     HoverTool,
     LinearColorMapper,
+    SaveTool,
     TapTool,
 )
 from bokeh.models import Column as BokehColumn
@@ -46,6 +51,22 @@ _KINDS = {
 # (largest T, font size, masked cells say so in their text): beyond 4 tokens a cell is too
 # narrow for a second line, and masked cells are told by their hatching and their hover.
 _TEXT_SIZES = ((4, "12px", True), (6, "10px", False), (8, "9px", False))
+# A <button> under the figure runs its SaveTool in the browser: the toolbar's own Save is a
+# titled <div> without a button role (a screen reader announces no button), so the toolbar stays
+# hidden. A Bokeh button in the figure's own layout, not a Panel one: Panel's JS links are not
+# attached to widgets added after the page loaded, as the comparison's maps are.
+_SAVE_JS = """
+const view = Bokeh.index.find_one(tool)
+if (view != null) view.doit("save")
+"""
+
+
+def file_name(*parts: object) -> str:
+    """A download's file name from what it shows: ``file_name("weights", "mask_after_softmax",
+    "T3")`` is ``"weights-mask-after-softmax-T3"``; only letters, digits and hyphens survive (the
+    browser adds ``.png``)."""
+    text = "-".join(str(p) for p in parts if p not in (None, ""))
+    return re.sub(r"-{2,}", "-", re.sub(r"[^A-Za-z0-9-]+", "-", text)).strip("-")
 
 
 def nice_bound(x: float) -> float:
@@ -132,11 +153,17 @@ class HeatMap(pn.viewable.Viewer):
         finite) scores; differences a symmetric diverging one, ± :func:`nice_bound` of the
         largest shown magnitude.
     table_apart : bool
-        If true, ``model`` is the figure alone and the caller places ``table`` (the mirror table
-        a screen reader reads) in a layout of its own.
+        If true, ``model`` is the figure and its save button alone and the caller places
+        ``table`` (the mirror table a screen reader reads) in a layout of its own.
     on_row_tap : callable, optional
         Called with the row (query, from 1) of a cell the learner clicks.
+
+    Under the figure, a button "Save <title> as PNG" (``save_button``) downloads the figure as
+    drawn, made in the browser by its :class:`bokeh.models.SaveTool` (``save_tool``) under the
+    file name :meth:`update` last gave.
     """
+
+    visible = param.Boolean(default=True, doc="Whether the map and its save button show.")
 
     def __init__(self, title: str, name: str, kind: str = "weights", size: int = 330,
                  table_apart: bool = False, on_row_tap=None) -> None:
@@ -183,6 +210,8 @@ class HeatMap(pn.viewable.Viewer):
             self.source.selected.on_change("indices", self._tapped)
             self._on_row_tap = on_row_tap
         fig.center = [r for r in fig.center if not isinstance(r, Grid)]
+        self.save_tool = SaveTool(filename=file_name(name), name=f"{name}-save")
+        fig.add_tools(self.save_tool)
         fig.add_tools(HoverTool(tooltips=[
             ("row (query)", "@row"), ("column (key)", "@column"), ("score", "@score_text"),
             ("weight", "@weight_text"), ("cell", "@state"),
@@ -196,7 +225,11 @@ class HeatMap(pn.viewable.Viewer):
         # The figure and its table in one Bokeh layout (``model``); a pane is built only if asked
         # for (__panel__).
         self.table = Div(text="", margin=0)  # shows nothing: its table is for screen readers
-        children = [fig] if table_apart else [fig, self.table]
+        self.save_button = BokehButton(label=f"Save {title} as PNG", name=f"{name}-save-button",
+                                       margin=(0, 0, 10, 0), width=size)
+        self.save_button.js_on_event("button_click", CustomJS(args={"tool": self.save_tool},
+                                                              code=_SAVE_JS))
+        children = [fig, self.save_button] if table_apart else [fig, self.save_button, self.table]
         self.model = BokehColumn(children=children, margin=(0, 10), width=size + 120)
         self._pane: pn.pane.Bokeh | None = None
 
@@ -221,6 +254,7 @@ class HeatMap(pn.viewable.Viewer):
         weights: np.ndarray | None = None,
         masked_label: str = "masked",
         masked_note: str | None = None,
+        filename: str | None = None,
     ) -> None:
         """Show a new matrix.
 
@@ -237,6 +271,8 @@ class HeatMap(pn.viewable.Viewer):
             the hover say it).
         masked_note : str, optional
             What the hover and table say about a masked cell (default ``masked_label``).
+        filename : str, optional
+            The PNG's file name without ``.png`` (see :func:`file_name`); kept if not given.
         """
         T = values.shape[0]
         factors = [str(i) for i in range(1, T + 1)]
@@ -264,6 +300,8 @@ class HeatMap(pn.viewable.Viewer):
         # browser (the session does not hold the document lock here).
         with pn.io.unlocked():
             self.mapper.update(low=low, high=high)
+            if filename is not None:
+                self.save_tool.filename = filename
             self._text.text_font_size = font_size
             self.x_range.factors = factors
             self.y_range.factors = list(reversed(factors))
@@ -318,5 +356,5 @@ class HeatMap(pn.viewable.Viewer):
 
     def __panel__(self):
         if self._pane is None:
-            self._pane = pn.pane.Bokeh(self.model, margin=0)
+            self._pane = pn.pane.Bokeh(self.model, margin=0, visible=self.param.visible)
         return self._pane
