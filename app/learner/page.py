@@ -106,7 +106,22 @@ class LearnerPage(pn.viewable.Viewer):
         pn.config.disconnect_notification = DISCONNECTED
         if pn.state.curdoc is not None:
             self._keep_saved_runs_in_url()
+            self._free_notifications_on_close()
         return self
+
+    @staticmethod
+    def _free_notifications_on_close() -> None:
+        """Have this session's notification area let go of its document when the session ends.
+
+        Panel registers the area as a view of the page and forgets it only in its own destroy
+        hook, which looks the area up after Bokeh has already dropped the document from that
+        lookup: every closed page's area, model and document stayed in ``pn.state._views`` for
+        good, scattered among the class's objects, so the allocator could not give their memory
+        back. The area's own server hook (private to Panel) is the one that removes it.
+        """
+        notifications = pn.state.notifications  # created now; Panel adds this same one to the page
+        if notifications is not None:
+            pn.state.on_session_destroyed(notifications._server_destroy)
 
     def _keep_saved_runs_in_url(self) -> None:
         """Keep the ids of this page's saved runs in its URL (``?runs=id1,id2``), so a reload or

@@ -1,0 +1,66 @@
+"""A learner page whose session ended leaves nothing behind in the server: not its state, not its
+widgets' Bokeh document, not the notification area Panel added to it.
+
+A real Panel server in this process, on a free port: a page request builds a session as a
+browser's does; the session is then dropped as unused (after tens of milliseconds here, a minute
+in ``serve``) and Panel's destroy hooks run. What the page built must then be garbage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+import weakref
+
+import panel as pn
+from tornado.httpclient import AsyncHTTPClient
+
+from app.learner.page import create_page
+from attention_core.store import RunStore
+
+
+def _serve_pages_and_let_them_end(store: RunStore, pages: int) -> list[tuple[weakref.ref, ...]]:
+    """Open ``pages`` sessions of the learner page, wait until the server has destroyed each
+    one, and return weak references to what each built (its state, its document, and the
+    notification area Panel put on it)."""
+    built: list[tuple[weakref.ref, ...]] = []
+    ended: list[str] = []
+
+    def factory():
+        page = create_page(store)
+        doc = pn.state.curdoc
+        built.append((weakref.ref(page.state), weakref.ref(doc), weakref.ref(pn.state.notifications)))
+        pn.state.on_session_destroyed(lambda context: ended.append(context.id))
+        return page
+
+    server = pn.serve({"/": factory}, port=0, address="127.0.0.1", show=False, start=False,
+                      check_unused_sessions_milliseconds=50, unused_session_lifetime_milliseconds=50)
+
+    async def visit() -> None:
+        client = AsyncHTTPClient()
+        for _ in range(pages):
+            response = await client.fetch(f"http://127.0.0.1:{server.port}/")
+            assert response.code == 200
+        deadline = time.monotonic() + 20
+        while len(ended) < pages and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.1)  # the rest of the destroy hooks, after ours
+
+    server.start()  # its unused-session check, as serve's
+    try:
+        server.io_loop.run_sync(visit, timeout=30)
+    finally:
+        server.stop()
+    assert len(ended) == pages, f"{len(ended)} of {pages} sessions were destroyed"
+    return built
+
+
+def test_an_ended_session_leaves_no_page_document_or_notification_area_behind(tmp_path):
+    built = _serve_pages_and_let_them_end(RunStore(tmp_path / "runs"), pages=2)
+    gc.collect()
+    assert len(built) == 2
+    for state, doc, notifications in built:
+        assert notifications() is None, "the session's notification area outlived it"
+        assert doc() is None, "the session's Bokeh document outlived it"
+        assert state() is None, "the session's LearnerState outlived it"
