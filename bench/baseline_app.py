@@ -1,13 +1,15 @@
 """The floor Panel itself imposes: the learner page's text fields, a callback that only echoes.
 
-The same text fields as the learner page at the "Worked row (seed 003)" preset (counted in the
-served page): ``Query i``, ``Key i``, ``Value i`` Panel TextInputs for i = 1 … 8, one row per
-token with rows 4–8 hidden as at 3 tokens; the ``Tokens`` and ``Row`` IntInputs; the
-``Prediction`` and ``Explanation`` TextAreaInputs and the ``Learner`` and ``Label`` TextInputs.
-One Bokeh figure whose ``ColumnDataSource`` named ``echo-source`` receives what was typed in a
-token field, and nothing else: no attention, no heat maps, no readouts, no checkboxes. Served by
-``pn.serve`` with the options app/server.py uses, so the edit-to-update latency of the page can
-be read against it.
+The same text fields as the learner page in the size benchmarked (counted in the served page):
+one Panel TextInput per number the page's input grids show, named as the page names its cells
+(``Query i`` at width 1, else ``Query i, component c``; ``Key …``, ``Value …``) for the
+``--tokens`` shown, ``--width`` (d_k = d_v) and values; the ``Tokens`` and ``Row`` IntInputs;
+the ``Prediction`` and ``Explanation`` TextAreaInputs and the ``Learner`` and ``Label``
+TextInputs. One Bokeh figure whose ``ColumnDataSource`` named ``echo-source`` receives what was
+typed in a number field, and nothing else: no attention, no heat maps, no readouts, no
+checkboxes. Served by ``pn.serve`` with the options app/server.py uses, so the edit-to-update
+latency of the page can be read against it. The defaults are the "Worked row (seed 003)"
+preset (3 tokens, one number each, values on); ``--tokens 8 --width 4`` is the largest page.
 """
 
 from __future__ import annotations
@@ -21,11 +23,15 @@ from bokeh.plotting import figure
 from app.shared.transport import answer_without_nagle_delay
 
 FIELDS = ("Query", "Key", "Value")
-TOKENS = 8
-SHOWN_TOKENS = 3  # the worked-row preset's token count
 
 
-def create_baseline() -> pn.viewable.Viewable:
+def field_names(tokens: int, width: int) -> list[str]:
+    """The page's cell names, token by token: ``Query 1`` … at width 1, else with components."""
+    return [f"{word} {i}" if width == 1 else f"{word} {i}, component {c}"
+            for i in range(1, tokens + 1) for word in FIELDS for c in range(1, width + 1)]
+
+
+def create_baseline(tokens: int = 3, width: int = 1) -> pn.viewable.Viewable:
     source = ColumnDataSource({"field": [""], "value": [""]}, name="echo-source")
     fig = figure(width=300, height=200, toolbar_location=None, tools="", x_range=(0, 1),
                  y_range=(0, 1), name="echo-figure")
@@ -35,14 +41,12 @@ def create_baseline() -> pn.viewable.Viewable:
         with pn.io.unlocked():
             source.data = {"field": [event.obj.name], "value": [event.new]}
 
-    rows = []
-    for i in range(1, TOKENS + 1):
-        widgets = [pn.widgets.TextInput(name=f"{word} {i}", value="1", width=72) for word in FIELDS]
-        for w in widgets:
-            w.param.watch(echo, "value")
-        rows.append(pn.Column(pn.Row(*widgets, margin=0), visible=i <= SHOWN_TOKENS, margin=0))
-    sidebar = pn.Column(pn.widgets.IntInput(name="Tokens", value=SHOWN_TOKENS, width=90), *rows,
-                        width=380)
+    widgets = [pn.widgets.TextInput(name=name, value="1", width=45) for name in field_names(tokens, width)]
+    for w in widgets:
+        w.param.watch(echo, "value")
+    per_row = 3 * width
+    rows = [pn.Row(*widgets[n:n + per_row], margin=0) for n in range(0, len(widgets), per_row)]
+    sidebar = pn.Column(pn.widgets.IntInput(name="Tokens", value=tokens, width=90), *rows, width=420)
     form = pn.Column(
         pn.pane.Bokeh(fig), pn.widgets.IntInput(name="Row", value=2, width=90),
         pn.widgets.TextAreaInput(name="Prediction", height=80, width=620),
@@ -55,9 +59,11 @@ def create_baseline() -> pn.viewable.Viewable:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tokens", type=int, default=3, help="tokens shown (default 3)")
+    parser.add_argument("--width", type=int, default=1, help="d_k = d_v (default 1)")
     args = parser.parse_args()
     answer_without_nagle_delay()  # as app/server.py serves
-    pn.serve({"/": create_baseline}, port=args.port, address="127.0.0.1", show=False,
+    pn.serve({"/": lambda: create_baseline(args.tokens, args.width)}, port=args.port, address="127.0.0.1", show=False,
              websocket_origin=[f"127.0.0.1:{args.port}", f"localhost:{args.port}"],
              # Bokeh's own names, as app/server.py passes them (shorter ones are ignored).
              check_unused_sessions_milliseconds=10_000, unused_session_lifetime_milliseconds=60_000,

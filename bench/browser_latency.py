@@ -1,6 +1,7 @@
 """Edit → update latency in a real Chromium: the learner page against a bare Panel app.
 
-A page types a new ``Query 3`` (a Panel TextInput) and presses Enter. The clock runs in the
+A page types a new ``Query 3`` (a cell of the page's input grid; ``Query 3, component 1`` on the
+largest page) and presses Enter. The clock runs in the
 page: it starts in a capturing ``keydown`` listener for that Enter and stops at the first
 animation frame (or DOM mutation of the readouts) where the ``scores-source`` and
 ``weights-source`` Bokeh data *and* the readouts show the new result: row 3's output in the
@@ -12,7 +13,8 @@ so both see the same machine noise.
 
 The learner page is put on the "Worked row (seed 003)" preset first, so that a new query 3
 changes weights row 3 *and* a readout (row 3's output); with the default inputs (no values) a
-causal row-3 edit would leave every readout unchanged.
+causal row-3 edit would leave every readout unchanged. ``size="largest"`` then sets 8 tokens and
+d_k = d_v = 4 (issue 14's largest page: 96 numbers), and the floor gets those 96 fields too.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from pathlib import Path
 import numpy as np
 from common import launch_chromium, loopback_only, start_baseline, start_workbench, summary
 
-from app.shared.heatmap import format_number
-from attention_core import scaled_dot_product_attention
+from app.learner.state import LearnerState
+from app.shared.compare import num
 
-KEYS, VALUES = [1.0, 2.0, 9.0], [10.0, 20.0, 100.0]
+SIZES = {"worked_row": (3, 1), "largest": (8, 4)}  # tokens, d_k = d_v
 
 # Shared helpers installed once per page. Shadow roots are searched once, at setup, and the one
 # holding the readouts table is kept: Panel re-renders the table inside the same root.
@@ -114,22 +116,38 @@ ARM_JS = """(exp) => {
 }"""
 
 
-def expected_app(q3: float) -> dict:
-    r = scaled_dot_product_attention([1.0, 1.0, q3], KEYS, VALUES)
+def page_state(size: str) -> LearnerState:
+    """The page's inputs in ``size``, computed by the page's own state (no browser)."""
+    tokens, width = SIZES[size]
+    state = LearnerState()
+    state.apply_preset("worked_row")
+    state.param.update(tokens=tokens, d_k=width, d_v=width)
+    return state
+
+
+def edited_label(size: str) -> str:
+    return "Query 3" if SIZES[size][1] == 1 else "Query 3, component 1"
+
+
+def expected_app(state: LearnerState, q3: str) -> dict:
+    """What the page shows once query 3's first component is ``q3``."""
+    state.set_token_text("queries", 2, q3)
+    r = state.result
     return {"score": float(r.scores[2, 2]), "weight": float(r.weights[2, 2]),
-            "output": format_number(float(r.output[2]))}
+            "output": ", ".join(num(x) for x in np.atleast_1d(r.output[2]))}
 
 
-def query_values(n: int) -> list[str]:
+def query_values(state: LearnerState, n: int) -> list[str]:
     """``n`` query-3 texts, each changing the shown output of row 3 from the previous one."""
     out, last, q = [], None, 0.05
+    start = expected_app(state, "1")["output"]
     while len(out) < n:
         q = round(q + 0.037, 3)
         if q > 1.5:
             q = 0.051
         text = f"{q:g}"
-        shown = expected_app(q)["output"]
-        if shown != last and shown != expected_app(1.0)["output"]:
+        shown = expected_app(state, text)["output"]
+        if shown != last and shown != start:
             out.append(text)
             last = shown
     return out
@@ -142,13 +160,13 @@ def _open(browser, url: str, ready_js: str):
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(url)
-    page.get_by_label("Query 3", exact=True).wait_for(timeout=60_000)
+    page.get_by_label("Tokens", exact=True).wait_for(timeout=60_000)
     page.wait_for_function(ready_js, timeout=60_000)
     return context, page, outside, errors
 
 
-def _one_edit(page, text: str, expectation: dict) -> float:
-    box = page.get_by_label("Query 3", exact=True)
+def _one_edit(page, label: str, text: str, expectation: dict) -> float:
+    box = page.get_by_label(label, exact=True)
     box.fill(text)
     if not page.evaluate(ARM_JS, expectation):
         raise RuntimeError(f"{text!r}: the page already shows {expectation}")
@@ -157,11 +175,25 @@ def _one_edit(page, text: str, expectation: dict) -> float:
     return page.evaluate("() => window.__bench.t1 - window.__bench.t0")
 
 
-def run(workdir: Path, repeats: int, warmup: int = 3) -> dict:
+def _set_size(page, size: str) -> None:
+    """Put the page on ``size`` the way a learner would: token count, then d_k and d_v."""
+    tokens, width = SIZES[size]
+    if (tokens, width) == SIZES["worked_row"]:
+        return
+    page.get_by_label("Tokens", exact=True).fill(str(tokens))
+    page.get_by_label("Tokens", exact=True).press("Enter")
+    page.get_by_label("Head width d_k").select_option(str(width))
+    page.get_by_label("Value width d_v").select_option(str(width))
+    page.get_by_label(f"Value {tokens}, component {width}", exact=True).wait_for(timeout=30_000)
+    page.wait_for_function(f"() => Bokeh.documents[0].get_model_by_name('weights-source')"
+                           f".data.row.length === {tokens * tokens}", timeout=30_000)
+
+
+def run(workdir: Path, repeats: int, warmup: int = 3, size: str = "worked_row") -> dict:
     from playwright.sync_api import sync_playwright
 
     app = start_workbench(workdir / "latency-runs", workdir / "latency-app.log")
-    base = start_baseline(workdir / "latency-baseline.log")
+    base = start_baseline(workdir / "latency-baseline.log", *SIZES[size])
     try:
         with sync_playwright() as p:
             browser = launch_chromium(p)
@@ -171,6 +203,7 @@ def run(workdir: Path, repeats: int, warmup: int = 3) -> dict:
                 "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
             app_page.get_by_role("button", name="Worked row (seed 003)").click()
             app_page.locator("table.readouts").filter(has_text="17.311").wait_for(timeout=30_000)
+            _set_size(app_page, size)
             if not app_page.evaluate(SETUP_JS):
                 raise RuntimeError("readouts table not found on the workbench page")
             base_ctx, base_page, base_out, base_err = _open(
@@ -179,11 +212,12 @@ def run(workdir: Path, repeats: int, warmup: int = 3) -> dict:
             base_page.evaluate(SETUP_JS)
             fields = _same_fields(app_page, base_page)
 
-            texts = query_values(warmup + repeats)
+            state, label = page_state(size), edited_label(size)
+            texts = query_values(state, warmup + repeats)
             app_ms, base_ms = [], []
             for n, text in enumerate(texts):
-                a = _one_edit(app_page, text, expected_app(float(text)))
-                b = _one_edit(base_page, text, {"echo": text})
+                a = _one_edit(app_page, label, text, expected_app(state, text))
+                b = _one_edit(base_page, label, text, {"echo": text})
                 if n >= warmup:
                     app_ms.append(a)
                     base_ms.append(b)
@@ -197,6 +231,7 @@ def run(workdir: Path, repeats: int, warmup: int = 3) -> dict:
     a, b = summary(app_ms), summary(base_ms)
     ratio = a["p95"] / b["p95"]
     return {
+        "size": {"name": size, "tokens": SIZES[size][0], "d_k": SIZES[size][1], "d_v": SIZES[size][1]},
         "workbench_ms": a, "baseline_ms": b, "p95_ratio": ratio,
         "median_ratio": a["median"] / b["median"], "target": "p95 <= 1.15 x baseline p95",
         "pass": ratio <= 1.15, "samples_workbench_ms": app_ms, "samples_baseline_ms": base_ms,

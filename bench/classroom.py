@@ -2,11 +2,14 @@
 
 Each learner is a ``bokeh.client`` session (a real websocket session of the real server, which
 builds the whole learner page for it) driven from its own thread: it types a new ``Query 3``
-every few seconds and, every fifth edit, writes a prediction and presses ``Save run``, then
-waits until the page's Saved runs ticks (a CheckBoxGroup, one "Run N…" label per run) show the
-new run. An edit is timed from setting the ``Query 3`` TextInput's value in the client document
-until the client has received the new ``weights-source`` data, i.e. one full round trip through
-the server's recompute. Memory is the server's RSS; issue 13 allows 4 MiB per open page.
+every few seconds (a cell of the page's input grid, sent as the grid's whole value as a browser
+sends it; ``Query 3, component 1`` at ``size="largest"``, where each learner first sets 8 tokens,
+values on and d_k = d_v = 4 through the page's own controls) and, every fifth edit, writes a
+prediction and presses ``Save run``, then waits until the page's Saved runs ticks (a
+CheckBoxGroup, one "Run N…" label per run) show the new run. An edit is timed from setting the
+grid's value in the client document until the client has received the new ``weights-source``
+data, i.e. one full round trip through the server's recompute. Memory is the server's RSS;
+issue 13 allows 4 MiB per open page.
 
 Levels are cumulative (10, then 40 more, then 50 more), so 100 pages are built, not 160.
 Baseline RSS is taken after one warm-up session was opened, closed and cleaned up by the server
@@ -84,6 +87,58 @@ def _saved_rows(doc) -> int:
                 if m.labels and all(label.startswith("Run ") for label in m.labels)), default=0)
 
 
+SIZES = {"default": None, "largest": (8, 4)}  # tokens, d_k = d_v; None: the page as it opens
+
+
+def _grid_cell(doc, label: str):
+    """The input grid's data model holding the cell named ``label``, and the cell's place."""
+    from panel.models.esm import ReactiveESM
+
+    for model in doc.select({"type": ReactiveESM}):
+        for i, row in enumerate(getattr(model.data, "labels", None) or []):
+            if label in row:
+                return model.data, i, row.index(label)
+    raise LookupError(f"no grid cell is named {label!r}")
+
+
+def _type(doc, label: str, text: str) -> None:
+    """Type ``text`` into the cell ``label`` as the browser does: the grid's whole new value."""
+    data, i, j = _grid_cell(doc, label)
+    value = [list(row) for row in data.value]
+    value[i][j] = text
+    data.value = value
+
+
+def _largest_page(session, doc, size: str) -> None:
+    """Set the page to ``size`` by its own controls: Tokens, Use values, d_k, d_v."""
+    from bokeh.models import CheckboxGroup, Select
+
+    if SIZES[size] is None:
+        return
+    tokens, width = SIZES[size]
+    next(m for m in doc.select({"title": "Tokens"})).value = tokens
+    box = next(m for m in doc.select({"type": CheckboxGroup})
+               if m.labels == ["Use values (adds output and contributions)"])
+    box.active = [0]
+    for title in ("Head width d_k", "Value width d_v"):
+        next(m for m in doc.select({"type": Select}) if m.title == title).value = str(width)
+    weights = doc.get_model_by_name("weights-source")
+
+    def ready() -> bool:
+        try:
+            _grid_cell(doc, f"Value {tokens}, component {width}")
+        except LookupError:
+            return False
+        return len(weights.data["value"]) == tokens * tokens
+
+    if not _wait(session, ready, WAIT_TIMEOUT_S):
+        raise RuntimeError(f"the page did not take the {size} size in {WAIT_TIMEOUT_S} s")
+
+
+def _edited(size: str) -> str:
+    return "Query 3" if SIZES[size] is None else "Query 3, component 1"
+
+
 def _cells(source) -> tuple[str, ...]:
     """A heat map's cell values as text: masked cells are NaN, and NaN != NaN would make an
     unchanged map look changed."""
@@ -91,9 +146,10 @@ def _cells(source) -> tuple[str, ...]:
 
 
 class Learner(threading.Thread):
-    def __init__(self, index: int, url: str, opener: threading.Semaphore, bench: Classroom):
+    def __init__(self, index: int, url: str, opener: threading.Semaphore, bench: Classroom,
+                 size: str = "default"):
         super().__init__(daemon=True, name=f"learner-{index}")
-        self.index, self.url, self.opener, self.bench = index, url, opener, bench
+        self.index, self.url, self.opener, self.bench, self.size = index, url, opener, bench, size
         self.ready = threading.Event()
         self.active = threading.Event()
         self.stop = threading.Event()
@@ -106,7 +162,7 @@ class Learner(threading.Thread):
         from bokeh.client import pull_session
         from bokeh.document.events import MessageSentEvent
         from bokeh.events import ButtonClick
-        from bokeh.models import Button, TextAreaInput, TextInput
+        from bokeh.models import Button, TextAreaInput
 
         try:
             with self.opener:
@@ -119,8 +175,14 @@ class Learner(threading.Thread):
             return
         doc = session.document
         _as_a_browser_does(doc)
-        inputs = {m.title: m for m in doc.select({"type": TextInput})}
-        query3 = inputs["Query 3"]
+        try:
+            _largest_page(session, doc, self.size)
+        except Exception as exc:  # noqa: BLE001 - reported in the results
+            self.error = repr(exc)
+            self.ready.set()
+            session.close()
+            return
+        label = _edited(self.size)
         prediction = next(m for m in doc.select({"type": TextAreaInput}) if m.title == "Prediction")
         save = next(m for m in doc.select({"type": Button}) if m.label == "Save run")
         weights = doc.get_model_by_name("weights-source")
@@ -136,7 +198,7 @@ class Learner(threading.Thread):
                 before = _cells(weights)
                 q = f"{rng.uniform(-3, 3):.4f}"
                 t = time.monotonic()
-                query3.value = q
+                _type(doc, label, q)
                 changed = _wait(session, lambda b=before: _cells(weights) != b,
                                 WAIT_TIMEOUT_S)
                 elapsed = time.monotonic() - t
@@ -180,18 +242,19 @@ class Classroom:
         return out
 
 
-def client_floor(workdir: Path, edits: int = 20) -> dict:
-    """The same client timing against the bare echo app (bench/baseline_app.py), one session."""
+def client_floor(workdir: Path, edits: int = 20, size: str = "default") -> dict:
+    """The same client timing against the bare echo app (bench/baseline_app.py), one session,
+    with the page's fields at ``size``."""
     from bokeh.client import pull_session
     from bokeh.models import TextInput
 
-    server = start_baseline(workdir / "classroom-baseline.log")
+    server = start_baseline(workdir / "classroom-baseline.log", *(SIZES[size] or (3, 1)))
     samples = []
     try:
         session = pull_session(url=server.url)
         doc = session.document
         _as_a_browser_does(doc)
-        query3 = next(m for m in doc.select({"type": TextInput}) if m.title == "Query 3")
+        query3 = next(m for m in doc.select({"type": TextInput}) if m.title == _edited(size))
         echo = doc.get_model_by_name("echo-source")
         for i in range(edits + 2):
             text = f"{i / 7:.4f}"
@@ -213,7 +276,8 @@ def _settle(pid: int, seconds: float) -> float:
     return rss_mib(pid)
 
 
-def run(workdir: Path, levels: tuple[int, ...], phase_s: float, wait_cleanup: bool) -> dict:
+def run(workdir: Path, levels: tuple[int, ...], phase_s: float, wait_cleanup: bool,
+        size: str = "default") -> dict:
     from app.server import CHECK_UNUSED_SESSIONS_MS, UNUSED_SESSION_LIFETIME_MS
 
     _register_panel_models()
@@ -224,11 +288,11 @@ def run(workdir: Path, levels: tuple[int, ...], phase_s: float, wait_cleanup: bo
     bench = Classroom()
     opener = threading.Semaphore(2)
     learners: list[Learner] = []
-    result: dict = {"levels": {}, "think_s": THINK_S, "phase_s": phase_s}
+    result: dict = {"levels": {}, "think_s": THINK_S, "phase_s": phase_s, "size": size}
     try:
-        result["client_floor_echo_ms"] = client_floor(workdir)
+        result["client_floor_echo_ms"] = client_floor(workdir, size=size)
         result["rss_idle_mib"] = _settle(server.pid, 1.0)
-        warm = Learner(-1, server.url, opener, bench)
+        warm = Learner(-1, server.url, opener, bench, size)
         warm.start()
         warm.ready.wait()
         warm.stop.set()
@@ -242,7 +306,7 @@ def run(workdir: Path, levels: tuple[int, ...], phase_s: float, wait_cleanup: bo
         for level in levels:
             t = time.monotonic()
             while len(learners) < level:
-                learner = Learner(len(learners), server.url, opener, bench)
+                learner = Learner(len(learners), server.url, opener, bench, size)
                 learner.start()
                 learners.append(learner)
             for learner in learners:

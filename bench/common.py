@@ -145,10 +145,12 @@ def start_workbench(runs_dir: Path, log: Path) -> Server:
     return server
 
 
-def start_baseline(log: Path) -> Server:
-    """The bare Panel app of bench/baseline_app.py, served with the same options."""
+def start_baseline(log: Path, tokens: int = 3, width: int = 1) -> Server:
+    """The bare Panel app of bench/baseline_app.py, served with the same options, with the text
+    fields of the page at ``tokens`` tokens of width ``width`` (d_k = d_v, values on)."""
     port = free_port()
-    server = spawn([sys.executable, str(BENCH / "baseline_app.py"), "--port", str(port)], log, port)
+    server = spawn([sys.executable, str(BENCH / "baseline_app.py"), "--port", str(port),
+                    "--tokens", str(tokens), "--width", str(width)], log, port)
     wait_listening(server)
     return server
 

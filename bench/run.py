@@ -1,6 +1,6 @@
 """``make bench``: every benchmark beside its baseline, a table, and bench/results.json.
 
-Usage: ``python bench/run.py [--quick] [--only NAME ...] [--output PATH]``. ``--quick`` is a
+Usage: ``python bench/run.py [--quick] [--only NAME ...] [--largest] [--output PATH]``. ``--quick`` is a
 smoke run (about two minutes: fewer repetitions, 10 learners, no 100,000-run store, no wait for
 the server's session cleanup); the default is the honest run (under ten minutes on 2 cores).
 Servers bind 127.0.0.1 and pages abort any request that would leave them.
@@ -21,10 +21,11 @@ import browser_latency  # noqa: E402
 import classroom  # noqa: E402
 import cold_start  # noqa: E402
 import core  # noqa: E402
+import grid_cost  # noqa: E402
 import store_scale  # noqa: E402
 from common import BENCH, machine  # noqa: E402
 
-NAMES = ("core", "store", "cold_start", "latency", "classroom")
+NAMES = ("core", "store", "cold_start", "grid", "latency", "classroom")
 
 
 def _mark(ok) -> str:
@@ -46,6 +47,12 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
                          f"{row['floor_us']['median']:.1f} / {row['floor_us']['p95']:.1f} "
                          f"(×{row['median_ratio']:.2f})",
                          "", ""))
+    r = results.get("grid")
+    if r:
+        g, t = r["matrix_grids"], r["text_inputs"]
+        rows.append((f"{r['numbers']} input numbers as grids: KiB per page / Bokeh models",
+                     f"{g['kib_per_page']:.0f} / {g['bokeh_models']}",
+                     f"{t['kib_per_page']:.0f} / {t['bokeh_models']} as TextInputs", "", ""))
     r = results.get("latency")
     if r:
         w, b = r["workbench_ms"], r["baseline_ms"]
@@ -137,6 +144,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="smoke run, about two minutes")
     parser.add_argument("--only", nargs="+", choices=NAMES, help="run only these benchmarks")
     parser.add_argument("--output", type=Path, default=BENCH / "results.json")
+    parser.add_argument("--largest", action="store_true",
+                        help="latency and classroom on the largest page: 8 tokens, d_k = d_v = 4")
     args = parser.parse_args(argv)
     quick, chosen = args.quick, args.only or NAMES
     results: dict = {"machine": machine(), "quick": quick}
@@ -148,10 +157,12 @@ def main(argv=None) -> int:
             "store": lambda: store_scale.run(
                 work, (1_000, 10_000) if quick else (1_000, 10_000, 100_000), 2 if quick else 5),
             "cold_start": lambda: cold_start.run(work, 2 if quick else 5),
-            "latency": lambda: browser_latency.run(work, 10 if quick else 40),
+            "grid": grid_cost.run,
+            "latency": lambda: browser_latency.run(
+                work, 10 if quick else 40, size="largest" if args.largest else "worked_row"),
             "classroom": lambda: classroom.run(
                 work, (10,) if quick else (10, 50, 100), 8.0 if quick else 20.0,
-                wait_cleanup=not quick),
+                wait_cleanup=not quick, size="largest" if args.largest else "default"),
         }
         for name in NAMES:
             if name not in chosen:
