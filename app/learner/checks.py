@@ -123,9 +123,15 @@ class BannerView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        text = pn.bind(banner_html, self.state.param.result)
-        self.pane = pn.pane.HTML(text, visible=pn.bind(bool, text), stylesheets=[NOTICE_CSS],
+        self.pane = pn.pane.HTML("", visible=False, stylesheets=[NOTICE_CSS],
                                  sizing_mode="stretch_width", margin=(0, 10))
+        self._show()
+
+    @param.depends("state.result", watch=True)
+    def _show(self) -> None:
+        # Built once per result; param sends the pane only what differs from what it shows.
+        text = banner_html(self.state.result)
+        self.pane.param.update(object=text, visible=bool(text))
 
     def __panel__(self):
         return self.pane
@@ -138,10 +144,13 @@ class ReadoutsView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.pane = pn.pane.HTML(
-            pn.bind(readouts_html, self.state.param.result, self.state.param.input_ok),
-            name="readouts", stylesheets=[TABLE_CSS, NOTICE_CSS], sizing_mode="stretch_width",
-            margin=(0, 10))
+        self.pane = pn.pane.HTML(name="readouts", stylesheets=[TABLE_CSS, NOTICE_CSS],
+                                 sizing_mode="stretch_width", margin=(0, 10))
+        self._show()
+
+    @param.depends("state.result", "state.input_ok", watch=True)
+    def _show(self) -> None:
+        self.pane.object = readouts_html(self.state.result, self.state.input_ok)
 
     def __panel__(self):
         return self.pane

@@ -169,9 +169,14 @@ class RowStepsView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.pane = pn.pane.HTML(
-            pn.bind(steps_html, self.state.param.result, self.state.param.row),
-            name="row-steps", stylesheets=[_CSS], margin=(5, 10), sizing_mode="stretch_width")
+        self.pane = pn.pane.HTML(name="row-steps", stylesheets=[_CSS], margin=(5, 10),
+                                 sizing_mode="stretch_width")
+        self._show()
+
+    @param.depends("state.result", "state.row", watch=True)
+    def _show(self) -> None:
+        # Built once per change; an unchanged text is not sent again (param compares it).
+        self.pane.object = steps_html(self.state.result, self.state.row)
 
     def __panel__(self):
         return self.pane
