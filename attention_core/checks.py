@@ -164,6 +164,8 @@ def check_mask(r: AttentionResult) -> Check:
         forbidden = int((~r.allowed).sum())
         if forbidden == 0:
             return _check("mask", True, "No cell is forbidden, so softmax sees every score.")
+        if forbidden == 1:
+            return _check("mask", True, "The 1 forbidden cell was -inf before softmax.")
         return _check("mask", True, f"All {forbidden} forbidden cells were -inf before softmax.")
     if leaked.any():
         return _check(

@@ -55,7 +55,7 @@ def test_the_worked_row_reads_as_seed_003_writes_it(state):
     assert in_order(shown, "Raw scores", "[1.000, 2.000, 9.000]",
                     "Divided by √d_k = √1", "[1.000, 2.000, 9.000]",
                     "Masked", "[1.000, 2.000, −∞]",
-                    "Minus the largest visible score (2.000)", "[-1.000, 0, −∞]",
+                    "Minus the largest visible score (2.000)", "[−1.000, 0, −∞]",
                     "exp", "[0.368, 1.000, 0]",
                     "Divided by the row sum (1.368)", "[0.269, 0.731, 0]",
                     "Weights of row 2 (row sum 1.000)", "[0.269, 0.731, 0]",
@@ -80,7 +80,7 @@ def test_mask_after_softmax_shows_softmax_of_the_whole_row_then_the_zeroing(stat
     state.mask_after_softmax = True
     shown = steps_of(state, 2)
     assert in_order(shown, "Not masked before softmax", "[1.000, 2.000, 9.000]",
-                    "Minus the largest score softmax sees (9.000)", "[-8.000, -7.000, 0]",
+                    "Minus the largest score softmax sees (9.000)", "[−8.000, −7.000, 0]",
                     "Divided by the row sum", "[0.000335, 0.000911, 0.999]",
                     "zeroed after softmax, without renormalising", "[0.000335, 0.000911, 0]",
                     "Visible prefix sum (no renormalisation)", "0.00125",

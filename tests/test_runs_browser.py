@@ -117,7 +117,7 @@ def test_row_steps_of_the_worked_row_and_of_the_broken_mode(server, page, watch)
     # [1, 2, 9] → [1, 2, −∞] → [−1, 0, −∞] → … → [0.269, 0.731, 0] → 17.31
     expect(steps(page)).to_have_text(in_order(
         "[1.000, 2.000, 9.000]", "Masked", "[1.000, 2.000, −∞]",
-        "Minus the largest visible score", "[-1.000, 0, −∞]", "Divided by the row sum",
+        "Minus the largest visible score", "[−1.000, 0, −∞]", "Divided by the row sum",
         "[0.269, 0.731, 0]", "Output of row 2", "17.311"))
     page.get_by_label("Mask after softmax (broken)").check()
     # Softmax of [1, 2, 9] first, then the zeroing: the visible prefix sums to 0.00125.

@@ -127,8 +127,8 @@ def test_the_four_token_trace_preset_shows_seed_000_and_its_saved_record_holds_i
     page.get_by_label("Row", exact=True).fill("4")
     page.get_by_label("Row", exact=True).press("Enter")
     steps = page.get_by_role("list", name="Row steps of row 4")
-    expect(steps).to_contain_text("Output of row 4: the sum: [0.592, -1.279]")
-    expect(steps).to_contain_text("0.539 × [0, -2.000] = [0, -1.078]")  # v_4's contribution
+    expect(steps).to_contain_text("Output of row 4: the sum: [0.592, −1.279]")
+    expect(steps).to_contain_text("0.539 × [0, −2.000] = [0, −1.078]")  # v_4's contribution
     run_id = save(page, "seed 000 trace")
     record = json.loads((server.runs_dir / f"{run_id}.json").read_text())
     assert record["schema_version"] == 2 and record["inputs"]["projection"]["d_model"] == 2

@@ -17,6 +17,7 @@ import param
 from app.learner.state import LearnerState
 from app.shared.compare import TABLE_CSS, num
 from attention_core import AttentionResult, row_steps
+from attention_core.checks import ROW_SUM_TOLERANCE
 from attention_core.modes import run_title
 
 OTHER_LIBRARIES = (
@@ -71,6 +72,29 @@ def checks_html(r: AttentionResult) -> str:
             "<ol class='checklist' aria-label='Checks in audit order'>" + "".join(items) + "</ol>")
 
 
+def reading(x: float) -> str:
+    """A readout number: as the cells show it, but ∞/∞ (naive softmax) is "undefined" and ±∞ by
+    name, as the row steps say them."""
+    x = float(x)
+    if np.isnan(x):
+        return "undefined"
+    if np.isinf(x):
+        return "−∞" if x < 0 else "∞"
+    return num(x)
+
+
+def row_sum_html(x: float) -> str:
+    """A row sum and, where it is off 1 by more than the core's check allows
+    (``ROW_SUM_TOLERANCE``), "✗ not 1" with enough digits to see it: 0.9999 is not "1.000"."""
+    x = float(x)
+    if np.isfinite(x) and abs(x - 1) <= ROW_SUM_TOLERANCE:
+        return num(x)
+    shown = reading(x)
+    if np.isfinite(x) and abs(x - 1) < 0.0005:  # three decimals would read 1.000
+        shown = f"{x:.12g}"
+    return f"{shown} ✗ not 1"
+
+
 def readouts_html(r: AttentionResult | None, input_ok: bool) -> str:
     """Row sums, future-token weight, output per row; totals; notes; the checklist."""
     stale = "" if input_ok else (
@@ -86,13 +110,11 @@ def readouts_html(r: AttentionResult | None, input_ok: bool) -> str:
         head += "<th scope='col'>output</th>"
     rows = []
     for i in range(r.T):
-        flag = "" if abs(r.row_sums[i] - 1) <= 1e-9 else " ✗ not 1"
-        if i in empty:
-            flag += " (no visible key)"
-        cells = (f"<th scope='row'>{i + 1}</th><td>{num(r.row_sums[i])}{flag}</td>"
-                 f"<td>{num(r.future_weight[i])}</td>")
+        flag = " (no visible key: see the note under this table)" if i in empty else ""
+        cells = (f"<th scope='row'>{i + 1}</th><td>{row_sum_html(r.row_sums[i])}{flag}</td>"
+                 f"<td>{reading(r.future_weight[i])}</td>")
         if has_output:
-            cells += f"<td>{', '.join(num(x) for x in np.atleast_1d(r.output[i]))}</td>"
+            cells += f"<td>{', '.join(reading(x) for x in np.atleast_1d(r.output[i]))}</td>"
         rows.append(f"<tr>{cells}</tr>")
     note = ""
     if empty:
@@ -104,15 +126,20 @@ def readouts_html(r: AttentionResult | None, input_ok: bool) -> str:
                 f"padding, so {'their' if len(empty) > 1 else 'its'} weights are all 0 here and the "
                 f"check “{html.escape(failed[0] if failed else 'Row sums equal 1')}” fails.</p>"
                 f"<p>{html.escape(OTHER_LIBRARIES)}</p></div>")
+    total = reading(r.total_future_weight)
+    if np.isfinite(r.total_future_weight) and not np.isfinite(r.weights).all():
+        # Naive softmax: the future cells' 0 is real (exp(−∞)), but the row's other weights are not.
+        total += " (the future cells only: the other weights are undefined)"
     title = html.escape(run_title(r.mode.name, r.causal, r.T))
+    # The empty-row note sits right under the table, next to the rows it is about.
     return (
-        f"{stale}<p>This run: <b data-testid='run-title'>{title}</b></p>{note}"
+        f"{stale}<p>This run: <b data-testid='run-title'>{title}</b></p>"
         "<div class='readouts-and-checks'><div>"
         "<table class='readouts' aria-label='Row sums and future-token weight'>"
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{note}"
         f"<p>Total future-token weight: <b data-testid='total-future-weight'>"
-        f"{num(r.total_future_weight)}</b> · smallest row sum: "
-        f"<b data-testid='min-row-sum'>{num(r.min_row_sum)}</b></p>"
+        f"{total}</b> · smallest row sum: "
+        f"<b data-testid='min-row-sum'>{reading(r.min_row_sum)}</b></p>"
         f"</div><div>{checks_html(r)}</div></div>")
 
 

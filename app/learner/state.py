@@ -180,6 +180,7 @@ class LearnerState(param.Parameterized):
 
     field_errors = param.Dict(default={}, doc="Message per cell label ('Query 2') at fault.")
     tokens_error = param.String(default="", doc="Why the typed token count was not taken, if not.")
+    row_error = param.String(default="", doc="Why the typed Row was not taken, if not.")
     result = param.ClassSelector(class_=AttentionResult, default=None, allow_None=True,
                                  doc="The last result computed from valid input.")
     input_ok = param.Boolean(default=True, doc="The current input is valid and shown.")
@@ -215,6 +216,10 @@ class LearnerState(param.Parameterized):
     def _bound_row(self) -> None:
         self.row = min(self.row, self.tokens)
         self.param.row.bounds = (1, self.tokens)
+
+    @param.depends("row", "tokens", watch=True)
+    def _row_taken(self) -> None:
+        self.row_error = ""
 
     def shape(self, field: str) -> tuple[int, int]:
         """(rows, columns) of the grid ``field`` in use: tokens × d_k for queries and keys,
@@ -285,6 +290,16 @@ class LearnerState(param.Parameterized):
             self.param.update(opened_edited=True, open_message=(
                 f"Edited from saved run {_run_name(self.opened)}: Save run saves this as a new run; "
                 "the saved run stays as it was."))
+
+    def set_row(self, value: object) -> None:
+        """Take a typed row (from 1), or keep the current one and say why in :attr:`row_error`."""
+        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= self.tokens:
+            self.param.update(row=value, row_error="")
+            return
+        shown = "an empty field" if value is None else repr(value)
+        rows = "row 1" if self.tokens == 1 else f"a row from 1 to {self.tokens}"
+        self.row_error = (f"Row: {shown} is not a row of this input; choose {rows}. "
+                          f"Still showing row {self.row}.")
 
     def set_tokens(self, value: object) -> None:
         """Take a typed token count, or keep the current one and say why in :attr:`tokens_error`."""
@@ -388,7 +403,8 @@ class LearnerState(param.Parameterized):
         :meth:`attention_core.store.RunStore.get` refuses any id that is not a plain run id.
         """
         restored = []
-        for run_id in run_ids[:MAX_RESTORED_RUNS]:
+        # dict.fromkeys: an id given twice (an edited URL) is the same run, listed once.
+        for run_id in list(dict.fromkeys(run_ids))[:MAX_RESTORED_RUNS]:
             try:
                 restored.append(self.store.get(run_id))
             except (ValueError, KeyError, OSError):

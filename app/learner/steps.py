@@ -30,13 +30,14 @@ h3 { font-size: 1.1em; font-weight: bold; margin: 1.2em 0 0.6em; }
 
 
 def number(x: float) -> str:
-    """One number as the steps show it: −∞ and ∞ by name, an undefined 0/0 or ∞/∞ in words."""
+    """One number as the steps show it: −∞ and ∞ by name, an undefined 0/0 or ∞/∞ in words,
+    negatives with the minus sign (U+2212) that −∞ has."""
     x = float(x)
     if np.isnan(x):
         return "undefined"
     if np.isinf(x):
         return "−∞" if x < 0 else "∞"
-    return format_number(x)
+    return format_number(x).replace("-", "−")  # the same minus sign as −∞ beside it
 
 
 def numbers(a) -> str:

@@ -107,11 +107,17 @@ def contrasting_text(background: str) -> str:
     return "white" if 1.05 / (luminance + 0.05) > (luminance + 0.05) / 0.05 else "black"
 
 
+def non_finite(x: float) -> str:
+    """A number that is not finite, in the page's words: "undefined" for NaN (naive softmax's
+    ∞/∞), "∞" or "−∞"."""
+    return "undefined" if np.isnan(x) else ("−∞" if x < 0 else "∞")
+
+
 def format_number(x: float) -> str:
     """Cell text: three decimals, three significant digits below 0.1 (so the broken row's
     0.00125 stays readable), scientific notation for tiny or huge numbers."""
     if not np.isfinite(x):
-        return "not finite"
+        return non_finite(x)
     if x == 0:
         return "0"
     if abs(x) >= 1e5 or abs(x) < 1e-4:
@@ -125,7 +131,7 @@ def short_number(x: float) -> str:
     """Cell text for a narrow cell (more than 4 tokens): at most 6 characters, ``3e-04``,
     ``0.27``, ``17.3``, ``1001``; 0 is ``0``."""
     if not np.isfinite(x):
-        return "not finite"
+        return non_finite(x)
     if x == 0:
         return "0"
     a = abs(x)
@@ -285,7 +291,7 @@ class HeatMap(pn.viewable.Viewer):
             for j in range(T):
                 v = float(values[i, j])
                 is_masked = bool(masked[i, j])
-                text = fmt(v) if np.isfinite(v) else ("−∞" if v == -np.inf else "not finite")
+                text = fmt(v) if np.isfinite(v) else non_finite(v)
                 data["row"].append(factors[i])
                 data["column"].append(factors[j])
                 data["value"].append(v if np.isfinite(v) and not is_masked else np.nan)
