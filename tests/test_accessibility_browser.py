@@ -86,3 +86,26 @@ def test_no_critical_or_serious_violation_with_messages_padding_eight_tokens_and
     expect(page.get_by_role("status").filter(has_text="Saved run")).to_be_visible()
     expect(page.get_by_role("table", name="Saved runs").locator("tbody tr")).to_have_count(1)
     assert blocking_violations(page) == []
+
+
+def test_no_critical_or_serious_violation_in_vector_and_matrix_mode_with_cell_messages(server, page, watch):
+    open_page(page, server)
+    # The largest page: 8 tokens, d_k = d_v = 4 with values, a refused component.
+    page.get_by_label("Use values (adds output and contributions)", exact=True).check()
+    page.get_by_label("Tokens").fill("8")
+    page.get_by_label("Tokens").press("Enter")
+    page.get_by_label("Head width d_k").select_option("4")
+    page.get_by_label("Value width d_v").select_option("4")
+    cell = page.get_by_label("Value 8, component 4", exact=True)
+    cell.fill("1,5")
+    cell.press("Enter")
+    expect(page.get_by_role("alert").filter(has_text="Value 8, component 4:")).to_be_visible()
+    expect(cell).to_have_attribute("aria-invalid", "true")
+    assert blocking_violations(page) == []
+    # Matrix mode: seed 000's trace, its projections shown, a refused weight.
+    page.get_by_role("button", name="Four-token trace (seed 000)").click()
+    expect(page.get_by_role("table", name="Q = X W_Q (4 × 2)")).to_be_visible()
+    page.get_by_label("W_K row 2, column 1", exact=True).fill("x")
+    page.get_by_label("W_K row 2, column 1", exact=True).press("Enter")
+    expect(page.get_by_role("alert").filter(has_text="W_K row 2, column 1:")).to_be_visible()
+    assert blocking_violations(page) == []

@@ -268,3 +268,34 @@ def test_an_unknown_or_malformed_run_id_gets_a_clear_message(server, page, watch
     expect(page.get_by_label("Query 1", exact=True)).to_have_value("1")
     type_cell(page, "Key 2", "3")
     wait_for_row(page, "scores-source", 2, 3, lambda v: v[1] == 3.0)
+
+
+def test_the_grid_works_by_keyboard_alone(server, page, watch):
+    open_page(page, server.url)
+    page.get_by_label("Head width d_k").select_option("2")
+    first = page.get_by_label("Query 1, component 1", exact=True)
+    expect(first).to_be_visible()
+    first.focus()
+    focused = "() => { let el = document.activeElement; while (el && el.shadowRoot && " \
+              "el.shadowRoot.activeElement) el = el.shadowRoot.activeElement; " \
+              "return el ? el.getAttribute('aria-label') : null; }"
+    order = []
+    for _ in range(5):
+        order.append(page.evaluate(focused))
+        page.keyboard.press("Tab")
+    assert order == ["Query 1, component 1", "Query 1, component 2", "Key 1, component 1",
+                     "Key 1, component 2", "Padding 1"]
+    # Typed by keys alone: Shift+Tab back to Key 1, component 1, a new number, Enter.
+    assert page.evaluate(focused) == "Query 2, component 1"  # the next token's row
+    for _ in range(3):
+        page.keyboard.press("Shift+Tab")
+    assert page.evaluate(focused) == "Key 1, component 1"
+    page.keyboard.press("Control+A")
+    page.keyboard.type("3")
+    page.keyboard.press("Enter")  # q_1 = [1, 0], k_1 = [3, 0]: score 3 / √2
+    wait_for_row(page, "scores-source", 1, 1, lambda v: v[0] is not None and abs(v[0] - 3 / 2 ** 0.5) < 1e-9)
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    assert page.evaluate(focused) == "Padding 1"
+    page.keyboard.press("Space")
+    expect(page.get_by_label("Padding 1", exact=True)).to_be_checked()
