@@ -299,3 +299,22 @@ def test_the_grid_works_by_keyboard_alone(server, page, watch):
     assert page.evaluate(focused) == "Padding 1"
     page.keyboard.press("Space")
     expect(page.get_by_label("Padding 1", exact=True)).to_be_checked()
+
+
+def test_at_1280_by_720_the_largest_inputs_and_both_heat_maps_fit_the_width(server, page, watch):
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_page(page, server.url)
+    page.get_by_label("Use values (adds output and contributions)", exact=True).check()
+    page.get_by_label("Tokens").fill("8")
+    page.get_by_label("Tokens").press("Enter")
+    page.get_by_label("Head width d_k").select_option("4")
+    page.get_by_label("Value width d_v").select_option("4")
+    expect(page.get_by_label("Value 8, component 4", exact=True)).to_be_visible()
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === 64")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # no sideways scrolling
+    widest = max(page.get_by_label(f"Key 1, component {c}", exact=True).bounding_box()["x"] for c in range(1, 5))
+    padding = page.get_by_label("Padding 8", exact=True).bounding_box()
+    weights = page.get_by_role("button", name=re.compile("Save Weights as PNG")).bounding_box()
+    scores = page.get_by_role("button", name=re.compile("Save Scores as PNG")).bounding_box()
+    assert widest < padding["x"] < scores["x"] < weights["x"]  # inputs left of both maps
+    assert weights["x"] + weights["width"] <= 1280

@@ -96,7 +96,7 @@ class LearnerPage(pn.viewable.Viewer):
         self.readouts = ReadoutsView(state=s)
         self.record = RecordView(state=s)
         self.runs = SavedRunsView(state=s)
-        self.sidebar = pn.Column(self.inputs, width=420, margin=(10, 0), stylesheets=[_SIDEBAR_CSS])
+        self.sidebar = pn.Column(self.inputs, width=408, margin=(10, 0), stylesheets=[_SIDEBAR_CSS])
         self.main = pn.Column(
             self.opened, self.banner, self.projections, self.matrices,
             pn.Row(self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "

@@ -354,10 +354,13 @@ class HeatMap(pn.viewable.Viewer):
             rows.append(f'<tr><th scope="row">query {i + 1}</th>{cells}</tr>')
         title = html.escape(self.title)
         return (
-            f'<table class="matrix-table sr-only" style="{_SR_ONLY}" aria-label="{title} table">'
+            # The clipping box is a div: a table ignores width 1px, and clipped but wide it
+            # still widened the page (a horizontal scroll bar at 1280 px).
+            f'<div class="sr-only" style="{_SR_ONLY}">'
+            f'<table class="matrix-table" aria-label="{title} table">'
             f"<caption>{title}: rows are queries, columns are keys</caption>"
             f"<thead><tr><th scope=\"col\">row</th>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>"
         )
 
     def __panel__(self):
