@@ -109,3 +109,16 @@ def test_no_critical_or_serious_violation_in_vector_and_matrix_mode_with_cell_me
     page.get_by_label("W_K row 2, column 1", exact=True).press("Enter")
     expect(page.get_by_role("alert").filter(has_text="W_K row 2, column 1:")).to_be_visible()
     assert blocking_violations(page) == []
+
+
+@pytest.mark.parametrize("tokens", [3, 8])
+def test_the_hidden_screen_reader_tables_do_not_widen_the_page(server, page, watch, tokens):
+    open_page(page, server)
+    page.get_by_label("Tokens").fill(str(tokens))
+    page.get_by_label("Tokens").press("Enter")
+    page.wait_for_function("n => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === n",
+                           arg=tokens * tokens)
+    # The tables are still read: they are in the accessibility tree with every cell.
+    expect(page.get_by_role("table", name="Weights table").locator("tbody tr")).to_have_count(tokens)
+    width = page.evaluate("() => document.scrollingElement.scrollWidth")
+    assert width <= 1280, f"the page is {width} px wide at 1280 px: it scrolls sideways"

@@ -90,3 +90,25 @@ def test_the_empty_row_note_comes_right_after_the_table_its_row_points_to(page):
     html = readouts_html(page.state.result, True)
     assert "(no visible key: see the note under this table)" in html
     assert html.index("</table>") < html.index("empty-row-note") < html.index("Total future-token weight")
+
+
+def test_save_explanation_says_where_it_writes_before_and_what_it_replaced_after(page):
+    state, runs = page.state, page.runs
+    state.prediction = "p"
+    state.save_run()
+    state.set_token_text("queries", 2, "2")
+    state.save_run()
+    assert "Save explanation writes to run 2, the latest run (no run is ticked" in runs.target.object
+    runs.ticks.value = [0]
+    runs.explanation.value = "first words"
+    runs.attach()
+    assert runs.explanation_message == "Explanation saved to run 1."
+    runs.ticks.value = [0, 1]
+    assert runs.target.object == ("<p>Save explanation writes to runs 1 and 2; it replaces the "
+                                  "explanation run 1 already has.</p>")
+    runs.explanation.value = "both runs"
+    runs.attach()
+    assert runs.explanation_message == ("Explanation saved to runs 1 and 2; it replaced the earlier "
+                                        "explanation of run 1.")
+    assert [r.explanation for r in state.saved] == ["both runs", "both runs"]
+    assert runs.target.object.endswith("it replaces the explanation runs 1 and 2 already have.</p>")

@@ -285,7 +285,9 @@ def test_save_explanation_goes_to_the_ticked_runs_or_the_latest(state):
     runs.ticks.value = [0, 1]
     runs.explanation.value = "Both: the mask must come first."
     runs.save_explanation.clicks += 1
-    assert runs.explanation_message == "Explanation saved to runs 1 and 2."
+    # Run 2 had an explanation: the message says it was replaced.
+    assert runs.explanation_message == ("Explanation saved to runs 1 and 2; it replaced the earlier "
+                                        "explanation of run 2.")
     assert runs.ticks.value == [0, 1]  # the ticks stay
     assert [state.store.get(r).explanation for r in (a.id, b.id)] == ["Both: the mask must come first."] * 2
     runs.ticks.value = [0]  # one ticked run: its explanation is there to edit

@@ -113,6 +113,27 @@ def _runs_words(numbers: list[int]) -> str:
     return "runs " + ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
 
 
+def _replaced(saved, rows: list[int], text: str) -> list[int]:
+    """The runs (from 1) among ``rows`` (from 0) whose explanation ``text`` would replace."""
+    return [i + 1 for i in rows if saved[i].explanation and saved[i].explanation != text]
+
+
+def explanation_target(saved, ticked: list[int]) -> str:
+    """Where Save explanation writes, said before it is pressed: the ticked runs (from 0), or
+    the latest run when none is ticked, and which of them already hold an explanation."""
+    if not saved:
+        return ""
+    rows = [i for i in ticked if i < len(saved)] or [len(saved) - 1]
+    where = _runs_words([i + 1 for i in rows])
+    if not ticked:
+        where += ", the latest run (no run is ticked; tick runs to choose others)"
+    replaced = _replaced(saved, rows, "")
+    held = "" if not replaced else (
+        f"; it replaces the explanation {_runs_words(replaced)} already "
+        f"{'has' if len(replaced) == 1 else 'have'}")
+    return f"Save explanation writes to {where}{held}."
+
+
 class SavedRunsView(pn.viewable.Viewer):
     """Saved runs with ticks, the ``Explanation`` of ticked runs, downloads, a comparison."""
 
@@ -140,6 +161,9 @@ class SavedRunsView(pn.viewable.Viewer):
         no_runs = pn.bind(lambda saved: not saved, s.param.saved)
         self.save_explanation = pn.widgets.Button(label="Save explanation", disabled=no_runs)
         self.save_explanation.on_click(lambda _event: self.attach())
+        self.target = pn.pane.HTML(
+            pn.bind(lambda ticked, saved: f"<p>{html.escape(explanation_target(saved, sorted(ticked)))}</p>",
+                    self.ticks.param.value, s.param.saved), margin=(0, 10))
         self.explanation_status = pn.pane.HTML(
             pn.bind(status_html, self.param.explanation_message, self.param.explanation_ok),
             visible=pn.bind(bool, self.param.explanation_message), stylesheets=[STATUS_CSS])
@@ -153,7 +177,7 @@ class SavedRunsView(pn.viewable.Viewer):
         self._last_stamp: datetime | None = None
         self.ticks.param.watch(self._show_ticked, "value")
         self._layout = pn.Column(
-            self.heading, self.ticks, self.table, self.explanation,
+            self.heading, self.ticks, self.table, self.explanation, self.target,
             pn.Row(self.save_explanation, self.explanation_status),
             pn.Row(self.download_json, self.download_csv), self.compare,
             sizing_mode="stretch_width")
@@ -189,8 +213,9 @@ class SavedRunsView(pn.viewable.Viewer):
             return
         latest = not ticked
         rows = ticked or [len(saved) - 1]
+        text = self.explanation.value
         try:
-            self.state.attach_explanation([saved[i].id for i in rows], self.explanation.value)
+            self.state.attach_explanation([saved[i].id for i in rows], text)
         except KeyError:
             self.param.update(explanation_ok=False, explanation_message=(
                 "Explanation not saved: a run it was for is no longer in the runs directory."))
@@ -203,7 +228,9 @@ class SavedRunsView(pn.viewable.Viewer):
         where = _runs_words([i + 1 for i in rows])
         if latest:
             where += ", the latest run (no run is ticked; tick runs to choose others)"
-        self.param.update(explanation_ok=True, explanation_message=f"Explanation saved to {where}.")
+        replaced = _replaced(saved, rows, text)
+        held = f"; it replaced the earlier explanation of {_runs_words(replaced)}" if replaced else ""
+        self.param.update(explanation_ok=True, explanation_message=f"Explanation saved to {where}{held}.")
 
     def _stamp(self) -> str:
         """A UTC time stamp for a download's file name, different for every download."""
