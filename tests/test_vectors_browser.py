@@ -203,8 +203,9 @@ def test_a_saved_run_opens_by_its_link_and_from_saved_runs_exactly_as_saved(serv
     run_id = save(page, "to open again", prediction="row 4 reads token 4")
     saved = page_settings(page)
     assert saved["cells"]["W_V row 1, column 2"] == "0.5" and saved["cells"]["Padding 2"] is True
-    # Change everything (another mode, sizes and inputs), then open it from Saved runs.
-    page.get_by_role("button", name="Worked row (seed 003)").click()
+    # Change everything (Reset: another mode, sizes, inputs; values off), then open it from
+    # Saved runs. The page must log no error on the way (the watch fixture checks).
+    page.get_by_role("button", name="Reset").click()
     expect(page.get_by_label("Query 1", exact=True)).to_be_visible()
     page.get_by_role("link", name="Open run 1 in the workbench").click()
     expect(page.get_by_test_id("opened-run")).to_contain_text("Showing saved run “to open again”")

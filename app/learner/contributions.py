@@ -272,6 +272,7 @@ class ContributionsView(pn.viewable.Viewer):
                                  margin=(0, 10), sizing_mode="stretch_width")
         self._chart_pane = pn.pane.Bokeh(self.charts, margin=0)
         self._layout = pn.Column(self.text, self._chart_pane, margin=0, sizing_mode="stretch_width")
+        self._shown: tuple[bool, bool] | None = None
         self._update()
 
     def _figure(self, title: str, name: str):
@@ -316,11 +317,26 @@ class ContributionsView(pn.viewable.Viewer):
             self.contribution_figure.title.text = (
                 f"Contribution A_{row}j · {'k_j' if keys_mixed else 'v_j'}"
                 + (" by component" if d > 1 else ""))
-            self.value_figure.visible = self.contribution_figure.visible = d > 0
-            for legend in self.legends:
-                legend.visible = d > 1
             self.source.data = per_source
             self.component_source.data = per_component
+        shown = (d > 0, d > 1)
+        if shown != self._shown:
+            self._shown = shown
+            doc = pn.state.curdoc
+            if doc is not None and doc.session_context is not None:
+                doc.add_next_tick_callback(self._show_value_charts)
+            else:
+                self._show_value_charts()
+
+    def _show_value_charts(self) -> None:
+        # A message of its own, after the data: a layout change in the same message as a new
+        # token count made BokehJS redraw the heat maps' cell text with the old labels
+        # ("Offset is outside the bounds of the DataView").
+        d_shown, legends = self._shown
+        with pn.io.unlocked():
+            self.value_figure.visible = self.contribution_figure.visible = d_shown
+            for legend in self.legends:
+                legend.visible = legends
 
     def __panel__(self):
         return self._layout
