@@ -261,3 +261,15 @@ def test_saved_numbers_are_typed_back_exactly():
     for x in (1.0, -0.0, 0.1, 1 / 3, 1e-300, 123456789.125, -2.5e20):
         assert float(number_text(x)) == x
     assert number_text(1.0) == "1" and number_text(-2.0) == "-2"
+
+
+def test_a_projection_that_overflows_is_named_at_the_token_of_x(learner):
+    s = learner.state
+    s.apply_preset("four_token_trace")
+    good = s.result
+    type_cell(learner, "X token 3, component 1", "1e300")
+    type_cell(learner, "W_Q row 1, column 1", "1e300")
+    assert s.result is good and not s.input_ok
+    assert list(s.field_errors) == ["X token 3, component 1"]
+    assert "overflows float64 at token 3" in s.field_errors["X token 3, component 1"]
+    assert learner.inputs.grids[0].errors == s.field_errors

@@ -91,15 +91,14 @@ def grid_layout(state: LearnerState) -> list[list[str]]:
     """The fields each grid shows, side by side: the token grid first (queries and keys, or X),
     then values or the W matrices, a field moving to the next grid when the current one would
     pass :data:`GRID_COLUMNS` numbers across."""
-    fields = state.active_fields()
     grids: list[list[str]] = []
-    for field in fields:
-        width = state.shape(field)[1]
+    for field in state.active_fields():
         current = grids[-1] if grids else None
-        fits = current is not None and sum(state.shape(f)[1] for f in current) + width <= GRID_COLUMNS
-        same_rows = current is not None and state.shape(current[0])[0] == state.shape(field)[0] and \
-            (current[0] != "x")
-        if fits and same_rows:
+        # X has a grid of its own: its rows are tokens, a W's rows are the d_model features.
+        joins = (current is not None and "x" not in (field, current[0])
+                 and current[0].startswith("w_") == field.startswith("w_")
+                 and sum(state.shape(f)[1] for f in current) + state.shape(field)[1] <= GRID_COLUMNS)
+        if joins:
             current.append(field)
         else:
             grids.append([field])

@@ -253,8 +253,7 @@ class LearnerState(param.Parameterized):
         """The label of the cell a core refusal points at (its first cell when it names none)."""
         field = _CORE_FIELDS.get(exc.field, "queries")
         rows, width = self.shape(field)
-        row = getattr(exc, "row", None) or exc.token or 1
-        column = getattr(exc, "column", None) or 1
+        row, column = exc.row or 1, exc.column or 1
         return cell_label(field, min(row, rows) - 1, min(column, width) - 1, width)
 
     @param.depends(*_INPUTS, watch=True, on_init=True)
