@@ -10,7 +10,8 @@ import os
 
 import pytest
 from find_browser import HOW_TO_FIX, find_chromium
-from playwright.sync_api import expect
+from playwright.sync_api import Page, expect
+from workbench_server import PageWatch, start_server
 
 # Our machines have no network. Without these flags Chromium keeps dialling Google services
 # (refused connections, noisy logs, slow start). --no-sandbox because tests run as root in CI,
@@ -47,6 +48,25 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
         )
     args = [*browser_type_launch_args.get("args", []), *CHROMIUM_ARGS]
     return {**browser_type_launch_args, "executable_path": path, "args": args}
+
+
+@pytest.fixture(scope="module")
+def server(request, tmp_path_factory):
+    """A real ``attention-workbench serve`` for the test module, over a runs directory of its own
+    (a module may define its own ``server`` instead)."""
+    base = tmp_path_factory.mktemp(request.module.__name__.removeprefix("test_"))
+    running = start_server(base / "runs", base / "server.log")
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def watch(server, page: Page):
+    """Fail the test on any page error, console error or request leaving the local server."""
+    w = PageWatch(origin=server.url.rstrip("/"))
+    w.attach(page)
+    yield w
+    w.assert_clean()
 
 
 # Assertions poll until they hold; on a loaded 2-core machine (CI, or benchmarks running beside

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
-from workbench_server import PageWatch, start_server
+from workbench_server import open_learner_page
 
 from app.learner.state import EXPOSING_PRESETS, PRESETS
 from attention_core.modes import FAILURE_MODES
@@ -17,29 +17,8 @@ from attention_core.modes import FAILURE_MODES
 BLOCKING = {"critical", "serious"}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    base = tmp_path_factory.mktemp("accessibility")
-    running = start_server(base / "runs", base / "server.log")
-    yield running
-    running.stop()
-
-
-@pytest.fixture
-def watch(server, page: Page):
-    w = PageWatch(origin=server.url.rstrip("/"))
-    w.attach(page)
-    yield w
-    w.assert_clean()
-
-
 def open_page(page: Page, server) -> None:
-    page.set_viewport_size({"width": 1280, "height": 720})
-    page.goto(server.url)
-    expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
-    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
-                           "Bokeh.documents[0].get_model_by_name('weights-source') && "
-                           "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
+    open_learner_page(page, server.url, at_1280=True)
 
 
 def blocking_violations(page: Page) -> list[str]:

@@ -13,10 +13,9 @@ import re
 import time
 from pathlib import Path
 
-import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
-from workbench_server import PageWatch, start_server
+from workbench_server import open_learner_page
 
 # Where the centre of a heat-map cell is on the page, from the figure's own scales.
 CELL_JS = """([name, row, column]) => {
@@ -28,28 +27,8 @@ CELL_JS = """([name, row, column]) => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    base = tmp_path_factory.mktemp("runs-browser")
-    running = start_server(base / "runs", base / "server.log")
-    yield running
-    running.stop()
-
-
-@pytest.fixture
-def watch(server, page: Page):
-    w = PageWatch(origin=server.url.rstrip("/"))
-    w.attach(page)
-    yield w
-    w.assert_clean()
-
-
 def open_page(page: Page, server) -> None:
-    page.goto(server.url)
-    expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
-    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
-                           "Bokeh.documents[0].get_model_by_name('weights-source') && "
-                           "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
+    open_learner_page(page, server.url)
 
 
 def steps(page: Page):

@@ -99,3 +99,20 @@ class PageWatch:
         assert self.errors == [], f"page errors: {self.errors}"
         assert self.outside_requests == [], f"requests left the local server: {self.outside_requests}"
         assert self.console_errors == [], f"console errors: {self.console_errors}"
+
+
+_LEARNER_PAGE_READY = ("() => window.Bokeh && Bokeh.documents.length > 0 && "
+                       "Bokeh.documents[0].get_model_by_name('weights-source') && "
+                       "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
+
+
+def open_learner_page(page, url: str, *, at_1280: bool = False) -> None:
+    """Open the learner page at ``url`` and wait until its heat maps hold data (the page's first
+    result has arrived). ``at_1280``: in a 1280×720 window first."""
+    from playwright.sync_api import expect
+
+    if at_1280:
+        page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(url)
+    expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
+    page.wait_for_function(_LEARNER_PAGE_READY)
