@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
-from workbench_server import PageWatch, start_server
+from workbench_server import PageWatch, open_learner_page, start_server
 
 from attention_core.records import validate_record
 
@@ -35,28 +35,8 @@ SOURCE_JS = """name => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    base = tmp_path_factory.mktemp("workbench")
-    running = start_server(base / "runs", base / "server.log")
-    yield running
-    running.stop()
-
-
-@pytest.fixture
-def watch(server, page: Page):
-    w = PageWatch(origin=server.url.rstrip("/"))
-    w.attach(page)
-    yield w
-    w.assert_clean()
-
-
 def open_workbench(page: Page, server) -> None:
-    page.goto(server.url)
-    expect(page.get_by_label("Query 1")).to_be_visible(timeout=30_000)
-    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
-                           "Bokeh.documents[0].get_model_by_name('weights-source') &&"
-                           "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
+    open_learner_page(page, server.url)
 
 
 def source(page: Page, name: str) -> dict:
@@ -536,9 +516,17 @@ def test_a_dead_server_is_announced_instead_of_saving_silently(tmp_path, page):
     own = start_server(tmp_path / "runs", tmp_path / "server.log")
     try:
         open_workbench(page, own)
+        page.get_by_label("Prediction").fill("p")
+        page.get_by_label("Prediction").press("Tab")
+        page.get_by_role("button", name="Save run").click()
+        saved = page.get_by_role("status").filter(has_text="Saved run #1")
+        expect(saved).to_have_class(re.compile(r"\bok\b"))
         own.process.kill()
         own.process.wait(timeout=30)
         expect(page.get_by_text("Connection to the workbench server lost")).to_be_visible()
+        # The green "Saved run #1" no longer sits beside Save run as if the next click saved too.
+        expect(saved).to_contain_text("nothing after this is saved")
+        expect(saved).not_to_have_class(re.compile(r"\bok\b"))
     finally:
         own.stop()
 

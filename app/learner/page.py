@@ -11,13 +11,14 @@ import html
 
 import panel as pn
 import param
+from bokeh.models import CustomJS
 
 from app.learner.checks import BannerView, ReadoutsView
 from app.learner.contributions import ContributionsView
 from app.learner.inputs import ERROR_CSS, NO_SPIN_BUTTONS, InputsView, alert_html
 from app.learner.matrices import MatricesView
 from app.learner.projections import ProjectionsView
-from app.learner.record import RecordView
+from app.learner.record import STALE_STATUS_JS, RecordView
 from app.learner.runs import SavedRunsView
 from app.learner.state import LearnerState
 from app.learner.steps import RowStepsView
@@ -120,6 +121,7 @@ class LearnerPage(pn.viewable.Viewer):
         if pn.state.curdoc is not None:
             self._keep_saved_runs_in_url()
             self._free_notifications_on_close()
+            pn.state.curdoc.js_on_event("connection_lost", CustomJS(code=STALE_STATUS_JS))
         return self
 
     @staticmethod

@@ -20,6 +20,23 @@ PREDICT_QUESTION = ("Can token 2 attend to token 3, and what will post-softmax m
 STATUS_CSS = """
 .status { padding: 8px 12px; border-radius: 4px; unicode-bidi: isolate; }
 .ok { background: #e6f4ea; color: #1b5e20; } .error { background: #fdecea; color: #b00020; }
+.stale { background: #eceff1; color: #37474f; }
+"""
+
+# Run in the browser when the server's connection drops: a green "Saved run #2" beside Save run
+# would say the next click saves too. The message keeps what was saved and says nothing more is.
+# The status lines are in Panel's shadow roots, so they are looked for in each one.
+STALE_STATUS_JS = """
+const walk = (root) => {
+  for (const el of root.querySelectorAll('*')) {
+    if (el.matches('.status.ok')) {
+      el.classList.replace('ok', 'stale')
+      el.textContent += ' Since then the connection to the server was lost: nothing after this is saved.'
+    }
+    if (el.shadowRoot) walk(el.shadowRoot)
+  }
+}
+walk(document)
 """
 
 
