@@ -57,7 +57,7 @@ def test_worked_row_shows_score_weight_value_and_contribution_per_source(state):
     assert parts["value"] == [10.0, 20.0, 100.0]
     assert parts["contribution"] == r.contributions[1].tolist()
     assert parts["contribution_label"] == ["2.69", "14.62", "0"]
-    assert view.value_figure.visible and view.contribution_figure.visible
+    assert view.value_pane.visible
     assert not any(legend.visible for legend in view.legends)  # scalar values: one colour
     assert view.contribution_figure.title.text == "Contribution A_2j · v_j"
 
@@ -86,7 +86,7 @@ def test_without_values_it_says_contributions_need_values(state):
     assert "Use values (adds output and contributions)" in text
     assert cells(text, "key 2") == ["2.000", "0.731"]  # scores and weights still shown
     assert view.component_source.data["x"] == []
-    assert not view.value_figure.visible and not view.contribution_figure.visible
+    assert not view.value_pane.visible
 
 
 def test_keys_mixed_instead_of_values_says_what_was_mixed(state):

@@ -12,6 +12,8 @@ import re
 import numpy as np
 import pytest
 
+from app.instructor.state import InstructorState
+from app.instructor.table import RunsTableView, open_link, runs_frame
 from app.learner.matrices import png_name
 from app.learner.page import LearnerPage
 from app.shared.compare import ComparisonView, size_difference
@@ -121,3 +123,28 @@ def test_comparison_of_two_matrix_mode_runs_diffs_them():
     diff = np.array(view.difference.source.data["value"], dtype=float).reshape(4, 4)
     np.testing.assert_allclose(diff, good.weights - broken.weights, atol=1e-12)
     assert "<td>4</td><td>2</td>" in view.summary.object  # T and d_k of each run
+
+
+def test_every_instructor_row_links_to_the_learner_page_opening_that_run(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    plain = record(scaled_dot_product_attention([1, 1, 1], [1, 2, 9]), "")
+    hostile = record(scaled_dot_product_attention([1, 1], [1, 2]), '<b>"x"</b> & y')
+    for r in (plain, hostile):
+        store.save(r)
+    state = InstructorState(store=store)
+    frame = runs_frame(state.filtered, state)
+    links = dict(zip(frame["id"], frame["open"], strict=True))
+    assert links[plain.id] == (
+        f'<a href="/?run={plain.id}" target="_blank" rel="noopener" '
+        f'aria-label="Open run {plain.id} in the workbench">Open run</a>')
+    assert "<b>" not in links[hostile.id]
+    assert "aria-label=\"Open run " + hostile.id + " “&lt;b&gt;&quot;x&quot;&lt;/b&gt; &amp; y” in" in links[hostile.id]
+    view = RunsTableView(state=state)
+    assert view.table.formatters["open"] == {"type": "html"} and "open" not in view.table.hidden_columns
+
+
+def test_the_open_link_url_encodes_the_id():
+    class Run:
+        id, label = "a b/?&c", None
+
+    assert 'href="/?run=a%20b%2F%3F%26c"' in open_link(Run())

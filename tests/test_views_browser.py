@@ -15,6 +15,11 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 from workbench_server import PageWatch, start_server
 
+from app.auth import PASSWORD_ENV
+from attention_core import scaled_dot_product_attention
+from attention_core.records import ExperimentRecord
+from attention_core.store import RunStore
+
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-results" / "screenshots"
 
 SOURCE_JS = """name => {
@@ -29,7 +34,7 @@ SOURCE_JS = """name => {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     base = tmp_path_factory.mktemp("views")
-    running = start_server(base / "runs", base / "server.log")
+    running = start_server(base / "runs", base / "server.log", env={PASSWORD_ENV: None})
     yield running
     running.stop()
 
@@ -110,6 +115,33 @@ def test_contributions_when_keys_are_mixed_instead_of_values(server, page, watch
         "the weights mixed the keys kj, not the values")
     wait_for_source(page, "contributions-components-source", "value", [1, 2, 9])
     assert blocking_violations(page) == []
+
+
+def test_contributions_of_the_four_token_trace_row_4_by_component(server, page, watch):
+    open_workbench(page, server)
+    page.get_by_role("button", name="Four-token trace (seed 000)").click()
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === 16")
+    row = page.get_by_label("Row", exact=True)
+    row.fill("4")
+    row.press("Enter")
+    table = page.get_by_role("table", name="Contributions to row 4")
+    expect(table.locator("tfoot")).to_contain_text("[0.592, -1.279]")  # h_4 of seed 000
+    expect(table.locator("tbody tr").nth(3)).to_have_text("key 41.4140.539[0, -2.000][0, -1.078]")
+    wait_for_source(page, "contributions-components-source", "contribution_label",
+                    ["0.06", "0.06", "0.27", "-0.27", "0.26", "0", "0", "-1.08"])
+    assert source(page, "contributions-components-source")["component"] == ["1", "2"] * 4
+    assert source(page, "contributions-source")["weight_label"] == ["0.06", "0.27", "0.13", "0.54"]
+    page.get_by_role("heading", name="Contributions to row 4").evaluate(
+        "e => e.scrollIntoView({block: 'start'})")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "contributions-four-token-trace-row-4.png"))
+    # Back to numbers without values: the value charts go, with no page error (the watch).
+    page.get_by_role("button", name="Reset").click()
+    expect(page.get_by_test_id("contributions-need-values")).to_be_visible()
+    wait_for_source(page, "contributions-components-source", "x", [])
+    page.wait_for_function("""() => {
+        const fig = Bokeh.documents[0].get_model_by_name('contributions-value-figure');
+        return Bokeh.index.find_one(fig).el.getBoundingClientRect().width === 0; }""")
 
 
 def blocking_violations(page: Page) -> list[str]:
@@ -212,3 +244,30 @@ def test_comparing_runs_of_different_sizes_says_why_and_saves_each_map(server, p
     assert (width, height) == tuple(figure_size(page, "compare-diff-figure"))
     assert colours > 8  # a blank canvas has one or two
     assert blocking_violations(page) == []
+
+
+def test_the_instructor_table_links_each_run_to_the_workbench_opening_it(server, page, watch):
+    run = ExperimentRecord.from_result(
+        scaled_dot_product_attention([1, 1, 1], [1, 2, 9], [10, 20, 100]), label="linked <run>",
+        prediction="p")
+    RunStore(server.runs_dir).save(run)
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(server.url + "instructor")
+    link = page.get_by_role("link", name=f"Open run {run.id} “linked <run>” in the workbench")
+    expect(link).to_be_visible(timeout=30_000)
+    expect(link).to_have_text("Open run")
+    expect(link).to_have_attribute("href", f"/?run={run.id}")
+    # Followed, it opens the learner page for that run in a new tab.
+    with page.context.expect_page() as opened:
+        link.click()
+    learner = opened.value
+    learner.wait_for_load_state()
+    assert learner.url == f"{server.url}?run={run.id}"
+    # The learner page shows that run: its label, its inputs, its weights.
+    expect(learner.get_by_test_id("opened-run")).to_contain_text("Showing saved run “linked <run>”",
+                                                                 timeout=30_000)
+    expect(learner.get_by_label("Key 3", exact=True)).to_have_value("9")
+    expect(learner.get_by_label("Value 3", exact=True)).to_have_value("100")
+    expect(learner.get_by_role("table", name="Contributions to row 2").locator("tfoot")).to_contain_text(
+        "17.311")
+    learner.close()

@@ -1,12 +1,14 @@
 """The filters and the runs table: one row per filtered run, newest first, a page at a time.
 
 Learner text reaches the table only as Tabulator ``textarea`` cells (escaped text that wraps),
-and its expanded row only as ``html.escape``d HTML.
+and its expanded row and each row's "Open run" link (to ``/?run=<id>``) only as ``html.escape``d
+HTML.
 """
 
 from __future__ import annotations
 
 import html
+from urllib.parse import quote
 
 import pandas as pd
 import panel as pn
@@ -21,16 +23,25 @@ from attention_core.summaries import RunSummary
 PAGE_SIZE = 20
 _TEXT_COLUMNS = ("created (local)", "created (UTC)", "learner", "label", "mode", "failed checks",
                  "prediction", "explanation", "id")
-COLUMNS = ["id", "created (local)", "created (UTC)", "learner", "label", "causal",
+COLUMNS = ["id", "open", "created (local)", "created (UTC)", "learner", "label", "causal",
            "mask after softmax", "mode", "tokens", "d_k", "d_model", "total future-token weight",
            "smallest row sum", "failed checks", "prediction", "explanation"]
 # Each shown column's share of the table's width: the table fits the page (headers and cells
 # wrap) instead of pushing the last columns past its right edge at 1280 px.
 # The shares leave room for the expand and tick columns.
-WIDTHS = {"created (local)": "6%", "created (UTC)": "6%", "learner": "6%", "label": "6%",
-          "causal": "5%", "mask after softmax": "6%", "mode": "9%", "tokens": "5%", "d_k": "4%",
+WIDTHS = {"open": "5%", "created (local)": "5%", "created (UTC)": "5%", "learner": "6%",
+          "label": "6%", "causal": "5%", "mask after softmax": "6%", "mode": "8%", "tokens": "5%", "d_k": "4%",
           "d_model": "5%", "total future-token weight": "7%", "smallest row sum": "6%",
           "failed checks": "7%", "prediction": "7%", "explanation": "7%"}
+
+
+def open_link(record: RunSummary | ExperimentRecord) -> str:
+    """A link that opens the run in the learner's workbench (``/?run=<id>``, the id URL-encoded),
+    named "Open run <id>" (and its label) for a screen reader; every text escaped."""
+    label = f" “{record.label}”" if record.label else ""
+    name = html.escape(f"Open run {record.id}{label} in the workbench", quote=True)
+    href = html.escape(f"/?run={quote(record.id, safe='')}", quote=True)
+    return f'<a href="{href}" target="_blank" rel="noopener" aria-label="{name}">Open run</a>'
 
 
 def runs_frame(records: list[RunSummary], state: InstructorState) -> pd.DataFrame:
@@ -38,6 +49,7 @@ def runs_frame(records: list[RunSummary], state: InstructorState) -> pd.DataFram
     rows = records[::-1]
     columns = {
         "id": [r.id for r in rows],
+        "open": [open_link(r) for r in rows],
         "created (local)": created_texts(rows, state.timezone),
         "created (UTC)": created_texts(rows, "UTC"),
         "learner": [r.learner or "" for r in rows], "label": [r.label or "" for r in rows],
@@ -118,6 +130,7 @@ class RunsTableView(pn.viewable.Viewer):
                 # "textarea" is Tabulator's plain text (HTML-escaped) that wraps within the column.
                 **{c: {"type": "textarea"} for c in _TEXT_COLUMNS},
                 "causal": {"type": "tickCross"}, "mask after softmax": {"type": "tickCross"},
+                "open": {"type": "html"},  # open_link's HTML, built from escaped text
                 # A whole number, "-" when the run was not in matrix mode (NaN in the frame).
                 "d_model": NumberFormatter(format="0", text_align="right"),
             },

@@ -18,8 +18,15 @@ import html
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import Column as BokehColumn
-from bokeh.models import ColumnDataSource, DataRange1d, FixedTicker, Legend, LegendItem, Range1d
+from bokeh.models import (
+    ColumnDataSource,
+    DataRange1d,
+    FixedTicker,
+    LabelSet,
+    Legend,
+    LegendItem,
+    Range1d,
+)
 from bokeh.models import Row as BokehRow
 from bokeh.plotting import figure
 
@@ -264,15 +271,17 @@ class ContributionsView(pn.viewable.Viewer):
                             label_text_font_size="11px", margin=0, padding=2)
             fig.add_layout(legend, "right")
             self.legends.append(legend)
-        self.charts = BokehColumn(
-            children=[BokehRow(children=[self.score_figure, self.weight_figure]),
-                      BokehRow(children=[self.value_figure, self.contribution_figure])],
-            margin=(0, 10), name="contributions-charts")
         self.text = pn.pane.HTML("", name="contributions", stylesheets=[TABLE_CSS, _CSS],
                                  margin=(0, 10), sizing_mode="stretch_width")
-        self._chart_pane = pn.pane.Bokeh(self.charts, margin=0)
-        self._layout = pn.Column(self.text, self._chart_pane, margin=0, sizing_mode="stretch_width")
-        self._shown: tuple[bool, bool] | None = None
+        # Values and contributions in a pane of their own, which Panel hides without values.
+        self.value_pane = pn.pane.Bokeh(
+            BokehRow(children=[self.value_figure, self.contribution_figure], margin=(0, 10)),
+            margin=0)
+        self._layout = pn.Column(
+            self.text,
+            pn.pane.Bokeh(BokehRow(children=[self.score_figure, self.weight_figure], margin=(0, 10)),
+                          margin=0),
+            self.value_pane, margin=0, sizing_mode="stretch_width")
         self._update()
 
     def _figure(self, title: str, name: str):
@@ -291,9 +300,12 @@ class ContributionsView(pn.viewable.Viewer):
         style.setdefault("line_color", None)
         bars = fig.vbar(x="x", top=top, bottom=0, width=width_spec, source=source, **style)
         bars.nonselection_glyph = bars.muted_glyph = "auto"
-        fig.text(x="x", y=top, text=label, source=source, text_align="center",
-                 text_baseline=f"{top}_baseline", y_offset=f"{top}_offset", text_font_size="10px",
-                 text_color="#212529")
+        # A LabelSet, not a text glyph: a text glyph whose source shrinks is redrawn between its
+        # new data and its old labels (BokehJS page error "Offset is outside the bounds of the
+        # DataView", after the four-token trace then Reset).
+        fig.add_layout(LabelSet(x="x", y=top, text=label, source=source, text_align="center",
+                                text_baseline=f"{top}_baseline", y_offset=f"{top}_offset",
+                                text_font_size="10px", text_color="#212529"))
         fig.y_range.renderers = [bars]
         return bars
 
@@ -317,26 +329,11 @@ class ContributionsView(pn.viewable.Viewer):
             self.contribution_figure.title.text = (
                 f"Contribution A_{row}j · {'k_j' if keys_mixed else 'v_j'}"
                 + (" by component" if d > 1 else ""))
+            for legend in self.legends:
+                legend.visible = d > 1
             self.source.data = per_source
             self.component_source.data = per_component
-        shown = (d > 0, d > 1)
-        if shown != self._shown:
-            self._shown = shown
-            doc = pn.state.curdoc
-            if doc is not None and doc.session_context is not None:
-                doc.add_next_tick_callback(self._show_value_charts)
-            else:
-                self._show_value_charts()
-
-    def _show_value_charts(self) -> None:
-        # A message of its own, after the data: a layout change in the same message as a new
-        # token count made BokehJS redraw the heat maps' cell text with the old labels
-        # ("Offset is outside the bounds of the DataView").
-        d_shown, legends = self._shown
-        with pn.io.unlocked():
-            self.value_figure.visible = self.contribution_figure.visible = d_shown
-            for legend in self.legends:
-                legend.visible = legends
+        self.value_pane.visible = d > 0
 
     def __panel__(self):
         return self._layout

@@ -200,10 +200,18 @@ class HeatMap(pn.viewable.Viewer):
             fill_alpha=0, line_color=None,
             hatch_pattern="/", hatch_color="#555555", hatch_alpha=0.6,
         )
-        self._text = fig.text(
-            x="column", y="row", text="text", source=self.source, text_align="center",
-            text_baseline="middle", text_color="text_color", text_font_size="12px",
-        ).glyph
+        # One text glyph per text colour, each colour a constant: BokehJS can redraw a text glyph
+        # between a shrinking source's new length and its old labels, and a per-cell colour is then
+        # read past its end (page error "Offset is outside the bounds of the DataView", e.g. from
+        # 4 tokens to 3); constant colours are read at any index.
+        self._texts = [
+            fig.text(
+                x="column", y="row", text="text", source=self.source, text_align="center",
+                text_baseline="middle", text_color=colour, text_font_size="12px",
+                view=CDSView(filter=GroupFilter(column_name="text_color", group=colour)),
+            ).glyph
+            for colour in ("black", "white")
+        ]
         # The figure holds only what it draws: nothing is ever selected or muted (BokehJS derives
         # those glyphs itself when asked for "auto"), and the invisible grid lines are not built.
         for renderer in fig.renderers:
@@ -308,11 +316,10 @@ class HeatMap(pn.viewable.Viewer):
             self.mapper.update(low=low, high=high)
             if filename is not None:
                 self.save_tool.filename = filename
-            self._text.text_font_size = font_size
+            for text in self._texts:
+                text.text_font_size = font_size
             self.x_range.factors = factors
             self.y_range.factors = list(reversed(factors))
-            # The table before the data: the other way round, a token count change sent the
-            # browser a patch it could not read ("Offset is outside the bounds of the DataView").
             self.table.text = self._table_html(data, T)
             self.source.data = data
 
