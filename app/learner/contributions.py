@@ -178,8 +178,8 @@ def _baseline(x: float) -> str:
 
 
 def _offset(x: float) -> int:
-    """Pixels between a bar's end and its label (screen y grows downwards)."""
-    return 2 if x < 0 else -2
+    """Pixels between a bar's end and its label (a label set's y offset points up)."""
+    return -3 if x < 0 else 3
 
 
 def chart_data(r: AttentionResult, row: int) -> tuple[dict, dict]:
@@ -206,7 +206,7 @@ def chart_data(r: AttentionResult, row: int) -> tuple[dict, dict]:
     per_source["score_baseline"] = [_baseline(s) for s in per_source["score"]]
     per_source["score_offset"] = [_offset(s) for s in per_source["score"]]
     per_source["weight_baseline"] = ["bottom"] * r.T
-    per_source["weight_offset"] = [-2] * r.T
+    per_source["weight_offset"] = [3] * r.T
     per_component = {k: [] for k in (
         "x", "width", "source", "component", "value", "contribution", "value_label",
         "contribution_label", "value_color", "contribution_color", "value_baseline",
@@ -285,7 +285,7 @@ class ContributionsView(pn.viewable.Viewer):
         self._update()
 
     def _figure(self, title: str, name: str):
-        fig = figure(title=title, name=name, width=420, height=190, x_range=self.x_range,
+        fig = figure(title=title, name=name, width=400, height=190, x_range=self.x_range,
                      y_range=DataRange1d(range_padding=0.4), toolbar_location=None, tools="",
                      x_axis_label="source (key) j")
         fig.xaxis.ticker = self.ticker
