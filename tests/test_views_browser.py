@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
-from workbench_server import PageWatch, start_server
+from workbench_server import open_learner_page, start_server
 
 from app.auth import PASSWORD_ENV
 from attention_core import scaled_dot_product_attention
@@ -33,27 +33,15 @@ SOURCE_JS = """name => {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    """This module's own server: the instructor page open without a password, for its links."""
     base = tmp_path_factory.mktemp("views")
     running = start_server(base / "runs", base / "server.log", env={PASSWORD_ENV: None})
     yield running
     running.stop()
 
 
-@pytest.fixture
-def watch(server, page: Page):
-    w = PageWatch(origin=server.url.rstrip("/"))
-    w.attach(page)
-    yield w
-    w.assert_clean()
-
-
 def open_workbench(page: Page, server) -> None:
-    page.set_viewport_size({"width": 1280, "height": 720})
-    page.goto(server.url)
-    expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
-    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
-                           "Bokeh.documents[0].get_model_by_name('weights-source') && "
-                           "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
+    open_learner_page(page, server.url, at_1280=True)
 
 
 def source(page: Page, name: str) -> dict | None:
