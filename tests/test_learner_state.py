@@ -73,7 +73,7 @@ def at(data: dict, row: int, column: int) -> int:
 
 @pytest.mark.parametrize(("text", "value"), [
     ("1", 1.0), ("-.5", -0.5), ("1.", 1.0), ("1e3", 1000.0), ("  2 ", 2.0), ("+3", 3.0),
-    ("1E-2", 0.01),
+    ("1E-2", 0.01), ("\u22123", -3.0), ("\u2212.5", -0.5), ("1e\u22122", 0.01),
 ])
 def test_numbers_as_people_type_them(text, value):
     assert parse_number(text, "Query 1") == value

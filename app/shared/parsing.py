@@ -1,7 +1,8 @@
 """Reading numbers and free text the way learners type them.
 
 Numbers: an optional sign, digits with at most one decimal point, an optional exponent
-(``1``, ``-.5``, ``1.``, ``1e3``). Everything else is refused with a message that names the
+(``1``, ``-.5``, ``1.``, ``1e3``); the minus sign U+2212 (``−3``, as the page prints negative
+numbers) is read as ``-``. Everything else is refused with a message that names the
 field: empty text, ``nan``/``inf`` (attention needs finite numbers), numbers beyond float64
 (``1e400``), and decimal commas. A decimal comma is refused rather than guessed because ``1,500``
 could mean one and a half or fifteen hundred; the message shows the point form to type instead.
@@ -46,7 +47,8 @@ def parse_number(text: str, field: str) -> float:
     ValueError
         With a message naming ``field`` and saying what to type instead.
     """
-    stripped = (text or "").strip()
+    # The page prints negatives with U+2212, so a learner copying a shown number gets that sign.
+    stripped = (text or "").strip().replace("\u2212", "-")
     if not stripped:
         return _refuse(field, "empty; type a number such as 1 or -0.5")
     if len(stripped) > MAX_NUMBER_LENGTH:
