@@ -112,6 +112,7 @@ def test_the_four_token_trace_preset_gives_seed_000s_numbers_and_saves_them(lear
     assert PRESETS["four_token_trace"]["label"] == "Four-token trace (seed 000)"
     r = s.result
     assert (s.input_mode, s.tokens, s.d_model, s.d_k, s.d_v, s.causal) == ("matrices", 4, 2, 2, 2, True)
+    assert learner.row.value == s.row == 4  # the seed traces row 4 (h_4)
     assert np.round(r.scores[3], 3).tolist() == SEED_000_ROW_4["scores"]
     assert np.round(r.weights[3], 3).tolist() == SEED_000_ROW_4["weights"]
     assert np.round(r.output[3], 3).tolist() == SEED_000_ROW_4["output"]
@@ -127,6 +128,24 @@ def test_the_four_token_trace_preset_gives_seed_000s_numbers_and_saves_them(lear
     assert np.round(results["scores"][3], 3).tolist() == SEED_000_ROW_4["scores"]
     assert np.round(results["weights"][3], 3).tolist() == SEED_000_ROW_4["weights"]
     assert np.round(results["output"][3], 3).tolist() == SEED_000_ROW_4["output"]
+
+
+def test_a_preset_about_a_row_chooses_it_and_the_worked_row_is_row_2(learner):
+    s = learner.state
+    s.apply_preset("four_token_trace")
+    assert s.row == 4
+    s.apply_preset("worked_row")
+    assert s.row == 2
+    s.set_row(3)
+    s.apply_preset("all_equal")  # about no one row: the chosen row stays
+    assert s.row == 3
+
+
+def test_matrix_mode_on_its_own_numbers_is_not_headed_as_the_seeds(learner):
+    s = learner.state
+    s.input_mode = "matrices"
+    shown = shapes_html(s.result)
+    assert "Projections (seed 000)" not in shown and "formula of seed 000" in shown
 
 
 def test_a_wide_head_divides_by_2_and_no_scaling_fails_only_its_check(learner):

@@ -66,7 +66,7 @@ def shapes_html(r: AttentionResult | None) -> str:
         tables = [matrix_html("Q", "X W_Q", p.queries), matrix_html("K", "X W_K", p.keys)]
         if p.values is not None:
             tables.append(matrix_html("V", "X W_V", p.values))
-        parts.append(f"<p>Projections (seed 000): {html.escape(shapes)}.</p>"
+        parts.append(f"<p>Projections (formula of seed 000): {html.escape(shapes)}.</p>"
                      f"<div class='projections'>{''.join(tables)}</div>")
     parts.append(scale_html(r))
     return f"<div class='shapes'>{''.join(parts)}</div>"

@@ -88,7 +88,7 @@ def number_text(x: float | None) -> str:
 _IDENTITY = [["1" if i == j else "0" for j in range(MAX_WIDTH)] for i in range(MAX_WIDTH)]
 
 PRESETS: dict[str, dict] = {
-    "worked_row": {"label": "Worked row (seed 003)", "tokens": 3, **_WORKED, "use_values": True},
+    "worked_row": {"label": "Worked row (seed 003)", "tokens": 3, **_WORKED, "use_values": True, "row": 2},
     "large_scores": {
         "label": "Large scores (~1000)", "tokens": 3, "queries": ["100", "100", "100"],
         "keys": ["10", "10.01", "9.99"], "values": ["1", "2", "3"], "use_values": False,
@@ -99,7 +99,7 @@ PRESETS: dict[str, dict] = {
     },
     "four_token_trace": {
         "label": "Four-token trace (seed 000)", "input_mode": "matrices", "tokens": 4, "d_model": 2,
-        "d_k": 2, "d_v": 2, **_SEED_000, "use_values": True,
+        "d_k": 2, "d_v": 2, **_SEED_000, "use_values": True, "row": 4,  # the seed traces h_4
     },
     # A wider head's scores are twice what they are divided by √4; this one shows no_scaling.
     "wide_head": {
@@ -111,12 +111,13 @@ PRESETS: dict[str, dict] = {
     # Keys mixed instead of values shows only in an output, so this one turns values on.
     "keys_as_values": {
         "label": "Worked row with values, keys mixed", "tokens": 3, **_WORKED, "use_values": True,
-        "failure_mode": "keys_as_values",
+        "failure_mode": "keys_as_values", "row": 2,
     },
 }
 """Inputs a learner loads with one click. Each sets every input it depends on: the input mode
 and sizes (vectors, d_k = d_v = 1 unless given), the token count and texts, values on or off,
-the causal mask, the failure mode (``"correct"`` unless given) and no padding."""
+the causal mask, the failure mode (``"correct"`` unless given) and no padding. A preset about
+one row (``"row"``, from 1) chooses it; the others keep the chosen row where it still exists."""
 
 EXPOSING_PRESETS: dict[str, str] = {"naive_softmax": "large_scores", "keys_as_values": "keys_as_values",
                                     "no_scaling": "wide_head"}
@@ -362,6 +363,8 @@ class LearnerState(param.Parameterized):
         if failure_mode is not None:
             preset["failure_mode"] = failure_mode
         self.param.update(**preset, tokens_error="")
+        if name != "reset" and "row" in PRESETS[name]:
+            self.param.update(row=PRESETS[name]["row"], row_error="")
 
     def save_run(self) -> ExperimentRecord | None:
         """Write the current run to the store as an experiment record.
