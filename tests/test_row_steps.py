@@ -323,3 +323,15 @@ def test_downloads_are_fresh_on_every_call_with_distinct_names(state):
     assert runs.download_csv.filename != first_name  # two downloads in one second differ
     bundle = json.loads(runs._download("json").getvalue())
     assert len(bundle["runs"]) == 2 and runs.download_json.filename.endswith("Z.json")
+
+
+def test_no_scaling_on_a_wide_head_shows_the_correct_weights_beside_the_sharper_ones(state):
+    state.apply_preset("wide_head", failure_mode="no_scaling")
+    shown = steps_of(state, 2)
+    # Row 2 scores 4 and 2 unscaled; divided by √4 = 2 they are 2 and 1 (seed 003's lesson).
+    assert in_order(shown, "Not divided by √d_k (√4)", "[4.000, 2.000, −∞]",
+                    "Weights of row 2", "[0.881, 0.119, 0]",
+                    "Correct, for comparison: scores divided by √d_k = √4 = 2.000", "[2.000, 1.000, 0]",
+                    "Correct weights of row 2", "[0.731, 0.269, 0]"), shown
+    state.failure_mode = "correct"
+    assert "Correct, for comparison" not in steps_of(state, 2)

@@ -2,8 +2,9 @@
 
 raw scores → divided by √d_k → masked (−∞) → minus the largest visible score → exp → divided by
 the row sum → weights → (with values) weighted values → output; in a failure mode, what that mode
-did instead. Every number comes from :func:`attention_core.row_steps`; this module only words
-and formats them. Left out: choosing the row (``state.row``, set by the page's ``Row`` control
+did instead. Every number comes from :func:`attention_core.row_steps` (without √d_k scaling,
+also of the core's correct run on the same inputs, shown beside); this module only words and
+formats them. Left out: choosing the row (``state.row``, set by the page's ``Row`` control
 and by clicking a heat-map row).
 """
 
@@ -17,7 +18,7 @@ import param
 
 from app.learner.state import LearnerState
 from app.shared.heatmap import format_number
-from attention_core import AttentionResult, row_steps
+from attention_core import AttentionResult, row_steps, scaled_dot_product_attention
 
 _CSS = """
 ol.row-steps { padding-left: 1.6em; margin: 0.4em 0; }
@@ -123,6 +124,14 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
                           "renormalising", numbers(s.zeroed)))
             items.append(("Visible prefix sum (no renormalisation)", number(s.row_sum)))
         items.append((f"Weights of row {n} (row sum {number(s.row_sum)})", numbers(s.weights)))
+    if not mode.scale:  # seed 003: beside the sharper row, the scaled one it should have been
+        correct = row_steps(scaled_dot_product_attention(
+            r.queries, r.keys, r.values, causal=r.causal, padding_mask=r.key_is_real,
+            failure_mode="correct"), s.row)
+        items.append((f"Correct, for comparison: scores divided by √d_k = √{r.d_k} = "
+                      f"{number(correct.scale)}", numbers(correct.scores)))
+        items.append((f"Correct weights of row {n} (row sum {number(correct.row_sum)}); the unscaled "
+                      "weights above are sharper", numbers(correct.weights)))
     if s.no_visible_key and not (nothing and s.along == "row"):  # what the mode did instead
         did = ("the forgotten causal mask lets it read its future keys anyway"
                if mode.mask == "none" else "so none of its weight is kept")
