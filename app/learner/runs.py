@@ -88,12 +88,17 @@ def runs_table_html(records) -> str:
             f"<tbody>{rows}</tbody></table>")
 
 
+def run_name(number: int, record) -> str:
+    """A run as the Saved runs table counts it: "Run 2", with its label if it has one
+    ("Run 2 “broken”", a label past 24 characters cut with "…")."""
+    text = record.label or ""
+    return f"Run {number}" + (f" “{text if len(text) <= 24 else text[:23] + '…'}”" if text else "")
+
+
 def tick_label(number: int, record) -> str:
     """A run's checkbox label: "Run 2 “broken”: Mask after softmax (broken)" (a label past 24
     characters cut with "…": the table beside it has all of it)."""
-    text = record.label or ""
-    label = f" “{text if len(text) <= 24 else text[:23] + '…'}”" if text else ""
-    return f"Run {number}{label}: {record.title}"
+    return f"{run_name(number, record)}: {record.title}"
 
 
 def compared_hint(ticked: list[int]) -> str:
@@ -202,7 +207,9 @@ class SavedRunsView(pn.viewable.Viewer):
 
     def _compare(self) -> None:
         """Compare the first two ticked runs (by run number), or hide the comparison."""
-        self.compare.show([self.state.saved[i] for i in self._ticked()[:2]])
+        pair = self._ticked()[:2]
+        self.compare.show([self.state.saved[i] for i in pair],
+                          names=[run_name(i + 1, self.state.saved[i]) for i in pair])
 
     def attach(self) -> None:
         """Attach the Explanation to the ticked runs, or to the latest run if none is ticked."""

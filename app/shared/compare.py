@@ -76,13 +76,21 @@ class ComparisonView(pn.viewable.Viewer):
         self.first: HeatMap | None = None
         self.second: HeatMap | None = None
         self.difference: HeatMap | None = None
-        self._maps = pn.FlexBox()
+        # Bokeh layouts, not a FlexBox: a FlexBox is a ReactiveHTML, and a figure added to it
+        # while the comparison is hidden keeps a 0×0 frame once shown (a blank map and PNG).
+        # Two maps fit side by side at 1280 px, so the difference goes under them.
+        self._pair = pn.Row(margin=0)
+        self._maps = pn.Column(self._pair, margin=0)
         self.summary = pn.pane.HTML("", name="comparison-summary", stylesheets=[TABLE_CSS])
         self._pane = pn.Column(
             pn.pane.HTML("<h3>Comparison</h3>"), self.summary, self._maps, visible=False)
 
-    def show(self, records) -> None:
-        """Compare the first two of ``records`` (hide the view if fewer than two)."""
+    def show(self, records, names=None) -> None:
+        """Compare the first two of ``records`` (hide the view if fewer than two).
+
+        ``names`` are what the summary calls the two runs (the learner page's "Run 1 “label”");
+        by default a run's label, or its id if it has none.
+        """
         if len(records) < 2:
             self._pane.visible = False
             return
@@ -91,7 +99,8 @@ class ComparisonView(pn.viewable.Viewer):
             self.second = HeatMap("Weights of run B", "compare-b", kind="weights", size=260)
             self.difference = HeatMap("Difference A − B", "compare-diff", kind="difference",
                                       size=260)
-            self._maps.objects = [self.first, self.second, self.difference]
+            self._pair.objects = [self.first, self.second]
+            self._maps.append(self.difference)
         a, b = records[:2]
         wa, wb = _matrix(a.results["weights"]), _matrix(b.results["weights"])
         ma, mb = masked_cells(a), masked_cells(b)
@@ -108,11 +117,12 @@ class ComparisonView(pn.viewable.Viewer):
                 filename=file_name("weights-A-minus-B", a.failure_mode, "vs", b.failure_mode,
                                    f"T{a.T}", f"dk{a.d_k}", a.id, b.id))
         self.difference.visible = not why_not
-        self.summary.object = self._summary(a, b, why_not)
+        names = list(names or [])[:2] or [r.label or r.id for r in (a, b)]
+        self.summary.object = self._summary(a, b, why_not, names)
         self._pane.visible = True
 
     @staticmethod
-    def _summary(a, b, why_not: str) -> str:
+    def _summary(a, b, why_not: str, names: list[str]) -> str:
         width = max(a.T, b.T)
 
         def cells(values):
@@ -120,8 +130,8 @@ class ComparisonView(pn.viewable.Viewer):
             return "".join(shown + ["<td>no row</td>"] * (width - len(shown)))
 
         rows = []
-        for tag, r in (("A", a), ("B", b)):
-            name = html.escape(r.label or r.id)
+        for tag, r, name in (("A", a, names[0]), ("B", b, names[1])):
+            name = html.escape(name)
             rows.append(
                 f"<tr><th scope='row'>{tag}: {name} ({html.escape(mode_title(r))})</th>"
                 f"<td>{r.T}</td><td>{r.d_k}</td>"
