@@ -460,6 +460,17 @@ def test_restore_runs_takes_back_saved_runs_and_skips_anything_else(state, tmp_p
     fresh = LearnerState(store=state.store)
     fresh.restore_runs([second.id, "../secret", "/etc/passwd", "%2e%2e%2fsecret", "missing-id", first.id])
     assert [r.id for r in fresh.saved] == [first.id, second.id]
+    assert fresh.restore_message == ("4 of the 6 run ids in this page's address (?runs=) were not "
+                                     "found in the runs directory, so they are not listed below.")
+    fresh.restore_runs([first.id])
+    assert fresh.restore_message == ""
+
+
+def test_unknown_runs_in_the_address_are_counted_on_the_page_not_just_an_empty_table(page):
+    page.state.restore_runs(["missing-id"])
+    shown = html_of(page.runs.restore_status)
+    assert page.runs.restore_status.visible and "No saved runs yet." in page.runs.table.object
+    assert "1 of the 1 run ids in this page's address (?runs=) was not found" in shown
 
 
 def test_one_token_in_broken_mode_is_named_and_explained_as_nothing_to_mask(page, state):

@@ -184,6 +184,8 @@ def table_rows(runs: SavedRunsView) -> list[dict[str, str]]:
 def test_the_table_shows_learner_text_as_text_and_ticks_are_named(state):
     runs = SavedRunsView(state=state)
     assert "No saved runs yet." in runs.table.object and runs.ticks.options == {}
+    assert runs.save_explanation.disabled  # and the page says why, where the button is
+    assert "Save a run first: Save explanation attaches" in runs.target.object
     state.prediction = "p"
     state.label = "<img src=x onerror=alert(1)>"
     state.learner = "<b>Ada</b>"

@@ -127,7 +127,7 @@ def explanation_target(saved, ticked: list[int]) -> str:
     """Where Save explanation writes, said before it is pressed: the ticked runs (from 0), or
     the latest run when none is ticked, and which of them already hold an explanation."""
     if not saved:
-        return ""
+        return "Save a run first: Save explanation attaches the explanation to saved runs."
     rows = [i for i in ticked if i < len(saved)] or [len(saved) - 1]
     where = _runs_words([i + 1 for i in rows])
     if not ticked:
@@ -161,6 +161,9 @@ class SavedRunsView(pn.viewable.Viewer):
         self.heading = pn.pane.HTML(
             pn.bind(lambda ticked: f"<h3>Saved runs</h3><p>{compared_hint(sorted(ticked))}</p>",
                     self.ticks.param.value), margin=(5, 10))
+        self.restore_status = pn.pane.HTML(
+            pn.bind(status_html, s.param.restore_message, False),
+            visible=pn.bind(bool, s.param.restore_message), stylesheets=[STATUS_CSS])
         self.explanation = pn.widgets.TextAreaInput(
             label="Explanation", placeholder=EXPLAIN_QUESTION, height=80, width=620)
         no_runs = pn.bind(lambda saved: not saved, s.param.saved)
@@ -182,7 +185,7 @@ class SavedRunsView(pn.viewable.Viewer):
         self._last_stamp: datetime | None = None
         self.ticks.param.watch(self._show_ticked, "value")
         self._layout = pn.Column(
-            self.heading, self.ticks, self.table, self.explanation, self.target,
+            self.heading, self.restore_status, self.ticks, self.table, self.explanation, self.target,
             pn.Row(self.save_explanation, self.explanation_status),
             pn.Row(self.download_json, self.download_csv), self.compare,
             sizing_mode="stretch_width")

@@ -195,6 +195,7 @@ class LearnerState(param.Parameterized):
                                  doc="The saved run the workbench was opened on, if any.")
     opened_edited = param.Boolean(default=False, doc="An input changed since the run was opened.")
     open_message = param.String(default="", doc="What the page says about an opened run.")
+    restore_message = param.String(default="", doc="How many ids of ?runs= were not found.")
     open_ok = param.Boolean(default=True, doc="Whether the last open worked.")
 
     def __init__(self, **params) -> None:
@@ -403,15 +404,22 @@ class LearnerState(param.Parameterized):
 
         Ids that are malformed, missing or unreadable are skipped (a URL can hold anything):
         :meth:`attention_core.store.RunStore.get` refuses any id that is not a plain run id.
+        :attr:`restore_message` says how many were not found, instead of an empty table alone.
         """
         restored = []
         # dict.fromkeys: an id given twice (an edited URL) is the same run, listed once.
-        for run_id in list(dict.fromkeys(run_ids))[:MAX_RESTORED_RUNS]:
+        wanted = list(dict.fromkeys(run_ids))[:MAX_RESTORED_RUNS]
+        for run_id in wanted:
             try:
                 restored.append(self.store.get(run_id))
             except (ValueError, KeyError, OSError):
                 continue
         restored.sort(key=lambda r: (r.created_at, r.id))
+        missing = len(wanted) - len(restored)
+        self.restore_message = "" if not missing else (
+            f"{missing} of the {len(wanted)} run ids in this page's address (?runs=) "
+            f"{'was' if missing == 1 else 'were'} not found in the runs directory, so "
+            f"{'they are' if missing > 1 else 'it is'} not listed below.")
         self.saved = restored
 
     def open_record(self, record: ExperimentRecord) -> bool:
