@@ -468,7 +468,7 @@ def test_restore_runs_takes_back_saved_runs_and_skips_anything_else(state, tmp_p
 
 def test_unknown_runs_in_the_address_are_counted_on_the_page_not_just_an_empty_table(page):
     page.state.restore_runs(["missing-id"])
-    shown = html_of(page.runs.restore_status)
+    shown = html_of(page.runs.restore_status).replace("&#x27;", "'")
     assert page.runs.restore_status.visible and "No saved runs yet." in page.runs.table.object
     assert "1 of the 1 run ids in this page's address (?runs=) was not found" in shown
 
