@@ -149,7 +149,7 @@ def test_a_row_with_no_visible_key_is_all_zero_and_says_so(state):
 
 def test_record_view_saves_with_a_prediction_and_says_what_it_did(state):
     view = RecordView(state=state)
-    assert view.prediction.placeholder == PREDICT_QUESTION
+    assert view.prediction.placeholder == f"{PREDICT_QUESTION} (up to 2000 characters)"
     view.button.clicks += 1  # as a click on Save run does
     assert view.message.visible and "Not saved: write your prediction first" in state.save_message
     assert 'role="status"' in view.message.object and "Not saved" in view.message.object
@@ -274,7 +274,7 @@ def test_attach_explanation_changes_that_runs_record_and_adds_none(state):
 def test_save_explanation_goes_to_the_ticked_runs_or_the_latest(state):
     runs = SavedRunsView(state=state)
     assert runs.explanation.label == "Explanation"
-    assert runs.explanation.placeholder == EXPLAIN_QUESTION
+    assert runs.explanation.placeholder == f"{EXPLAIN_QUESTION} (up to 2000 characters)"
     assert runs.save_explanation.disabled
     a, b = saved_pair(state)
     assert not runs.save_explanation.disabled
@@ -337,3 +337,18 @@ def test_no_scaling_on_a_wide_head_shows_the_correct_weights_beside_the_sharper_
                     "Correct weights of row 2", "[0.731, 0.269, 0]"), shown
     state.failure_mode = "correct"
     assert "Correct, for comparison" not in steps_of(state, 2)
+
+
+def test_every_text_field_takes_at_most_what_saving_allows_and_says_so(state):
+    from attention_core.records import TEXT_LIMITS
+
+    record, runs = RecordView(state=state), SavedRunsView(state=state)
+    fields = {"prediction": record.prediction, "learner": record.learner, "label": record.label,
+              "explanation": runs.explanation}
+    for field, widget in fields.items():
+        limit = TEXT_LIMITS[field]
+        assert widget.max_length == limit, field  # Panel's default 5000 cut text silently
+        assert widget.placeholder.endswith(f"(up to {limit} characters)"), field
+    state.prediction = "x" * TEXT_LIMITS["prediction"]  # the most the field takes is saved
+    state.learner = "y" * TEXT_LIMITS["learner"]
+    assert state.save_run() is not None, state.save_message

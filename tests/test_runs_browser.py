@@ -144,7 +144,8 @@ def test_editing_the_explanation_of_a_saved_run_changes_that_record_and_adds_non
     before = records_on_disk(server)
     explanation = page.get_by_label("Explanation", exact=True)
     expect(explanation).to_have_attribute(
-        "placeholder", "What invariant did your evidence reveal, and how did the broken mode violate it?")
+        "placeholder",
+        "What invariant did your evidence reveal, and how did the broken mode violate it? (up to 2000 characters)")
 
     # Ticked run 1: only its record changes, and no record is added.
     box = tick(page, 1)

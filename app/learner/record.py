@@ -13,6 +13,7 @@ import panel as pn
 import param
 
 from app.learner.state import LearnerState
+from attention_core.records import TEXT_LIMITS
 
 PREDICT_QUESTION = ("Can token 2 attend to token 3, and what will post-softmax masking "
                     "change?")  # seed 003's predict checkpoint
@@ -40,6 +41,11 @@ walk(document)
 """
 
 
+def limited(placeholder: str, field: str) -> str:
+    """A text field's placeholder followed by its limit, "(up to 2000 characters)"."""
+    return f"{placeholder} (up to {TEXT_LIMITS[field]} characters)"
+
+
 def status_html(message: str, ok: bool) -> str:
     """A status line (role=status) a screen reader announces; ``message`` is escaped, as it can
     quote the learner's label."""
@@ -58,16 +64,17 @@ class RecordView(pn.viewable.Viewer):
         super().__init__(**params)
         s = self.state
         # The text fields' values arrive when a field is left (or on Enter), so a click on Save
-        # run sends the typed text first. Texts over TEXT_LIMITS are refused on Save run with a
-        # message naming the field, rather than cut by the browser.
+        # run sends the typed text first. Each field takes at most what a record may hold
+        # (TEXT_LIMITS) and says so, so the browser never accepts text that saving would refuse.
         self.prediction = pn.widgets.TextAreaInput.from_param(
-            s.param.prediction, label="Prediction", placeholder=PREDICT_QUESTION, height=80,
-            width=620)
+            s.param.prediction, label="Prediction", placeholder=limited(PREDICT_QUESTION, "prediction"),
+            max_length=TEXT_LIMITS["prediction"], height=80, width=620)
         self.learner = pn.widgets.TextInput.from_param(
-            s.param.learner, label="Learner", placeholder="optional, up to 100 characters",
-            width=300)
+            s.param.learner, label="Learner", placeholder=limited("optional", "learner"),
+            max_length=TEXT_LIMITS["learner"], width=300)
         self.label = pn.widgets.TextInput.from_param(
-            s.param.label, label="Label", placeholder="optional, up to 100 characters", width=300)
+            s.param.label, label="Label", placeholder=limited("optional", "label"),
+            max_length=TEXT_LIMITS["label"], width=300)
         self.button = pn.widgets.Button(
             label="Save run", color="primary",
             disabled=pn.bind(lambda ok, error: not ok or bool(error),

@@ -17,10 +17,11 @@ from urllib.parse import urlencode
 import panel as pn
 import param
 
-from app.learner.record import STATUS_CSS, status_html
+from app.learner.record import STATUS_CSS, limited, status_html
 from app.learner.state import LearnerState
 from app.shared.compare import ComparisonView
 from app.shared.heatmap import format_number
+from attention_core.records import TEXT_LIMITS
 from attention_core.store import StoreError, export_csv, export_json
 
 EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
@@ -165,7 +166,8 @@ class SavedRunsView(pn.viewable.Viewer):
             pn.bind(status_html, s.param.restore_message, False),
             visible=pn.bind(bool, s.param.restore_message), stylesheets=[STATUS_CSS])
         self.explanation = pn.widgets.TextAreaInput(
-            label="Explanation", placeholder=EXPLAIN_QUESTION, height=80, width=620)
+            label="Explanation", placeholder=limited(EXPLAIN_QUESTION, "explanation"),
+            max_length=TEXT_LIMITS["explanation"], height=80, width=620)
         no_runs = pn.bind(lambda saved: not saved, s.param.saved)
         self.save_explanation = pn.widgets.Button(label="Save explanation", disabled=no_runs)
         self.save_explanation.on_click(lambda _event: self.attach())
