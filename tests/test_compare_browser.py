@@ -48,6 +48,8 @@ def coloured_pixels(png: bytes) -> int:
 
 
 def test_comparison_maps_are_drawn_and_name_runs_as_the_table(server, page, watch):
+    warnings: list[str] = []
+    page.on("console", lambda msg: msg.type == "warning" and warnings.append(msg.text))
     open_learner_page(page, server.url, at_1280=True)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     page.get_by_label("Prediction").fill("p")
@@ -72,3 +74,5 @@ def test_comparison_maps_are_drawn_and_name_runs_as_the_table(server, page, watc
             page.get_by_role("button", name=f"Save {title} as PNG").click()
         png = Path(download.value.path()).read_bytes()
         assert coloured_pixels(png) > 5_000, title
+    # BokehJS warned this for the hidden value charts (no values, no range) on every layout.
+    assert [w for w in warnings if "could not set initial ranges" in w] == []

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from app.learner.checks import readouts_html
-from app.learner.contributions import ContributionsView, bar_label, contributions_html
+from app.learner.contributions import ContributionsView, bar_label, bar_range, contributions_html
 from app.learner.page import LearnerPage
 from app.learner.state import LearnerState
 from attention_core import scaled_dot_product_attention
@@ -167,3 +167,10 @@ def test_the_page_mounts_the_view_after_the_row_steps(tmp_path):
     objects = list(page.main.objects)  # Panel lays a Viewer out as what its __panel__ returns
     assert objects.index(page.contributions.__panel__()) == objects.index(page.steps.pane) + 1
     assert contributions_html(None, 1).startswith("<h3>Contributions</h3>")
+
+
+def test_bar_range_is_bokehs_data_range_of_bars_from_zero_and_set_without_values():
+    # DataRange1d(range_padding=0.4) over bars 0..100 on the page: -20 to 120.
+    assert bar_range([100.0, 20.0]) == (-20.0, 120.0)
+    assert bar_range([-5.0, float("nan")]) == (-6.0, 1.0)
+    assert bar_range([]) == (-1.0, 1.0) and bar_range([0.0, 0.0]) == (-1.0, 1.0)

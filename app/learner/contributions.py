@@ -182,6 +182,23 @@ def _offset(x: float) -> int:
     return -3 if x < 0 else 3
 
 
+def bar_range(tops, padding: float = 0.4) -> tuple[float, float]:
+    """The y range (start, end) that Bokeh's ``DataRange1d(range_padding=padding)`` gives bars
+    from 0 to each of ``tops`` (non-finite tops ignored): the span from 0 and the tops widened
+    by ``padding`` of itself around its centre, or 0 ± 1 when every top is 0 or there are none.
+
+    Set from here for the value and contribution charts: over an empty source (values off, the
+    charts hidden) a ``DataRange1d`` has no start or end, and BokehJS warns "could not set
+    initial ranges" on every layout of the page.
+    """
+    shown = [float(t) for t in tops if np.isfinite(t)]
+    low, high = min([0.0, *shown]), max([0.0, *shown])
+    if high == low:
+        return low - 1.0, high + 1.0
+    centre, half = (low + high) / 2, (high - low) * (1 + padding) / 2
+    return centre - half, centre + half
+
+
 def chart_data(r: AttentionResult, row: int) -> tuple[dict, dict]:
     """The two chart sources' data for row ``row`` (from 1): one entry per source for scores and
     weights, one per (source, component) for values and contributions (empty without values).
@@ -271,6 +288,7 @@ class ContributionsView(pn.viewable.Viewer):
                             label_text_font_size="11px", margin=0, padding=2)
             fig.add_layout(legend, "right")
             self.legends.append(legend)
+            fig.y_range = Range1d(*bar_range([]))  # set from the data: see bar_range
         self.text = pn.pane.HTML("", name="contributions", stylesheets=[TABLE_CSS, _CSS],
                                  margin=(0, 10), sizing_mode="stretch_width")
         # Values and contributions in a pane of their own, which Panel hides without values.
@@ -331,6 +349,10 @@ class ContributionsView(pn.viewable.Viewer):
                 + (" by component" if d > 1 else ""))
             for legend in self.legends:
                 legend.visible = d > 1
+            for fig, column in ((self.value_figure, "value"),
+                                (self.contribution_figure, "contribution")):
+                start, end = bar_range(per_component[column])
+                fig.y_range.update(start=start, end=end)
             self.source.data = per_source
             self.component_source.data = per_component
         self.value_pane.visible = d > 0
