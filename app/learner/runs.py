@@ -36,8 +36,9 @@ TABLE_CSS = """
 table { border-collapse: collapse; width: 100%; font-size: 13px; }
 th, td { border-bottom: 1px solid #dee2e6; padding: 4px 6px; text-align: left; vertical-align: top; }
 td:nth-child(2) { white-space: nowrap; }
-/* A long unbroken label, learner or explanation wraps instead of widening the table. */
-td:nth-child(3), td:nth-child(4), td:nth-child(9) { overflow-wrap: anywhere; }
+/* A long unbroken label, learner or explanation wraps instead of widening the table; the
+   minimum width keeps the table from squeezing these columns until words break ("correc t"). */
+td:nth-child(3), td:nth-child(4), td:nth-child(9) { overflow-wrap: anywhere; min-width: 8em; }
 thead th { border-bottom: 2px solid #999; }
 caption { caption-side: top; text-align: left; color: #555; }
 """
