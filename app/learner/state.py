@@ -106,7 +106,7 @@ PRESETS: dict[str, dict] = {
         "label": "Wide head, d_k = 4", "tokens": 3, "d_k": 4,
         "queries": [["1", "1", "1", "1"]] * 3,
         "keys": [["1", "1", "1", "1"], ["0.5", "0.5", "0.5", "0.5"], ["0", "0", "0", "0"]],
-        "values": ["1", "2", "3"], "use_values": False,
+        "values": ["1", "2", "3"], "use_values": False, "row": 2,  # keys 1 and 2 differ
     },
     # Keys mixed instead of values shows only in an output, so this one turns values on.
     "keys_as_values": {
