@@ -215,3 +215,18 @@ def test_ticking_two_runs_compares_them_and_says_which(server, page, watch):
     blocking = [f"{v['id']} ({v['impact']}): {v['help']}" for v in Axe().run(page).response["violations"]
                 if v["impact"] in {"critical", "serious"}]
     assert blocking == []
+
+
+def test_saved_runs_labels_wrap_whole_and_a_long_learner_name_does_not_widen_the_page(server, page, watch):
+    open_learner_page(page, server.url, at_1280=True)
+    page.get_by_label("Prediction", exact=True).fill("row 2 reads key 2")
+    page.get_by_label("Learner", exact=True).fill("L" * 100)  # one unbroken word
+    save(page, "correct")
+    save(page, "broken")
+    for label in ("correct", "broken"):
+        cell = runs_table(page).get_by_role("cell", name=label, exact=True)
+        lines = cell.evaluate("td => { const r = document.createRange(); r.selectNodeContents(td); "
+                              "return new Set([...r.getClientRects()].map(b => Math.round(b.top))).size; }")
+        assert lines == 1, f"{label!r} is broken over {lines} lines"
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    watch.assert_clean()
