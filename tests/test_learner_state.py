@@ -344,13 +344,13 @@ def test_at_eight_tokens_cell_text_is_short_and_masked_cells_say_so_by_hatch_and
         data = view.source.data
         assert len(data["row"]) == 64
         assert all(len(t) <= 6 for t in data["text"]), [t for t in data["text"] if len(t) > 6]
-        assert view._text.text_font_size == "9px"
+        assert {text.text_font_size for text in view._texts} == {"9px"}
         masked = [n for n in range(64) if data["hatch"][n] == "/"]
         assert masked and all("\n" not in data["text"][n] for n in masked)
         assert all(data["state"][n] != "visible" for n in masked)
         assert "masked" in view.table.text  # the mirror table still says it
     state.tokens = 3
-    assert page.matrices.weights._text.text_font_size == "12px"
+    assert {text.text_font_size for text in page.matrices.weights._texts} == {"12px"}
 
 
 @pytest.mark.parametrize(("x", "text"), [
