@@ -41,6 +41,11 @@ walk(document)
 """
 
 
+# What a text field takes in the browser: far more than a record may hold, so text over the limit
+# reaches Save run and is refused with its real length, never cut silently (Panel cuts at 5000).
+MAX_TYPED = 100_000
+
+
 def limited(placeholder: str, field: str) -> str:
     """A text field's placeholder followed by its limit, "(up to 2000 characters)"."""
     return f"{placeholder} (up to {TEXT_LIMITS[field]} characters)"
@@ -64,17 +69,17 @@ class RecordView(pn.viewable.Viewer):
         super().__init__(**params)
         s = self.state
         # The text fields' values arrive when a field is left (or on Enter), so a click on Save
-        # run sends the typed text first. Each field takes at most what a record may hold
-        # (TEXT_LIMITS) and says so, so the browser never accepts text that saving would refuse.
+        # run sends the typed text first. Each field says its limit (TEXT_LIMITS); longer text is
+        # refused on Save run with a message naming the field, rather than cut by the browser.
         self.prediction = pn.widgets.TextAreaInput.from_param(
             s.param.prediction, label="Prediction", placeholder=limited(PREDICT_QUESTION, "prediction"),
-            max_length=TEXT_LIMITS["prediction"], height=80, width=620)
+            max_length=MAX_TYPED, height=80, width=620)
         self.learner = pn.widgets.TextInput.from_param(
             s.param.learner, label="Learner", placeholder=limited("optional", "learner"),
-            max_length=TEXT_LIMITS["learner"], width=300)
+            max_length=MAX_TYPED, width=300)
         self.label = pn.widgets.TextInput.from_param(
             s.param.label, label="Label", placeholder=limited("optional", "label"),
-            max_length=TEXT_LIMITS["label"], width=300)
+            max_length=MAX_TYPED, width=300)
         self.button = pn.widgets.Button(
             label="Save run", color="primary",
             disabled=pn.bind(lambda ok, error: not ok or bool(error),

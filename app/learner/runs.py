@@ -17,11 +17,10 @@ from urllib.parse import urlencode
 import panel as pn
 import param
 
-from app.learner.record import STATUS_CSS, limited, status_html
+from app.learner.record import MAX_TYPED, STATUS_CSS, limited, status_html
 from app.learner.state import LearnerState
 from app.shared.compare import ComparisonView
 from app.shared.heatmap import format_number
-from attention_core.records import TEXT_LIMITS
 from attention_core.store import StoreError, export_csv, export_json
 
 EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
@@ -168,7 +167,7 @@ class SavedRunsView(pn.viewable.Viewer):
             visible=pn.bind(bool, s.param.restore_message), stylesheets=[STATUS_CSS])
         self.explanation = pn.widgets.TextAreaInput(
             label="Explanation", placeholder=limited(EXPLAIN_QUESTION, "explanation"),
-            max_length=TEXT_LIMITS["explanation"], height=80, width=620)
+            max_length=MAX_TYPED, height=80, width=620)
         no_runs = pn.bind(lambda saved: not saved, s.param.saved)
         self.save_explanation = pn.widgets.Button(label="Save explanation", disabled=no_runs)
         self.save_explanation.on_click(lambda _event: self.attach())
