@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
-from workbench_server import PageWatch, start_server
+from workbench_server import PageWatch
 
 V1_RECORDS = Path(__file__).parent / "records_v1"
 
@@ -33,22 +33,6 @@ SOURCE_JS = """name => {
 
 SEED_000_ROW_4 = {"scores": [-0.707, 0.707, 0.0, 1.414], "weights": [0.065, 0.266, 0.131, 0.539],
                   "output": [0.592, -1.279]}
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    base = tmp_path_factory.mktemp("vectors-browser")
-    running = start_server(base / "runs", base / "server.log")
-    yield running
-    running.stop()
-
-
-@pytest.fixture
-def watch(server, page: Page):
-    w = PageWatch(origin=server.url.rstrip("/"))
-    w.attach(page)
-    yield w
-    w.assert_clean()
 
 
 def open_page(page: Page, url: str) -> None:

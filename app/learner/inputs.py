@@ -39,6 +39,30 @@ def alert_html(message: str) -> str:
     return f'<span role="alert">{html.escape(message)}</span>' if message else ""
 
 
+def checked_int_input(state: param.Parameterized, name: str, label: str, setter) -> tuple[
+        pn.widgets.IntInput, pn.pane.HTML]:
+    """A field for integer parameter ``name`` of ``state`` and the pane with its message.
+
+    Every typed number goes to ``setter``, which takes it or keeps the current one and says why
+    in ``state.<name>_error``. No start/end on the field: with bounds the browser silently keeps
+    an out-of-range number without sending it.
+    """
+    error = f"{name}_error"
+    field = pn.widgets.IntInput(label=label, value=getattr(state, name), width=90, margin=(5, 10),
+                                stylesheets=[NO_SPIN_BUTTONS])
+    field.param.watch(lambda e: setter(e.new), "value")
+    state.param.watch(lambda e: setattr(field, "value", e.new), name)
+
+    def show_taken(event) -> None:
+        if not event.new:  # a number was taken (a preset, a click) after a refused one
+            field.value = getattr(state, name)
+
+    state.param.watch(show_taken, error)
+    message = pn.pane.HTML(pn.bind(alert_html, state.param[error]), visible=pn.bind(bool, state.param[error]),
+                           stylesheets=[ERROR_CSS], margin=(0, 10))
+    return field, message
+
+
 def labelled_checkbox(owner: param.Parameterized, name: str, label: str, **params) -> pn.widgets.CheckBoxGroup:
     """A checkbox for Boolean parameter ``name`` of ``owner``, synced both ways.
 
@@ -130,16 +154,7 @@ class InputsView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.state
-        # No start/end: with bounds the browser silently keeps an out-of-range count without
-        # sending it; here set_tokens gets every count and says why it refuses one.
-        self.tokens = pn.widgets.IntInput(label="Tokens", value=s.tokens, width=90, margin=(5, 10),
-                                          stylesheets=[NO_SPIN_BUTTONS])
-        self.tokens.param.watch(lambda e: s.set_tokens(e.new), "value")
-        s.param.watch(lambda e: setattr(self.tokens, "value", e.new), "tokens")
-        s.param.watch(self._tokens_error_shown, "tokens_error")
-        self.tokens_message = pn.pane.HTML(
-            pn.bind(alert_html, s.param.tokens_error), visible=pn.bind(bool, s.param.tokens_error),
-            stylesheets=[ERROR_CSS], margin=(0, 10))
+        self.tokens, self.tokens_message = checked_int_input(s, "tokens", "Tokens", s.set_tokens)
         self.input_mode = pn.widgets.Select.from_param(
             s.param.input_mode, label="Input mode", options={v: k for k, v in INPUT_MODES.items()},
             description=None, width=320, margin=(5, 10))
@@ -231,10 +246,6 @@ class InputsView(pn.viewable.Viewer):
     def _padding_ticked(self, event) -> None:
         for i, ticked in enumerate(event.new[:self.state.tokens]):
             self.state.set_padding(i, bool(ticked))
-
-    def _tokens_error_shown(self, event) -> None:
-        if not event.new:  # a preset or reset replaced the bad count the field still shows
-            self.tokens.value = self.state.tokens
 
     def _exposure_html(self, result) -> str:
         note = exposure(result) if result is not None else None

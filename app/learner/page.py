@@ -15,7 +15,7 @@ from bokeh.models import CustomJS
 
 from app.learner.checks import BannerView, ReadoutsView
 from app.learner.contributions import ContributionsView
-from app.learner.inputs import ERROR_CSS, NO_SPIN_BUTTONS, InputsView, alert_html
+from app.learner.inputs import InputsView, checked_int_input
 from app.learner.matrices import MatricesView
 from app.learner.projections import ProjectionsView
 from app.learner.record import STALE_STATUS_JS, RecordView
@@ -82,16 +82,7 @@ class LearnerPage(pn.viewable.Viewer):
             pn.bind(opened_html, s.param.open_message, s.param.open_ok, s.param.opened_edited),
             visible=pn.bind(bool, s.param.open_message), stylesheets=[_OPENED_CSS],
             margin=(5, 10), sizing_mode="stretch_width")
-        # No start/end, as Tokens: with bounds the browser silently keeps an out-of-range row
-        # without sending it; set_row gets every row and says why it refuses one.
-        self.row = pn.widgets.IntInput(label="Row", value=s.row, width=90, margin=(5, 10),
-                                       stylesheets=[NO_SPIN_BUTTONS])
-        self.row.param.watch(lambda e: s.set_row(e.new), "value")
-        s.param.watch(lambda e: setattr(self.row, "value", e.new), "row")
-        s.param.watch(self._row_error_shown, "row_error")
-        self.row_message = pn.pane.HTML(
-            pn.bind(alert_html, s.param.row_error), visible=pn.bind(bool, s.param.row_error),
-            stylesheets=[ERROR_CSS], margin=(0, 10))
+        self.row, self.row_message = checked_int_input(s, "row", "Row", s.set_row)
         self.steps = RowStepsView(state=s)
         self.contributions = ContributionsView(state=s)
         self.readouts = ReadoutsView(state=s)
@@ -106,10 +97,6 @@ class LearnerPage(pn.viewable.Viewer):
             self.readouts, self.steps, self.contributions,
             pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
             self.record, self.runs, sizing_mode="stretch_width", margin=0)
-
-    def _row_error_shown(self, event) -> None:
-        if not event.new:  # a row was taken (a click, a token count) after a refused one
-            self.row.value = self.state.row
 
     def serve_session(self) -> LearnerPage:
         """Set this browser session up for the page: its disconnect notice, and its saved runs
