@@ -1,17 +1,21 @@
 """A learner page whose session ended leaves nothing behind in the server: not its state, not its
 widgets' Bokeh document, not the notification area Panel added to it.
 
-A real Panel server in this process, on a free port: a page request builds a session as a
-browser's does; the session is then dropped as unused (after tens of milliseconds here, a minute
-in ``serve``) and Panel's destroy hooks run. What the page built must then be garbage.
+A real Panel server on a free port, in a child process (its event loop cannot run inside a test
+run whose Playwright loop is already running): a page request builds a session as a browser's
+does; the session is then dropped as unused (after tens of milliseconds here, a minute in
+``serve``) and Panel's destroy hooks run. What the page built must then be garbage.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import subprocess
+import sys
 import time
 import weakref
+from pathlib import Path
 
 import panel as pn
 from tornado.httpclient import AsyncHTTPClient
@@ -56,11 +60,21 @@ def _serve_pages_and_let_them_end(store: RunStore, pages: int) -> list[tuple[wea
     return built
 
 
-def test_an_ended_session_leaves_no_page_document_or_notification_area_behind(tmp_path):
-    built = _serve_pages_and_let_them_end(RunStore(tmp_path / "runs"), pages=2)
+def check_ended_sessions(runs_dir: str) -> None:
+    """Serve two pages, let their sessions end, and assert nothing they built is alive."""
+    built = _serve_pages_and_let_them_end(RunStore(runs_dir), pages=2)
     gc.collect()
     assert len(built) == 2
     for state, doc, notifications in built:
         assert notifications() is None, "the session's notification area outlived it"
         assert doc() is None, "the session's Bokeh document outlived it"
         assert state() is None, "the session's LearnerState outlived it"
+
+
+def test_an_ended_session_leaves_no_page_document_or_notification_area_behind(tmp_path):
+    tests = Path(__file__).resolve().parent
+    code = (f"import sys; sys.path.insert(0, {str(tests)!r}); import test_session_memory as t; "
+            f"t.check_ended_sessions({str(tmp_path / 'runs')!r}); print('ok')")
+    child = subprocess.run([sys.executable, "-c", code], cwd=tests.parent, capture_output=True,
+                           text=True, timeout=120)
+    assert child.returncode == 0 and child.stdout.strip().endswith("ok"), child.stderr[-3000:]
