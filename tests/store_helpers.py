@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -43,3 +44,17 @@ def check_strict(record: ExperimentRecord) -> ExperimentRecord:
     assert ExperimentRecord.from_json(text) == record
     assert ExperimentRecord.from_dict(data) == record
     return record
+
+
+def changed_copy(data: dict, path: tuple, value) -> dict:
+    """A deep copy of record ``data`` with the key at ``path`` set to ``value`` (deleted when
+    ``value`` is ``KeyError``), for tests that hand validation a broken record."""
+    broken = copy.deepcopy(data)
+    target = broken
+    for key in path[:-1]:
+        target = target[key]
+    if value is KeyError:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return broken

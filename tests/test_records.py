@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import subprocess
@@ -11,7 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import jsonschema
 import pytest
-from store_helpers import T0, check_strict, make_record, make_result
+from store_helpers import T0, changed_copy, check_strict, make_record, make_result
 
 from attention_core import scaled_dot_product_attention
 from attention_core.modes import FAILURE_MODES, run_title
@@ -269,15 +268,7 @@ def test_newer_schema_is_told_apart_from_foreign_json():
 def _mutations(data):
     """Broken copies of a valid record, each paired with a description."""
     def changed(path, value):
-        broken = copy.deepcopy(data)
-        target = broken
-        for key in path[:-1]:
-            target = target[key]
-        if value is KeyError:
-            del target[path[-1]]
-        else:
-            target[path[-1]] = value
-        return "/".join(map(str, path)) + f" = {value!r}"[:60], broken
+        return "/".join(map(str, path)) + f" = {value!r}"[:60], changed_copy(data, path, value)
 
     yield changed(("id",), "../etc/passwd")
     yield changed(("id",), "")

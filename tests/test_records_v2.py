@@ -4,7 +4,6 @@ exported, updated and opened everywhere."""
 
 from __future__ import annotations
 
-import copy
 import csv
 import io
 import json
@@ -16,7 +15,7 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-from store_helpers import T0, check_strict, refuse_constant
+from store_helpers import T0, changed_copy, check_strict, refuse_constant
 
 from app.cli import main
 from app.instructor import InstructorState
@@ -208,18 +207,6 @@ def _v2(**settings) -> dict:
     return ExperimentRecord.from_result(trace(**settings)).to_dict()
 
 
-def _set(data: dict, path: tuple, value) -> dict:
-    broken = copy.deepcopy(data)
-    target = broken
-    for key in path[:-1]:
-        target = target[key]
-    if value is KeyError:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
-    return broken
-
-
 SCHEMA_REFUSES = {
     "v2 without d_v": (("inputs", "d_v"), KeyError),
     "v2 without projection": (("inputs", "projection"), KeyError),
@@ -239,7 +226,7 @@ SCHEMA_REFUSES = {
 @pytest.mark.parametrize("case", SCHEMA_REFUSES)
 def test_the_schema_and_the_fast_check_refuse_the_same_broken_v2_records(case):
     path, value = SCHEMA_REFUSES[case]
-    broken = _set(_v2(), path, value)
+    broken = changed_copy(_v2(), path, value)
     with pytest.raises(jsonschema.ValidationError):
         validate_record(broken)
     with pytest.raises(RecordError):
@@ -272,7 +259,7 @@ SHAPES = {
 @pytest.mark.parametrize("case", SHAPES)
 def test_the_fast_check_refuses_v2_shapes_a_schema_cannot_see(case):
     path, value, where = SHAPES[case]
-    broken = _set(_v2(), path, value)
+    broken = changed_copy(_v2(), path, value)
     validate_record(broken)
     with pytest.raises(RecordError, match=where.replace(".", r"\.")):
         ExperimentRecord.from_dict(broken)
