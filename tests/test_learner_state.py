@@ -382,7 +382,8 @@ def test_the_row_steps_follow_the_chosen_row(page, state):
 
 
 @pytest.mark.parametrize(("x", "text"), [
-    (0.269, "0.269"), (0.00125, "0.00125"), (0.0, "0"), (1e-7, "1.00e-07"), (1000.0, "1000.000"),
+    (0.269, "0.269"), (0.00125, "0.00125"), (0.0646, "0.065"), (0.0123, "0.012"),
+    (0.0, "0"), (1e-7, "1.00e-07"), (1000.0, "1000.000"),
     (float("nan"), "undefined"), (float("inf"), "∞"),
 ])
 def test_cell_number_format(x, text):

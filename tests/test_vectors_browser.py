@@ -97,6 +97,9 @@ def test_the_four_token_trace_preset_shows_seed_000_and_its_saved_record_holds_i
     scores = wait_for_row(page, "scores-source", 4, 4, close_to(SEED_000_ROW_4["scores"]))
     assert np.round(weights, 3).tolist() == SEED_000_ROW_4["weights"]
     assert np.round(scores, 3).tolist() == SEED_000_ROW_4["scores"]
+    # The cells read as the seed prints them (0.065, not 0.0646).
+    assert row_of(source(page, "weights-source"), 4, 4, key="text") == ["0.065", "0.266", "0.131", "0.539"]
+    assert row_of(source(page, "scores-source"), 4, 4, key="text") == ["-0.707", "0.707", "0", "1.414"]
     # The inputs are seed 000's X and projections, each cell named by its place.
     expect(page.get_by_label("Input mode")).to_have_value("X and projections (W_Q, W_K, W_V)")
     expect(page.get_by_label("X token 4, component 1", exact=True)).to_have_value("-1")

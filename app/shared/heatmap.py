@@ -114,15 +114,16 @@ def non_finite(x: float) -> str:
 
 
 def format_number(x: float) -> str:
-    """Cell text: three decimals, three significant digits below 0.1 (so the broken row's
-    0.00125 stays readable), scientific notation for tiny or huge numbers."""
+    """Cell text: three decimals as the seeds print them (0.065, 0.266), three significant
+    digits below 0.01 (so the broken row's 0.00125 stays readable), scientific notation for
+    tiny or huge numbers."""
     if not np.isfinite(x):
         return non_finite(x)
     if x == 0:
         return "0"
     if abs(x) >= 1e5 or abs(x) < 1e-4:
         return f"{x:.2e}"
-    if abs(x) < 0.1:
+    if abs(x) < 0.01:
         return f"{x:.3g}"
     return f"{x:.3f}"
 
