@@ -411,3 +411,22 @@ def test_version_1_and_2_runs_side_by_side_with_d_k_and_d_model(tmp_path, page):
         watch.assert_clean()
     finally:
         running.stop()
+
+
+def test_a_server_restart_is_announced_and_the_table_marked_stale(tmp_path, page):
+    write_runs(tmp_path / "runs", 3)
+    own = start_server(tmp_path / "runs", tmp_path / "server.log", env=NO_PASSWORD)
+    try:
+        open_instructor(page, own)
+        expect(page.get_by_test_id("runs-total")).to_have_text("3")
+        own.process.kill()
+        own.process.wait(timeout=30)
+        expect(page.get_by_text("Connection to the workbench server lost")).to_be_visible()
+        expect(page.get_by_text("Connection to the workbench server lost")).to_contain_text("exports")
+        # The count above the table says so too, and keeps its numbers.
+        count = page.get_by_test_id("runs-count")
+        expect(count).to_contain_text("this table no longer updates")
+        expect(count).to_have_class(re.compile(r"\bstale\b"))
+        expect(page.get_by_test_id("runs-total")).to_have_text("3")
+    finally:
+        own.stop()

@@ -20,6 +20,7 @@ from app.instructor.chart import CHART_HEIGHT, ClassChartView
 from app.instructor.state import InstructorState
 from app.instructor.table import FiltersView, RunsTableView
 from app.shared.compare import ComparisonView
+from app.shared.connection import announce_lost_connection, mark_stale_js
 from app.shared.widgets import like_the_first_paint
 from attention_core.store import RunStore
 
@@ -28,6 +29,11 @@ INTRO = (
     "<p>Every run your learners saved, newest first. New runs appear within a few seconds. Tick "
     "two runs (or click two points in the class picture) to compare them; ticking a third "
     "replaces the oldest.</p>")
+DISCONNECTED = ("Connection to the workbench server lost: this page no longer updates, and its filters, "
+                "exports and comparison do nothing. Reload the page once the server is back; saved runs are kept.")
+# The run count above the table says the table is stale too, long after the notice was read.
+STALE_COUNT_JS = mark_stale_js(
+    ".runs-count", " The connection to the server was lost: this table no longer updates; reload the page.")
 
 
 class ExportView(pn.viewable.Viewer):
@@ -163,6 +169,13 @@ class InstructorPage(pn.viewable.Viewer):
         info.param.watch(_set, "timezone")
         _set()
 
+    def serve_session(self) -> InstructorPage:
+        """Set this browser session up for the page: its disconnect notice. Returns the page."""
+        # After a server restart the page would keep a stale table whose filters and exports
+        # silently do nothing: say so, as the learner page does.
+        announce_lost_connection(DISCONNECTED, STALE_COUNT_JS)
+        return self
+
     def template(self) -> pn.template.BootstrapTemplate:
         """This page in the workbench's template, ready to serve."""
         template = pn.template.BootstrapTemplate(
@@ -178,4 +191,4 @@ class InstructorPage(pn.viewable.Viewer):
 
 def create_instructor(store: RunStore) -> pn.template.BootstrapTemplate:
     """Build one session's instructor page over the server's ``store``, in its template."""
-    return InstructorPage(store).template()
+    return InstructorPage(store).serve_session().template()

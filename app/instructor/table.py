@@ -76,6 +76,9 @@ dd { margin: 0 0 0 12px; white-space: pre-wrap; overflow-wrap: anywhere; max-wid
 """
 
 
+_COUNT_CSS = ".stale { background: #eceff1; color: #37474f; padding: 8px 12px; border-radius: 4px; }"
+
+
 def run_details(record: ExperimentRecord | RunSummary) -> str:
     """A run's free text in full, escaped, for the table's expanded row."""
     items = "".join(
@@ -138,7 +141,7 @@ class RunsTableView(pn.viewable.Viewer):
             stylesheets=[":host .tabulator { font-size: 13px; }"],
             row_content=self._details, embed_content=False,
         )
-        self.count = pn.pane.HTML("", name="runs-count")
+        self.count = pn.pane.HTML("", name="runs-count", stylesheets=[_COUNT_CSS])
         self.state.param.watch(self._update, ["filtered", "timezone"])
         self.state.param.watch(self._sync_selection, "selected_ids")
         self.table.param.watch(self._selected, "selection")
@@ -157,7 +160,8 @@ class RunsTableView(pn.viewable.Viewer):
             self.table.value = runs_frame(s.filtered, s)
         finally:
             self._replacing = False
-        self.count.object = (f"<p><b data-testid='runs-shown'>{len(s.filtered)}</b> of "
+        self.count.object = (f"<p class='runs-count' data-testid='runs-count'>"
+                             f"<b data-testid='runs-shown'>{len(s.filtered)}</b> of "
                              f"<span data-testid='runs-total'>{len(s.records)}</span> runs shown. "
                              f"Times are in {html.escape(s.timezone)}; exports keep UTC.</p>")
         self._sync_selection()

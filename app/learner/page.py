@@ -11,7 +11,6 @@ import html
 
 import panel as pn
 import param
-from bokeh.models import CustomJS
 
 from app.learner.checks import BannerView, ReadoutsView
 from app.learner.contributions import ContributionsView
@@ -22,6 +21,7 @@ from app.learner.record import STALE_STATUS_JS, RecordView
 from app.learner.runs import SavedRunsView
 from app.learner.state import LearnerState
 from app.learner.steps import RowStepsView
+from app.shared.connection import announce_lost_connection
 from attention_core.store import RunStore, resolve_runs_dir
 
 TITLE = "Self-attention workbench"
@@ -101,29 +101,12 @@ class LearnerPage(pn.viewable.Viewer):
     def serve_session(self) -> LearnerPage:
         """Set this browser session up for the page: its disconnect notice, and its saved runs
         kept in the URL. Returns the page, for ``pn.serve``."""
-        # Session-local config: a learner whose server went away is told so, instead of
-        # clicking Save run into a dead connection and believing the run was saved.
-        pn.config.notifications = True
-        pn.config.disconnect_notification = DISCONNECTED
+        # A learner whose server went away is told so, instead of clicking Save run into a dead
+        # connection and believing the run was saved.
+        announce_lost_connection(DISCONNECTED, STALE_STATUS_JS)
         if pn.state.curdoc is not None:
             self._keep_saved_runs_in_url()
-            self._free_notifications_on_close()
-            pn.state.curdoc.js_on_event("connection_lost", CustomJS(code=STALE_STATUS_JS))
         return self
-
-    @staticmethod
-    def _free_notifications_on_close() -> None:
-        """Have this session's notification area let go of its document when the session ends.
-
-        Panel registers the area as a view of the page and forgets it only in its own destroy
-        hook, which looks the area up after Bokeh has already dropped the document from that
-        lookup: every closed page's area, model and document stayed in ``pn.state._views`` for
-        good, scattered among the class's objects, so the allocator could not give their memory
-        back. The area's own server hook (private to Panel) is the one that removes it.
-        """
-        notifications = pn.state.notifications  # created now; Panel adds this same one to the page
-        if notifications is not None:
-            pn.state.on_session_destroyed(notifications._server_destroy)
 
     def _keep_saved_runs_in_url(self) -> None:
         """Keep the ids of this page's saved runs in its URL (``?runs=id1,id2``), so a reload or

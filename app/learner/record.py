@@ -13,6 +13,7 @@ import panel as pn
 import param
 
 from app.learner.state import LearnerState
+from app.shared.connection import mark_stale_js
 from attention_core.records import TEXT_LIMITS
 
 PREDICT_QUESTION = ("Can token 2 attend to token 3, and what will post-softmax masking "
@@ -26,19 +27,8 @@ STATUS_CSS = """
 
 # Run in the browser when the server's connection drops: a green "Saved run #2" beside Save run
 # would say the next click saves too. The message keeps what was saved and says nothing more is.
-# The status lines are in Panel's shadow roots, so they are looked for in each one.
-STALE_STATUS_JS = """
-const walk = (root) => {
-  for (const el of root.querySelectorAll('*')) {
-    if (el.matches('.status.ok')) {
-      el.classList.replace('ok', 'stale')
-      el.textContent += ' Since then the connection to the server was lost: nothing after this is saved.'
-    }
-    if (el.shadowRoot) walk(el.shadowRoot)
-  }
-}
-walk(document)
-"""
+STALE_STATUS_JS = mark_stale_js(
+    ".status.ok", " Since then the connection to the server was lost: nothing after this is saved.", ok_class="ok")
 
 
 # What a text field takes in the browser: far more than a record may hold, so text over the limit

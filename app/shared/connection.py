@@ -1,0 +1,73 @@
+"""What a page says when its connection to the server is lost, shared by both pages.
+
+A Panel page whose server went away (restarted, stopped, the network gone) keeps showing its last
+state with controls that silently do nothing. :func:`announce_lost_connection` turns on Panel's
+own disconnect notification (a lasting error notice, shown by the browser when BokehJS reports
+``connection_lost``) with the page's message, and can run a page's own script at that moment to
+mark what it showed as stale.
+"""
+
+from __future__ import annotations
+
+import json
+
+import panel as pn
+from bokeh.models import CustomJS
+
+
+def mark_stale_js(selector: str, note: str, ok_class: str | None = None) -> str:
+    """A script for :func:`announce_lost_connection` that marks what a page showed as stale.
+
+    Every element matching ``selector`` gets the class ``stale`` (losing ``ok_class``, if given)
+    and ``note`` appended to its text. Panel draws in shadow roots, so each one is searched.
+    """
+    return f"""
+const selector = {json.dumps(selector)}, note = {json.dumps(note)}, ok = {json.dumps(ok_class)}
+const walk = (root) => {{
+  for (const el of root.querySelectorAll('*')) {{
+    if (el.matches(selector) && !el.classList.contains('stale')) {{
+      if (ok) el.classList.remove(ok)
+      el.classList.add('stale')
+      el.append(note)
+    }}
+    if (el.shadowRoot) walk(el.shadowRoot)
+  }}
+}}
+walk(document)
+"""
+
+
+def announce_lost_connection(message: str, on_lost_js: str | None = None) -> None:
+    """Have this browser session say ``message`` when its server connection is lost.
+
+    Parameters
+    ----------
+    message : str
+        Plain text for Panel's disconnect notification (session-local config).
+    on_lost_js : str, optional
+        Script run in the browser on the same event (BokehJS's ``connection_lost`` document
+        event), e.g. to mark a status line stale.
+
+    Outside a server session (tests building a page) only the config is set.
+    """
+    pn.config.notifications = True
+    pn.config.disconnect_notification = message
+    if pn.state.curdoc is None:
+        return
+    _free_notifications_on_close()
+    if on_lost_js:
+        pn.state.curdoc.js_on_event("connection_lost", CustomJS(code=on_lost_js))
+
+
+def _free_notifications_on_close() -> None:
+    """Have this session's notification area let go of its document when the session ends.
+
+    Panel registers the area as a view of the page and forgets it only in its own destroy hook,
+    which looks the area up after Bokeh has already dropped the document from that lookup: every
+    closed page's area, model and document stayed in ``pn.state._views`` for good, scattered
+    among the class's objects, so the allocator could not give their memory back. The area's own
+    server hook (private to Panel) is the one that removes it.
+    """
+    notifications = pn.state.notifications  # created now; Panel adds this same one to the page
+    if notifications is not None:
+        pn.state.on_session_destroyed(notifications._server_destroy)
