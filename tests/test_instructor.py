@@ -7,6 +7,7 @@ import io
 import json
 from datetime import date, timedelta
 
+import numpy as np
 import panel as pn
 import pytest
 from class_runs import write_runs
@@ -106,7 +107,7 @@ def test_chart_has_one_point_per_filtered_run_grouped_by_mode_and_tap_selects(st
     data = chart.source.data
     assert len(data["id"]) == 3
     assert chart.ticker.ticks == [0, 1, 2]
-    assert [round(x) for x in data["x"]] == [0, 1, 2]
+    assert list(data["x"]) == [0, 1, 2]  # a group's first point sits on its number, not left of it
     assert chart.colors.factors == ["Correct, causal", "Mask after softmax (broken)", "No mask"]
     # The axis numbers the groups; the key says which title each number is, and how many runs.
     assert chart.figures[0].xaxis.major_label_overrides == {0: "1", 1: "2", 2: "3"}
@@ -137,6 +138,19 @@ def test_the_page_lists_summaries_and_reads_full_records_only_to_compare(store):
     assert all(isinstance(r, ExperimentRecord) for r in compared)
     (store.directory / f"{compared[0].id}.json").unlink()  # gone before the next refresh
     assert [r.id for r in s.compared] == [compared[1].id]
+
+
+def test_a_groups_points_start_on_its_number_and_spread_around_it(tmp_path):
+    store = RunStore(tmp_path / "runs")
+    for minutes in range(12):
+        store.save(make_record("no_mask" if minutes == 5 else "correct", minutes=minutes))
+    chart = ClassChartView(state=InstructorState(store=store))
+    x = np.array(chart.source.data["x"])
+    correct, no_mask = x[np.array(chart.source.data["mode"]) == "Correct, causal"], x[5]
+    assert correct[0] == 0 and no_mask == 1
+    assert np.all(np.abs(correct) <= 0.3) and len(set(correct)) == len(correct)
+    # Spread on both sides of the number, not all to one side.
+    assert (correct < 0).sum() >= 4 and (correct > 0).sum() >= 4
 
 
 def test_a_zone_change_relabels_without_refiltering_or_rebuilding_the_points(store):

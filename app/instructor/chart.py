@@ -100,10 +100,11 @@ class ClassChartView(pn.viewable.Viewer):
         seen = dict.fromkeys(modes, 0)
         x = np.empty(len(records))
         for n, mode in enumerate(titles):
-            # Spread a group's points evenly (deterministic, unlike a random jitter).
+            # Spread a group's points evenly (deterministic, unlike a random jitter), the first
+            # on its group's number, the next ones alternately around it within ±0.3.
             k = seen[mode]
             seen[mode] += 1
-            x[n] = place[mode] + ((k * 0.618034) % 1 - 0.5) * 0.6
+            x[n] = place[mode] + ((k * 0.618034 + 0.5) % 1 - 0.5) * 0.6
         self._modes = modes
         self._x = dict(zip((r.id for r in records), x, strict=True))
         return {
