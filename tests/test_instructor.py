@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from datetime import date, timedelta
 
 import numpy as np
@@ -17,6 +18,7 @@ from app.instructor import (
     ALL_MODES,
     COLUMNS,
     ClassChartView,
+    ExportView,
     InstructorPage,
     InstructorState,
     ProblemsView,
@@ -191,6 +193,38 @@ def test_exports_are_the_filtered_runs_with_text_untouched(store):
     kept = [r for r in full.records if r.label.startswith("=1")]
     assert bundle["runs"] == json.loads(export_json(kept))["runs"]
     assert s.export("csv") == export_csv(kept)  # summaries give the same CSV as full records
+
+
+def test_two_exports_in_one_second_get_different_file_names(store):
+    from datetime import UTC, datetime
+
+    view = ExportView(state=InstructorState(store=store))
+    names = []
+    for fmt in ("json", "json", "csv", "json"):
+        view._download(fmt)
+        names.append((view.json if fmt == "json" else view.csv).filename)
+    assert len(set(names)) == 4, names
+    assert all(re.fullmatch(r"class-runs-\d{8}T\d{6}\.\d{3}Z(-\d+)?\.(json|csv)", n) for n in names), names
+    # Within one millisecond: a counter.
+    now = datetime(2025, 1, 31, 9, 15, 2, 123456, tzinfo=UTC)
+    assert [view._name("json", now) for _ in range(3)] == [
+        "class-runs-20250131T091502.123Z.json", "class-runs-20250131T091502.123Z-2.json",
+        "class-runs-20250131T091502.123Z-3.json"]
+    assert view._name("json", now.replace(microsecond=124000)) == "class-runs-20250131T091502.124Z.json"
+
+
+def test_the_bundles_skip_reasons_are_sentences_naming_the_run(store):
+    (store.directory / "broken.json").write_text("{")
+    s = InstructorState(store=store)
+    gone = s.filtered[0].id
+    (store.directory / f"{gone}.json").unlink()  # gone between the listing and the export
+    skipped = json.loads(s.export("json"))["skipped"]
+    assert [entry["file"] for entry in skipped] == ["broken.json", f"{gone}.json"]
+    assert skipped[0]["reason"].startswith(
+        "Run broken was left out of this export: its file broken.json is not valid JSON: ")
+    assert skipped[1]["reason"] == (f"Run {gone} was left out of this export: its file {gone}.json "
+                                    "could not be read (No such file or directory).")
+    assert all(entry["reason"].endswith(".") for entry in skipped)
 
 
 def test_problems_are_escaped(store):

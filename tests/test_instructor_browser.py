@@ -204,7 +204,7 @@ def test_exports_hold_exactly_the_filtered_runs_and_match_the_cli(server, browse
     with page.expect_download() as got:
         page.get_by_role("button", name="Export JSON").click()
     download = got.value
-    assert re.fullmatch(r"class-runs-\d{8}T\d{6}Z\.json", download.suggested_filename)
+    assert re.fullmatch(r"class-runs-\d{8}T\d{6}\.\d{3}Z(-\d+)?\.json", download.suggested_filename)
     bundle = json.loads(Path(download.path()).read_text(encoding="utf-8"))
     cli = json.loads(cli_export(server.runs_dir, "json"))
     expected = [r for r in cli["runs"] if r["learner"] == f"Lin {tag}"]
@@ -214,7 +214,7 @@ def test_exports_hold_exactly_the_filtered_runs_and_match_the_cli(server, browse
 
     with page.expect_download() as got:
         page.get_by_role("button", name="Export CSV").click()
-    assert re.fullmatch(r"class-runs-\d{8}T\d{6}Z\.csv", got.value.suggested_filename)
+    assert re.fullmatch(r"class-runs-\d{8}T\d{6}\.\d{3}Z(-\d+)?\.csv", got.value.suggested_filename)
     rows = list(csv.reader(io.StringIO(Path(got.value.path()).read_text(encoding="utf-8"), newline="")))
     cli_rows = list(csv.reader(io.StringIO(cli_export(server.runs_dir, "csv"), newline="")))
     assert rows[0] == cli_rows[0]

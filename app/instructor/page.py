@@ -43,6 +43,7 @@ class ExportView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
+        self._stamp, self._repeats = "", 0  # the last file name's time, and how often it was given
         self.json = pn.widgets.FileDownload(
             callback=lambda: self._download("json"), filename="class-runs.json",
             label="Export JSON", embed=False, button_type="primary")
@@ -52,10 +53,18 @@ class ExportView(pn.viewable.Viewer):
 
     def _download(self, fmt: str) -> io.StringIO:
         self.state.refresh()  # runs saved since the last tick are in the file too
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         widget = self.json if fmt == "json" else self.csv
-        widget.filename = f"class-runs-{stamp}.{fmt}"
+        widget.filename = self._name(fmt, datetime.now(UTC))
         return io.StringIO(self.state.export(fmt))
+
+    def _name(self, fmt: str, now: datetime) -> str:
+        """``class-runs-<UTC time to the ms>.<fmt>``, with ``-2``, ``-3``… for a second export of
+        this page within the same millisecond: a browser would otherwise name it ``… (1)``, or
+        overwrite the first."""
+        stamp = f"{now:%Y%m%dT%H%M%S}.{now.microsecond // 1000:03d}Z"
+        self._repeats = self._repeats + 1 if stamp == self._stamp else 1
+        self._stamp = stamp
+        return f"class-runs-{stamp}{'' if self._repeats == 1 else f'-{self._repeats}'}.{fmt}"
 
     def __panel__(self):
         return pn.Row(self.json, self.csv, pn.pane.HTML(

@@ -34,6 +34,16 @@ def mode_order(titles) -> list[str]:
     return [t for t in _MODE_ORDER if t in titles] + sorted(titles - set(_MODE_ORDER))
 
 
+def skip_sentence(file: str, reason: str) -> str:
+    """Why a run is left out of an export, as one sentence naming the run and its file.
+
+    ``reason`` is the store's short reason (``"not valid JSON: …"``, ``"could not be read (…)"``).
+    """
+    run = file.removesuffix(".json")
+    verb = "is " if reason.startswith("not ") else ""
+    return f"Run {run} was left out of this export: its file {file} {verb}{reason.rstrip('.')}."
+
+
 def zone(name: str) -> ZoneInfo:
     """The IANA zone ``name``, UTC when it is unknown (a browser may report anything)."""
     try:
@@ -129,5 +139,6 @@ class InstructorState(param.Parameterized):
         """The filtered runs as a JSON bundle (with the store's problems) or as CSV."""
         if fmt == "json":
             full = self.store.read_records(r.id for r in self.filtered)
-            return export_json(full.records, [*self.problems, *full.problems])
+            return export_json(full.records, [(name, skip_sentence(name, reason))
+                                              for name, reason in (*self.problems, *full.problems)])
         return export_csv(self.filtered)
