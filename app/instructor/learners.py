@@ -1,0 +1,187 @@
+"""The learners view: one row per learner, which of seed 003's checkpoints each has reached.
+
+Seed 003 names four checkpoints. Three leave evidence in the runs a learner saves:
+
+- **predict**: a run with a prediction written;
+- **experiment**: a correct run with the causal mask *and* a "mask after softmax" run saved
+  (the lesson's contrast), plus which other failure modes the learner tried;
+- **explain**: a run with an explanation attached.
+
+(The fourth, **implement**, happens in the learner's editor, not here.) Each checkpoint says when
+it was reached: the time of the run that completed it. Learners on the class list who saved
+nothing get a row too, so "who is missing what" includes them; runs without a learner name are
+counted apart, never hidden. Left out: widgets (``LearnersView`` below is the only view).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pandas as pd
+import panel as pn
+import param
+
+CHECKPOINTS = ("predict", "experiment", "explain")
+ANYONE = "Anyone"
+MISSING = {f"Missing {c}": c for c in CHECKPOINTS}
+COLUMNS = ("learner", "runs", "predict", "experiment", "other failure modes tried", "explain")
+
+
+@dataclass
+class LearnerCheckpoints:
+    """What one learner has done, from their runs (``runs`` is 0 for a class-list name only)."""
+
+    learner: str
+    runs: int = 0
+    predicted_at: datetime | None = None
+    correct_causal_at: datetime | None = None
+    mask_after_softmax_at: datetime | None = None
+    explained_at: datetime | None = None
+    other_modes: set[str] = field(default_factory=set)  # run titles, see attention_core.modes.run_title
+
+    @property
+    def experimented_at(self) -> datetime | None:
+        """When both runs of the lesson's contrast existed (the later of the two), or None."""
+        if self.correct_causal_at is None or self.mask_after_softmax_at is None:
+            return None
+        return max(self.correct_causal_at, self.mask_after_softmax_at)
+
+    def reached(self, checkpoint: str) -> datetime | None:
+        """When ``checkpoint`` (one of :data:`CHECKPOINTS`) was reached, or None."""
+        return {"predict": self.predicted_at, "experiment": self.experimented_at,
+                "explain": self.explained_at}[checkpoint]
+
+    def still_needs(self) -> str:
+        """What the experiment checkpoint still lacks, in the lesson's words ("" when done)."""
+        lacking = [what for what, at in (("a correct causal run", self.correct_causal_at),
+                                         ("a mask-after-softmax run", self.mask_after_softmax_at))
+                   if at is None]
+        return " and ".join(lacking)
+
+
+def _earliest(current: datetime | None, at: datetime) -> datetime:
+    return at if current is None or at < current else current
+
+
+def learner_checkpoints(runs: Iterable, class_list: Iterable[str] = ()) -> tuple[list[LearnerCheckpoints], int]:
+    """Each learner's checkpoints, and how many runs carry no learner name.
+
+    Parameters
+    ----------
+    runs : iterable of RunSummary or ExperimentRecord
+        Anything with ``learner``, ``prediction``, ``explanation``, ``failure_mode``, ``causal``,
+        ``T``, ``title`` and ``created_datetime`` (timezone-aware). A "mask after softmax" run
+        counts for the experiment only when it had a future cell to mask (causal, T > 1).
+    class_list : iterable of str
+        Names expected in the class; each gets a row even without a run.
+
+    Returns
+    -------
+    (list of LearnerCheckpoints, int)
+        One entry per learner name (runs matched by their name with surrounding spaces dropped
+        and case ignored, shown as first seen), sorted by name; and the count of unnamed runs.
+    """
+    learners: dict[str, LearnerCheckpoints] = {}
+
+    def entry(name: str) -> LearnerCheckpoints:
+        return learners.setdefault(name.strip().casefold(), LearnerCheckpoints(name.strip()))
+
+    for name in class_list:
+        if name.strip():
+            entry(name)
+    unnamed = 0
+    for run in runs:
+        if not (run.learner or "").strip():
+            unnamed += 1
+            continue
+        row = entry(run.learner)
+        row.runs += 1
+        at = run.created_datetime
+        if (run.prediction or "").strip():
+            row.predicted_at = _earliest(row.predicted_at, at)
+        if (run.explanation or "").strip():
+            row.explained_at = _earliest(row.explained_at, at)
+        if run.failure_mode == "correct" and run.causal:
+            row.correct_causal_at = _earliest(row.correct_causal_at, at)
+        elif run.failure_mode == "mask_after_softmax" and run.causal and run.T > 1:
+            row.mask_after_softmax_at = _earliest(row.mask_after_softmax_at, at)
+        else:  # every other way to run it, by the name the pages give it ("…, nothing to mask")
+            row.other_modes.add(run.title)
+    return sorted(learners.values(), key=lambda r: r.learner.casefold()), unnamed
+
+
+def _when(at: datetime | None, tz) -> str:
+    return "" if at is None else at.astimezone(tz).strftime("%Y-%m-%d %H:%M")
+
+
+def table_rows(learners: list[LearnerCheckpoints], tz) -> list[dict]:
+    """The learners as the table and the CSV show them, times in ``tz``."""
+    return [{
+        "learner": r.learner, "runs": r.runs,
+        "predict": _when(r.predicted_at, tz) or "missing",
+        "experiment": _when(r.experimented_at, tz) or f"missing {r.still_needs()}",
+        "other failure modes tried": "; ".join(sorted(r.other_modes)),
+        "explain": _when(r.explained_at, tz) or "missing",
+    } for r in learners]
+
+
+def learners_csv(rows: list[dict]) -> str:
+    """The learners view as CSV (one header line, then one line per learner)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+class LearnersView(pn.viewable.Viewer):
+    """The learners table: checkpoints per learner, a class list, a filter, a CSV download.
+
+    ``runs`` is a callable giving the runs to count (the state's current, unfiltered runs), and
+    ``timezone`` the instructor's zone; ``refresh()`` recounts, e.g. when new runs arrive.
+    """
+
+    class_list = param.String(default="", doc="Names expected in the class, one per line.")
+    show = param.Selector(default=ANYONE, objects=[ANYONE, *MISSING], doc="Which learners to list.")
+
+    def __init__(self, runs, timezone, **params):
+        super().__init__(**params)
+        self._runs, self._timezone = runs, timezone
+        self.table = pn.widgets.Tabulator(
+            disabled=True, show_index=False, sizing_mode="stretch_width",
+            layout="fit_data_table", pagination="local", page_size=25)
+        self.summary = pn.pane.HTML("")
+        self.download = pn.widgets.FileDownload(
+            callback=lambda: io.StringIO(learners_csv(self._rows())), filename="class-learners.csv",
+            label="Export learners CSV", embed=False)
+        self.param.watch(lambda *e: self.refresh(), ["class_list", "show"])
+        self.refresh()
+
+    def _rows(self) -> list[dict]:
+        names = self.class_list.splitlines()
+        learners, self._unnamed = learner_checkpoints(self._runs(), names)
+        if self.show != ANYONE:
+            learners = [r for r in learners if r.reached(MISSING[self.show]) is None]
+        return table_rows(learners, self._timezone())
+
+    def refresh(self) -> None:
+        """Recount every learner's checkpoints from the runs."""
+        rows = self._rows()
+        self.table.value = pd.DataFrame(rows, columns=list(COLUMNS))
+        apart = (f" {self._unnamed} run{'s' if self._unnamed != 1 else ''} without a learner name "
+                 "counted apart." if self._unnamed else "")
+        self.summary.object = f"<p>{len(rows)} learner{'s' if len(rows) != 1 else ''} listed.{apart}</p>"
+
+    def __panel__(self):
+        return pn.Column(
+            pn.pane.HTML("<h3>Learners</h3><p>Checkpoints of seed 003 per learner: predict (a "
+                         "prediction written), experiment (a correct causal run and a "
+                         "mask-after-softmax run saved), explain (an explanation attached).</p>"),
+            pn.Row(pn.widgets.TextAreaInput.from_param(
+                       self.param.class_list, label="Class list (one name per line)", height=90),
+                   pn.widgets.Select.from_param(self.param.show, label="Show learners")),
+            self.summary, self.table, self.download, sizing_mode="stretch_width")
