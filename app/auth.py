@@ -25,10 +25,10 @@ PASSWORD_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD"
 INSTRUCTOR_USER = "instructor"
 INSTRUCTOR_PATH = "/instructor"
 LOGIN_TEMPLATE = Path(__file__).resolve().parent / "instructor" / "login.html"
-# Endpoints anyone may open without logging in: the learner page, its WebSocket and its
-# autoload script, with or without a query string.
-GUEST_ENDPOINTS = ["/"]
-GUEST_PATHS = frozenset({"/", "/ws", "/autoload.js"})
+# Endpoints anyone may open without logging in: the learner pages (the workbench and its
+# embed), their WebSockets and autoload scripts, with or without a query string.
+GUEST_ENDPOINTS = ["/", "/embed"]
+GUEST_PATHS = frozenset({"/", "/ws", "/autoload.js", "/embed", "/embed/ws", "/embed/autoload.js"})
 
 
 def is_guest_path(uri: str) -> bool:

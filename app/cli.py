@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from app.auth import PASSWORD_ENV, exposure_problem
+from app.framing import EMBED_ORIGINS_ENV, origins_from_env, parse_origins
 
 EXIT_OK, EXIT_WRITE_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -53,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "the environment variable keeps it out of the process list)")
     serve.add_argument("--no-instructor-auth", action="store_true",
                        help="serve /instructor without a password on a non-loopback address")
+    serve.add_argument("--embed-origin", action="append", default=[], metavar="ORIGIN",
+                       help="a course site that may frame the learner pages and receive the "
+                            "embed's messages, e.g. https://course.example (repeatable; default: "
+                            f"${EMBED_ORIGINS_ENV}, space-separated, else none)")
 
     export = sub.add_parser("export", help="write every readable run as JSON or CSV")
     export.add_argument("--runs-dir", help=runs_help)
@@ -67,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Exit status: 0 done (``export``: every readable run written, skipped files listed on
     stderr); 1 the output file could not be written; 2 bad usage, a missing runs directory, or
     (``serve``) a non-loopback address without an instructor password or ``--no-instructor-auth``,
+    an ``--embed-origin`` that is not an origin,
     a runs directory that is a file or cannot be created, a port already in use.
     """
     args = build_parser().parse_args(argv)
@@ -107,6 +113,11 @@ def _serve(args: argparse.Namespace, runs_dir: Path) -> int:
     if args.num_procs < 0:
         print("attention-workbench serve: error: --num-procs must be 0 or more", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        embed_origins = parse_origins(args.embed_origin or origins_from_env(os.environ.get(EMBED_ORIGINS_ENV)))
+    except ValueError as error:
+        print(f"attention-workbench serve: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     problem = _runs_dir_problem(runs_dir)  # before Panel is imported (a second or two)
     if problem:
         print(f"attention-workbench serve: error: {problem}", file=sys.stderr)
@@ -121,7 +132,7 @@ def _serve(args: argparse.Namespace, runs_dir: Path) -> int:
         server = importlib.import_module("app.server")
         server.serve(runs_dir=runs_dir, port=args.port, address=args.address,
                      num_procs=args.num_procs, instructor_password=password,
-                     no_instructor_auth=args.no_instructor_auth)
+                     no_instructor_auth=args.no_instructor_auth, embed_origins=embed_origins)
     except OSError as error:
         # Start-up problems only: the port is taken (or not ours to bind), the address is not
         # one of this machine's, the runs directory cannot be created. Anything else is a bug.

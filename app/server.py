@@ -1,11 +1,12 @@
 """Serving the workbench: one Panel/Bokeh server, each browser session built fresh.
 
-Two pages over one :class:`~attention_core.store.RunStore` (one per server process, so its parse
-cache is shared by every session): the learner workbench at ``/`` and the instructor page at
-``/instructor``, which :mod:`app.auth` can put behind a password. ``--num-procs`` forks worker
-processes after the store is set up and listed once (Bokeh's ``num_procs``; each worker starts
-with that listing in memory, then keeps its own cache and its own sessions; saves never collide
-because every run is a new, uniquely named file).
+Three pages over one :class:`~attention_core.store.RunStore` (one per server process, so its parse
+cache is shared by every session): the learner workbench at ``/``, the same workbench laid out
+for a course page's iframe at ``/embed`` (:mod:`app.learner.embed`; who may frame which page is
+:mod:`app.framing`'s), and the instructor page at ``/instructor``, which :mod:`app.auth` can put
+behind a password. ``--num-procs`` forks worker processes after the store is set up and listed
+once (Bokeh's ``num_procs``; each worker starts with that listing in memory, then keeps its own
+cache and its own sessions; saves never collide because every run is a new, uniquely named file).
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import panel as pn
 
 from app.auth import INSTRUCTOR_PATH, exposure_problem, serve_options
+from app.framing import EMBED_PATH, framing_transform, parse_origins
+from app.learner.embed import TITLE as EMBED_TITLE
+from app.learner.embed import create_embed
 from app.learner.page import create_page
 from app.shared.transport import answer_without_nagle_delay
 from attention_core.store import RunStore
@@ -126,7 +131,7 @@ def _workers_end_with_their_parent() -> None:
 
 def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bool = False,
           num_procs: int = 1, instructor_password: str | None = None,
-          no_instructor_auth: bool = False) -> None:
+          no_instructor_auth: bool = False, embed_origins: Sequence[str] = ()) -> None:
     """Start the server and block until it stops.
 
     Parameters
@@ -143,18 +148,22 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
         Puts ``/instructor`` (and its downloads) behind Panel's login; ``/`` stays open.
     no_instructor_auth : bool
         Serve ``/instructor`` without a password even on a non-loopback address.
+    embed_origins : sequence of str
+        Course sites (``https://course.example``) that may frame the learner pages and receive
+        the embed's messages (:mod:`app.framing`); none by default.
 
     Raises
     ------
     ValueError
         No password for a non-loopback address without ``no_instructor_auth`` (the message
-        says why), or ``num_procs`` below 0.
+        says why), ``num_procs`` below 0, or an embed origin that is not an origin.
     """
     problem = exposure_problem(address, instructor_password, no_instructor_auth)
     if problem:
         raise ValueError(problem)
     if num_procs < 0:
         raise ValueError(f"--num-procs must be 0 or more, got {num_procs}")
+    embed_origins = parse_origins(embed_origins)
     store = RunStore(runs_dir)
     store.cleanup_temp_files()
     # List once now, before any worker is forked: the first instructor page (in every worker)
@@ -181,6 +190,9 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
     if everywhere:
         print(f"Listening on every interface: learners on other machines open this machine's "
               f"name or IP address, port {port} (http://localhost:{port}/ works here).", flush=True)
+    if embed_origins:
+        print(f"Course pages that may frame the learner pages and hear of saved runs: "
+              f"{' '.join(embed_origins)}", flush=True)
     _load_mathjax_only_for_tex()
     answer_without_nagle_delay()
     _settle_heap()
@@ -188,12 +200,15 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
         _workers_end_with_their_parent()
     pn.serve(
         {"/": _served_locally(lambda: create_page(store)),
+         EMBED_PATH: _served_locally(lambda: create_embed(store, embed_origins)),
          INSTRUCTOR_PATH: _served_locally(lambda: _create_instructor(store))},
         port=port, address=address, show=show,
-        title={"/": "Self-attention workbench", INSTRUCTOR_PATH: "Instructor · Self-attention workbench"},
+        title={"/": "Self-attention workbench", EMBED_PATH: EMBED_TITLE,
+               INSTRUCTOR_PATH: "Instructor · Self-attention workbench"},
         websocket_origin=origins,
         # Bokeh's own names: pn.serve passes unknown keywords on, so shorter ones are ignored.
         check_unused_sessions_milliseconds=CHECK_UNUSED_SESSIONS_MS,
         unused_session_lifetime_milliseconds=UNUSED_SESSION_LIFETIME_MS, threaded=False, num_procs=num_procs,
+        transforms=[framing_transform(embed_origins)],
         **serve_options(instructor_password),
     )

@@ -95,10 +95,11 @@ def test_serve_passes_its_options_to_app_server(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "app.server", fake)
     monkeypatch.delenv("ATTENTION_WORKBENCH_RUNS_DIR", raising=False)
     monkeypatch.delenv("ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD", raising=False)
+    monkeypatch.delenv("ATTENTION_WORKBENCH_EMBED_ORIGINS", raising=False)
     assert main(["serve"]) == 0
     assert main(["serve", "--runs-dir", str(tmp_path), "--port", "0", "--address", "0.0.0.0",
                  "--instructor-password", "pw"]) == 0
-    rest = {"num_procs": 1, "no_instructor_auth": False}
+    rest = {"num_procs": 1, "no_instructor_auth": False, "embed_origins": []}
     assert calls == [
         {"runs_dir": Path("runs"), "port": 5006, "address": "localhost", "instructor_password": None, **rest},
         {"runs_dir": tmp_path, "port": 0, "address": "0.0.0.0", "instructor_password": "pw", **rest},

@@ -53,7 +53,7 @@ def test_serve_options_use_panels_basic_auth_for_the_instructor_only():
     assert login._validate(None, "instructor", "README.md")
     assert not login._validate(None, "instructor", "readme.md") and not login._validate(None, "x", "README.md")
     assert "basic_auth" not in options  # Panel would build its own provider, matching whole URIs
-    assert options["oauth_guest_endpoints"] == ["/"]
+    assert options["oauth_guest_endpoints"] == ["/", "/embed"]
     assert len(options["cookie_secret"]) >= 32
     assert options["cookie_secret"] != auth.serve_options("x")["cookie_secret"]
     assert auth.LOGIN_TEMPLATE.is_file()

@@ -143,6 +143,57 @@ def readouts_html(r: AttentionResult | None, input_ok: bool) -> str:
         f"</div><div>{checks_html(r)}</div></div>")
 
 
+INVARIANTS_CSS = """
+:host { font-size: 13px; }
+p { margin: 0 0 4px; }
+ol { margin: 4px 0 0; padding-left: 1.6em; }
+li { margin: 1px 0; }
+.check-fail { color: #b00020; } .check-pass { color: #1b5e20; } .check-na { color: #555; }
+"""
+
+
+def invariants_html(r: AttentionResult | None, input_ok: bool) -> str:
+    """The run in brief, for the embed (:mod:`app.learner.embed`): its title, total future-token
+    weight, smallest row sum and each check by title alone (its message in a tooltip and in
+    :func:`checks_html`)."""
+    if r is None:
+        return ""
+    stale = "" if input_ok else ("<p class='check-fail'>The inputs have a problem: still showing the "
+                                 "last valid input.</p>")
+    items = []
+    for c in r.checks:
+        mark, word = {True: ("✓", "pass"), False: ("✗", "FAIL"), None: ("–", "n/a")}[c.passed]
+        items.append(
+            f"<li class='check-{word.lower().replace('/', '')}' data-check='{c.name}' "
+            f"title='{html.escape(_words(c.message), quote=True)}'><span aria-hidden='true'>{mark}</span> "
+            f"<b>{word}</b> {html.escape(c.title)}</li>")
+    title = html.escape(run_title(r.mode.name, r.causal, r.T))
+    return (f"{stale}<p>This run: <b data-testid='run-title'>{title}</b></p>"
+            f"<p>Total future-token weight: <b data-testid='total-future-weight'>"
+            f"{reading(r.total_future_weight)}</b> · smallest row sum: "
+            f"<b data-testid='min-row-sum'>{reading(r.min_row_sum)}</b></p>"
+            "<ol class='checklist' aria-label='Checks in audit order'>" + "".join(items) + "</ol>")
+
+
+class InvariantsView(pn.viewable.Viewer):
+    """The current run's invariants in brief (:func:`invariants_html`)."""
+
+    state = param.ClassSelector(class_=LearnerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.pane = pn.pane.HTML(name="invariants", stylesheets=[INVARIANTS_CSS],
+                                 sizing_mode="stretch_width", margin=(0, 10))
+        self._show()
+
+    @param.depends("state.result", "state.input_ok", watch=True)
+    def _show(self) -> None:
+        self.pane.object = invariants_html(self.state.result, self.state.input_ok)
+
+    def __panel__(self):
+        return self.pane
+
+
 class BannerView(pn.viewable.Viewer):
     """The broken-mode warning, shown above the heat maps while a broken mode shows."""
 

@@ -29,12 +29,14 @@ class MatricesView(pn.viewable.Viewer):
     """Both heat maps side by side, each with its mirror table."""
 
     state = param.ClassSelector(class_=LearnerState)
+    size = param.Integer(default=300, bounds=(120, None), constant=True,
+                         doc="Height of each map in pixels (its figure is 100 px wider).")
 
     def __init__(self, **params):
         super().__init__(**params)
         pick = self._pick_row
-        self.scores = HeatMap("Scores", "scores", kind="scores", size=300, on_row_tap=pick)
-        self.weights = HeatMap("Weights", "weights", kind="weights", size=300, on_row_tap=pick)
+        self.scores = HeatMap("Scores", "scores", kind="scores", size=self.size, on_row_tap=pick)
+        self.weights = HeatMap("Weights", "weights", kind="weights", size=self.size, on_row_tap=pick)
         self._layout = pn.Row(self.scores, self.weights, margin=0)
         self._update()
 

@@ -66,6 +66,8 @@ class LearnerPage(pn.viewable.Viewer):
 
     store = param.ClassSelector(class_=RunStore, doc="Where runs are saved.")
     state = param.ClassSelector(class_=LearnerState, doc="This page's one state.")
+    map_size = param.Integer(default=300, bounds=(120, None), constant=True,
+                             doc="Height of each heat map in pixels (the embed's are smaller).")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -76,7 +78,7 @@ class LearnerPage(pn.viewable.Viewer):
         s = self.state
         self.inputs = InputsView(state=s)
         self.banner = BannerView(state=s)
-        self.matrices = MatricesView(state=s)
+        self.matrices = MatricesView(state=s, size=self.map_size)
         self.projections = ProjectionsView(state=s)
         self.opened = pn.pane.HTML(
             pn.bind(opened_html, s.param.open_message, s.param.open_ok, s.param.opened_edited),

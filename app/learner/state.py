@@ -187,6 +187,8 @@ class LearnerState(param.Parameterized):
     input_ok = param.Boolean(default=True, doc="The current input is valid and shown.")
     saved = param.List(default=[], item_type=ExperimentRecord,
                        doc="Experiment records saved or restored in this session, oldest first.")
+    last_saved = param.ClassSelector(class_=ExperimentRecord, default=None, allow_None=True,
+                                     doc="The run Save run wrote last: set once for every run saved.")
     save_message = param.String(default="", doc="What the last save did.")
     save_ok = param.Boolean(default=True, doc="Whether the last save worked.")
     store = param.ClassSelector(class_=RunStore, doc="Where runs are saved.")
@@ -394,7 +396,7 @@ class LearnerState(param.Parameterized):
         except StoreError as exc:  # already a sentence: "Run not saved: the runs directory … is full."
             self.param.update(save_ok=False, save_message=str(exc))
             return None
-        self.saved = [*self.saved, record]
+        self.param.update(saved=[*self.saved, record], last_saved=record)
         name = f"“{record.label}”" if record.label else f"#{len(self.saved)}"
         self.param.update(save_ok=True, save_message=f"Saved run {name} ({record.id}).")
         return record

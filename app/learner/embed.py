@@ -1,0 +1,229 @@
+"""The learner page made to sit in a course page: ``/embed``, an iframe 610 px high.
+
+Seed 003 embeds the workbench as an explorable (``:::explorable{… height="610"
+id="attention-workbench"}``) and completes its *experiment* checkpoint on the event
+``experiment-recorded`` from that instance. This page is the learner page itself (one
+:class:`~app.learner.page.LearnerPage`, its state and its views) laid out for the frame: the
+inputs, toggles, failure mode, both heat maps and the checks on the first tab, the rest (row
+steps and readouts, saved runs and their comparison, input mode and presets) one click away.
+
+The page and the course page talk with ``postMessage``, only with the origins the server trusts
+(``serve --embed-origin``; none by default, and then not at all):
+
+- on every saved run the page posts ``{type: "explorable-event", instanceId, event:
+  "experiment-recorded", run: {id, created_at, failure_mode, causal, total_future_weight,
+  min_row_sum, failed_checks}, url}`` to its parent, with the parent's exact origin as the target
+  (``url`` opens the run in the full workbench);
+- the course page may pass the learner's name and prediction in, as ``?learner=…&prediction=…``
+  on the frame's address or as a message ``{type: "explorable-context", instanceId, learner,
+  prediction}``; either is learner text like any other (cut to ``TEXT_LIMITS``, saying so, and
+  only ever shown as text). ``?instanceId=`` names the instance (default
+  ``attention-workbench``); a message naming another instance is ignored.
+"""
+
+from __future__ import annotations
+
+import html
+
+import panel as pn
+import param
+from panel.custom import JSComponent
+
+from app.learner.checks import InvariantsView
+from app.learner.page import LearnerPage
+from app.learner.record import STATUS_CSS
+from attention_core.records import TEXT_LIMITS, ExperimentRecord
+
+DEFAULT_INSTANCE = "attention-workbench"  # seed 003's explorable id
+EVENT_TYPE, CONTEXT_TYPE, RECORDED = "explorable-event", "explorable-context", "experiment-recorded"
+HOST_FIELDS = ("learner", "prediction")
+MAP_SIZE = 176  # two maps side by side (each 140 px wider than this) in a 640 px column
+TITLE = "Self-attention workbench (embedded)"
+
+_BRIDGE_ESM = """
+export function render({ model, view }) {
+  // The parent's origin: Chromium and Safari list it, Firefox leaves the referrer's.
+  function parentOrigin() {
+    const ancestors = window.location.ancestorOrigins
+    if (ancestors && ancestors.length > 0) return ancestors[0]
+    try { return document.referrer ? new URL(document.referrer).origin : null } catch (e) { return null }
+  }
+  function post() {
+    const message = model.message
+    if (window.parent === window || !message || !message.run) return
+    const origin = parentOrigin()
+    if (!origin || !model.trusted_origins.includes(origin)) return
+    const url = new URL('./?run=' + encodeURIComponent(message.run.id), window.location.href).href
+    window.parent.postMessage({...message, url}, origin)
+  }
+  function listen(event) {
+    if (window.parent === window || event.source !== window.parent) return
+    if (!model.trusted_origins.includes(event.origin)) return
+    const data = event.data
+    if (!data || typeof data !== 'object' || data.type !== 'explorable-context') return
+    if (data.instanceId !== undefined && data.instanceId !== model.instance_id) return
+    const got = {}
+    for (const key of ['learner', 'prediction']) {
+      if (typeof data[key] === 'string') got[key] = data[key]
+    }
+    if (Object.keys(got).length > 0) model.received = got
+  }
+  model.on('message', post)
+  // A re-render must not leave a second listener behind.
+  if (view._explorable_listener) window.removeEventListener('message', view._explorable_listener)
+  view._explorable_listener = listen
+  window.addEventListener('message', listen)
+  model.on('remove', () => window.removeEventListener('message', listen))
+}
+"""
+
+
+class ExplorableBridge(JSComponent):
+    """Posts :attr:`message` to the parent window when it changes; hands a trusted parent's
+    context message to :attr:`received`.
+
+    A custom component because Panel has no way to reach the parent window: neither posting
+    to it nor hearing from it. Both directions check the parent's origin against
+    :attr:`trusted_origins` in the browser, where the origin is known; with none, nothing is
+    posted and nothing heard.
+    """
+
+    trusted_origins = param.List(default=[], item_type=str, doc="Exact origins to talk to.")
+    instance_id = param.String(default=DEFAULT_INSTANCE, doc="This explorable instance's id.")
+    message = param.Dict(default={}, doc="The last event posted (the browser adds ``url``).")
+    received = param.Dict(default={}, doc="learner and/or prediction from the parent, until taken.")
+
+    _esm = _BRIDGE_ESM
+
+
+def recorded_event(record: ExperimentRecord, instance_id: str = DEFAULT_INSTANCE) -> dict:
+    """The ``experiment-recorded`` message for a saved run, as seed 003's explorable expects it
+    (``url`` is added in the browser, which knows the address the learner reaches).
+
+    Numbers are the record's own (``None`` where not finite); ``failed_checks`` a list of check
+    names, empty for a correct run.
+    """
+    return {"type": EVENT_TYPE, "instanceId": instance_id, "event": RECORDED, "run": {
+        "id": record.id, "created_at": record.created_at, "failure_mode": record.failure_mode,
+        "causal": record.causal, "total_future_weight": record.total_future_weight,
+        "min_row_sum": record.min_row_sum, "failed_checks": list(record.failed_checks)}}
+
+
+def host_text(text: str, field: str) -> tuple[str, str]:
+    """Text the course page passed for ``field`` ("learner" or "prediction"), at most its
+    ``TEXT_LIMITS`` characters, and what the page says when it was longer (else "")."""
+    limit = TEXT_LIMITS[field]
+    if len(text) <= limit:
+        return text, ""
+    return text[:limit], (f"The course page passed a {field} of {len(text)} characters; the first "
+                          f"{limit} were kept (the limit).")
+
+
+def passed_in_html(learner: str, prediction: str) -> str:
+    """What the first tab says about the record fields (in the Saved runs tab): whose runs these
+    are and the prediction Save run will store, escaped, or where to write the prediction."""
+    who = f"Learner: <b data-testid='embed-learner'>{html.escape(learner)}</b>. " if learner else ""
+    if not prediction.strip():
+        return (f"<p>{who}Save run needs your prediction: write it in the <b>Saved runs</b> "
+                "tab.</p>")
+    shown = prediction if len(prediction) <= 120 else prediction[:119] + "…"
+    return f"<p>{who}Prediction: <q data-testid='embed-prediction'>{html.escape(shown)}</q></p>"
+
+
+_HINT_CSS = ":host { font-size: 13px; } p { margin: 2px 0; overflow-wrap: anywhere; }"
+
+
+class EmbedPage(pn.viewable.Viewer):
+    """The learner page in tabs for a 610 px frame, and its bridge to the course page."""
+
+    page = param.ClassSelector(class_=LearnerPage, doc="The learner page laid out here.")
+    trusted_origins = param.List(default=[], item_type=str, doc="Course sites to talk to.")
+    instance_id = param.String(default=DEFAULT_INSTANCE, doc="This explorable instance's id.")
+    host_message = param.String(default="", doc="What was cut from text the course page passed in.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        if self.page is None:
+            self.page = LearnerPage(map_size=MAP_SIZE)
+        p, s = self.page, self.page.state
+        i = p.inputs
+        self.bridge = ExplorableBridge(trusted_origins=list(self.trusted_origins),
+                                       instance_id=self.instance_id, visible=False)
+        self.bridge.param.watch(lambda e: self.take_host_text(e.new), "received")
+        s.param.watch(self._post, "last_saved")
+        self.invariants = InvariantsView(state=s)
+        self.passed_in = pn.pane.HTML(pn.bind(passed_in_html, s.param.learner, s.param.prediction),
+                                      stylesheets=[_HINT_CSS], margin=(0, 10), sizing_mode="stretch_width")
+        self.host_note = pn.pane.HTML(pn.bind(lambda m: f"<div class='status error' role='status'>"
+                                              f"{html.escape(m)}</div>" if m else "", self.param.host_message),
+                                      visible=pn.bind(bool, self.param.host_message),
+                                      stylesheets=[STATUS_CSS], sizing_mode="stretch_width")
+        r = p.record
+        i.failure_mode.width = 210  # beside Tokens in the 340 px column
+        # The PNG buttons stay on the full page: here the frame's height goes to the maps.
+        p.matrices.scores.save_button.visible = p.matrices.weights.save_button.visible = False
+        c = p.contributions
+        for fig in (c.score_figure, c.weight_figure, c.value_figure, c.contribution_figure):
+            fig.width = 300  # two side by side in 640 px
+        p.runs.table.stylesheets = [*p.runs.table.stylesheets, ":host { overflow-x: auto; }"]
+        inputs = pn.Column(
+            pn.Row(i.tokens, i.failure_mode, margin=0), i.tokens_message, i.mode_note, *i.grids,
+            i.toggles, i.mask_note, i.exposure_note, i.expose, width=340, margin=0)
+        checks = pn.Column(self.invariants, pn.Row(r.button, margin=(5, 0)), r.message,
+                           self.passed_in, sizing_mode="stretch_width", margin=0)
+        workbench = pn.Column(p.opened, pn.Row(inputs, checks, margin=0), p.matrices,
+                              sizing_mode="stretch_width", margin=0)
+        steps = pn.Column(pn.Row(p.row, p.row_message, margin=0), p.banner, p.readouts, p.steps,
+                          p.contributions, p.projections, sizing_mode="stretch_width", margin=0)
+        runs = pn.Column(self.host_note, r.prediction, pn.Row(r.learner, r.label, margin=0), p.runs,
+                         sizing_mode="stretch_width", margin=0)
+        more = pn.Column(i.input_mode, pn.Row(i.d_k, i.d_v, i.d_model, margin=0),
+                         pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
+                         pn.FlexBox(*i.presets, margin=(0, 6)), sizing_mode="stretch_width", margin=0)
+        # Dynamic: only the open tab is in the page, so the frame is as tall as that tab alone.
+        self.tabs = pn.Tabs(("Workbench", workbench), ("Row steps and readouts", steps),
+                            ("Saved runs", runs), ("Input mode and presets", more),
+                            dynamic=True, sizing_mode="stretch_width", margin=0)
+
+    def _post(self, event) -> None:
+        if event.new is not None and self.trusted_origins:
+            self.bridge.message = recorded_event(event.new, self.instance_id)
+
+    def take_host_text(self, texts: dict) -> None:
+        """Put the course page's ``learner`` and ``prediction`` (strings; others ignored) into
+        the record fields, each cut to its limit with :attr:`host_message` saying so."""
+        notes, update = [], {}
+        for field in HOST_FIELDS:
+            if isinstance(texts.get(field), str):
+                update[field], note = host_text(texts[field], field)
+                notes.append(note)
+        if update:
+            self.page.state.param.update(**update)
+            self.host_message = " ".join(n for n in notes if n)
+        if texts:
+            self.bridge.received = {}  # taken: the same text sent again is taken again
+
+    def serve_session(self) -> EmbedPage:
+        """Set the browser session up: the learner page's own (:meth:`LearnerPage.serve_session`),
+        then the instance id and the learner text on this page's address. Returns the page."""
+        self.page.serve_session()
+        args = pn.state.session_args or {}
+
+        def arg(name: str) -> str | None:
+            values = args.get(name)
+            return values[0].decode("utf-8", "replace") if values else None
+
+        instance = arg("instanceId")
+        if instance:
+            self.instance_id = self.bridge.instance_id = instance[:100]
+        self.take_host_text({f: arg(f) for f in HOST_FIELDS if arg(f) is not None})
+        return self
+
+    def __panel__(self):
+        return pn.Column(self.tabs, self.bridge, sizing_mode="stretch_width", margin=0)
+
+
+def create_embed(store=None, trusted_origins: list[str] | None = None) -> EmbedPage:
+    """One session's embedded learner page over ``store``, talking to ``trusted_origins``."""
+    page = LearnerPage(store=store, map_size=MAP_SIZE)
+    return EmbedPage(page=page, trusted_origins=list(trusted_origins or [])).serve_session()
