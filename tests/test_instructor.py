@@ -103,6 +103,23 @@ def test_table_rows_are_newest_first_plain_text_and_selection_maps_to_ids(store)
     assert sorted(view.table.selection) == [0, 1]
 
 
+def test_the_chart_reads_per_learner_too(store):
+    store.save(make_record("no_mask", minutes=5, learner="Ada", label="again"))
+    store.save(make_record("correct", minutes=6))  # no learner name
+    chart = ClassChartView(state=InstructorState(store=store))
+    chart.group_by = "learner"
+    assert chart.colors.factors == ["Ada", "ada lovelace", "Grace", "(no learner name)"]
+    # Oldest first: Ada at 0 and 5 minutes, the unnamed run at 6, Grace at 14 h, ada lovelace at 24 h.
+    assert list(chart.source.data["group"]) == ["Ada", "Ada", "(no learner name)", "Grace", "ada lovelace"]
+    assert list(chart.source.data["mode"])[:2] == ["Correct, causal", "No mask"]
+    assert "<b>1</b> Ada (2 runs)" in chart.key.object and "<b>4</b> (no learner name) (1 run)" in chart.key.object
+    assert chart.figures[0].xaxis.axis_label == "learner (numbered in the key below)"
+    chart.source.selected.indices = [1]  # Ada's second run, drawn chosen in her colour
+    assert chart.chosen.data["group"] == ["Ada"]
+    chart.group_by = "mode"
+    assert chart.colors.factors[0] == "Correct, causal" and chart.chosen.data["group"] == ["No mask"]
+
+
 def test_chart_has_one_point_per_filtered_run_grouped_by_mode_and_tap_selects(store):
     s = InstructorState(store=store)
     chart = ClassChartView(state=s)
@@ -123,7 +140,7 @@ def test_chart_has_one_point_per_filtered_run_grouped_by_mode_and_tap_selects(st
     assert chart.source.selected.indices == []
     # The chosen run is drawn again, larger, from its own source; the points are not resent.
     assert chart.chosen.data["x"] == [data["x"][1]]
-    assert chart.chosen.data["mode"] == [data["mode"][1]]
+    assert chart.chosen.data["group"] == [data["group"][1]] == [data["mode"][1]]
     assert chart.source.data is before
     s.mode = "No mask"
     assert list(chart.source.data["mode"]) == ["No mask"]

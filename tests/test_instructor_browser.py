@@ -61,6 +61,9 @@ def server(tmp_path_factory):
     running.stop()
 
 
+DAY_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d$")
+
+
 def watched(page: Page, server) -> PageWatch:
     watch = PageWatch(origin=server.url.rstrip("/"))
     watch.attach(page)
@@ -164,6 +167,24 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     assert sorted(chart["mode"]) == ["Correct, causal", "Correct, causal", "Mask after softmax (broken)"]
     broken = chart["mode"].index("Mask after softmax (broken)")
     assert chart["future_weight"][broken] == 0 and chart["min_row_sum"][broken] < 0.002
+    # … and per learner.
+    page.get_by_role("button", name="Learner", exact=True).click()
+    page.wait_for_function("tag => Bokeh.documents[0].get_model_by_name('class-source').data.group"
+                           ".includes('Grace ' + tag)", arg=tag)
+    expect(page.get_by_label("Groups of the class picture")).to_contain_text(f"Grace {tag} (2 runs)")
+    page.get_by_role("button", name="Mode", exact=True).click()
+    expect(page.get_by_label("Groups of the class picture")).to_contain_text("Correct, causal")
+
+    # The learners view: Grace did both runs of the contrast, Ada only the correct one.
+    learners = page.get_by_role("table", name="Learners and their checkpoints")
+    grace = learners.get_by_role("row").filter(has_text=f"Grace {tag}")
+    # Cells after the name: runs, predict, experiment, other failure modes tried, explain.
+    expect(grace.get_by_role("cell")).to_have_text(["2", DAY_TIME, DAY_TIME, "", "missing"])
+    expect(learners.get_by_role("row").filter(has_text=f"Ada {tag}").get_by_role("cell").nth(2)) \
+        .to_have_text("missing a mask-after-softmax run")
+    page.get_by_label("Show learners").select_option("Missing experiment")
+    expect(grace).to_have_count(0)
+    page.get_by_label("Show learners").select_option("Anyone")
 
     # Tick one run in the table, click another's point in the chart: both heat maps and the difference.
     ada = chart["id"][chart["learner"].index(f"Ada {tag}")]

@@ -93,16 +93,19 @@ def test_the_view_filters_to_who_is_missing_what_and_exports_csv():
     runs = [run("Ada", "correct", prediction="p"), run("Ada", "mask_after_softmax"),
             run("Grace", "mask_after_softmax", explanation="e"), run(None)]
     view = LearnersView(lambda: runs, lambda: UTC, class_list="Ada\nGrace\nLin\n")
-    assert list(view.table.value["learner"]) == ["Ada", "Grace", "Lin"]
+    assert list([r["learner"] for r in view.rows]) == ["Ada", "Grace", "Lin"]
     assert "1 run without a learner name counted apart" in view.summary.object
     view.show = "Missing experiment"
-    assert list(view.table.value["learner"]) == ["Grace", "Lin"]
+    assert list([r["learner"] for r in view.rows]) == ["Grace", "Lin"]
     view.show = "Missing explain"
-    assert list(view.table.value["learner"]) == ["Ada", "Lin"]
+    assert list([r["learner"] for r in view.rows]) == ["Ada", "Lin"]
     view.show = "Missing predict"
     rows = list(csv.DictReader(io.StringIO(learners_csv(view._rows()))))
     assert [r["learner"] for r in rows] == ["Grace", "Lin"] and tuple(rows[0]) == COLUMNS
     assert rows[0]["experiment"] == "missing a correct causal run"
+    assert "<th scope='row'>Grace</th>" in view.table.object
+    view.class_list = "<b>Lin</b>"
+    assert "&lt;b&gt;Lin&lt;/b&gt;" in view.table.object
     view.class_list = ""
     view.show = "Anyone"
-    assert list(view.table.value["learner"]) == ["Ada", "Grace"]
+    assert list([r["learner"] for r in view.rows]) == ["Ada", "Grace"]

@@ -1,4 +1,5 @@
-"""The class picture: total future-token weight and smallest row sum per run, grouped by title."""
+"""The class picture: total future-token weight and smallest row sum per run, grouped by title
+(mode) or by learner."""
 
 from __future__ import annotations
 
@@ -30,10 +31,24 @@ _NUMBER_HOVER = "return isNaN(value) ? 'not finite' : String(Number(value.toPrec
 _KEY_CSS = "ol { margin: 0; padding-left: 0; list-style: none; columns: 2; } li { margin: 2px 0; }"
 
 
-def mode_key(modes: list[str], counts: dict[str, int], colours: list[str]) -> str:
-    """The key to the x axis's group numbers: number, colour, title and run count of each group.
+NO_LEARNER = "(no learner name)"
+GROUPINGS = {"Mode": "mode", "Learner": "learner"}
 
-    Run titles are too long to stand side by side under a figure, so the axis shows numbers.
+
+def group_order(groups, by: str) -> list[str]:
+    """The groups in the key's order: modes in the lesson's order, learners by name, a run
+    without a learner name last."""
+    if by == "mode":
+        return mode_order(groups)
+    names = set(groups)
+    return sorted(names - {NO_LEARNER}, key=str.casefold) + ([NO_LEARNER] if NO_LEARNER in names else [])
+
+
+def mode_key(modes: list[str], counts: dict[str, int], colours: list[str]) -> str:
+    """The key to the x axis's group numbers: number, colour, name and run count of each group.
+
+    Run titles (and a class's names) are too long to stand side by side under a figure, so the
+    axis shows numbers.
     """
     items = "".join(
         f"<li><span style='color: {colour}' aria-hidden='true'>●</span> <b>{n}</b> "
@@ -43,7 +58,8 @@ def mode_key(modes: list[str], counts: dict[str, int], colours: list[str]) -> st
 
 
 class ClassChartView(pn.viewable.Viewer):
-    """Total future-token weight and smallest row sum per run, grouped by title; tap selects.
+    """Total future-token weight and smallest row sum per run, grouped by title or learner; tap
+    selects.
 
     One source holds a point per run with just the columns the glyphs, the hover and the tap
     read (numbers as arrays, sent to the browser in binary); the selected runs (at most two) are
@@ -52,6 +68,8 @@ class ClassChartView(pn.viewable.Viewer):
     """
 
     state = param.ClassSelector(class_=InstructorState)
+    group_by = param.Selector(default="mode", objects=GROUPINGS, label="Group points by",
+                              doc="Group the runs by their title (mode) or by learner.")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -68,15 +86,16 @@ class ClassChartView(pn.viewable.Viewer):
         self.key = pn.pane.HTML("", name="class-key", stylesheets=[_KEY_CSS], sizing_mode="stretch_width")
         self.source.selected.on_change("indices", self._tapped)
         self.state.param.watch(self._update, "filtered")
+        self.param.watch(self._update, "group_by")
         self.state.param.watch(self._relabel, "timezone")
         self.state.param.watch(self._show_selected, "selected_ids")
         self._update()
 
     def _figure(self, title: str, column: str, name: str) -> figure:
         fig = figure(title=title, name=f"{name}-figure", height=300, width=520, tools="", x_range=self.x_range,
-                     toolbar_location=None, x_axis_label="mode (numbered in the key below)",
+                     toolbar_location=None, x_axis_label=self._axis_label(),
                      y_axis_label=title.split(" per")[0])
-        color = {"field": "mode", "transform": self.colors}
+        color = {"field": "group", "transform": self.colors}
         points = fig.scatter("x", column, source=self.source, size=10, fill_color=color,
                              line_color="white", line_width=2, fill_alpha=0.8,
                              nonselection_fill_alpha=0.8, nonselection_line_alpha=1.0)
@@ -93,13 +112,20 @@ class ClassChartView(pn.viewable.Viewer):
         fig.xgrid.grid_line_color = None
         return fig
 
+    def _axis_label(self) -> str:
+        return f"{self.group_by} (numbered in the key below)"
+
+    def _group(self, record) -> str:
+        return record.title if self.group_by == "mode" else ((record.learner or "").strip() or NO_LEARNER)
+
     def _data(self, records) -> dict:
         titles = [r.title for r in records]
-        modes = mode_order(titles)
+        groups = [self._group(r) for r in records]
+        modes = group_order(groups, self.group_by)
         place = {m: n for n, m in enumerate(modes)}
         seen = dict.fromkeys(modes, 0)
         x = np.empty(len(records))
-        for n, mode in enumerate(titles):
+        for n, mode in enumerate(groups):
             # Spread a group's points evenly (deterministic, unlike a random jitter), the first
             # on its group's number, the next ones alternately around it within ±0.3.
             k = seen[mode]
@@ -108,7 +134,7 @@ class ClassChartView(pn.viewable.Viewer):
         self._modes = modes
         self._x = dict(zip((r.id for r in records), x, strict=True))
         return {
-            "id": texts(r.id for r in records), "x": x, "mode": texts(titles),
+            "id": texts(r.id for r in records), "x": x, "mode": texts(titles), "group": texts(groups),
             "learner": texts(r.learner or "" for r in records),
             "label": texts(r.label or "" for r in records),
             "created": texts(self._created(records)),
@@ -121,7 +147,7 @@ class ClassChartView(pn.viewable.Viewer):
         return created_texts(records, zone, "%Y-%m-%d %H:%M")
 
     def _chosen(self, records) -> dict:
-        return {"x": [self._x[r.id] for r in records], "mode": [r.title for r in records],
+        return {"x": [self._x[r.id] for r in records], "group": [self._group(r) for r in records],
                 "future_weight": numbers(r.total_future_weight for r in records),
                 "min_row_sum": numbers(r.min_row_sum for r in records)}
 
@@ -129,12 +155,13 @@ class ClassChartView(pn.viewable.Viewer):
         data = self._data(self.state.filtered)
         palette = [Category10_10[n % 10] for n in range(len(self._modes))]
         counts = dict.fromkeys(self._modes, 0)
-        for mode in data["mode"]:
-            counts[mode] += 1
+        for group in data["group"]:
+            counts[group] += 1
         with pn.io.unlocked():
             self.ticker.ticks = list(range(len(self._modes)))
             for fig in self.figures:
                 fig.xaxis.major_label_overrides = {n: str(n + 1) for n in range(len(self._modes))}
+                fig.xaxis.axis_label = self._axis_label()
             self.x_range.update(start=-0.6, end=max(len(self._modes), 1) - 0.4)
             self.colors.update(factors=self._modes, palette=palette)
             self.source.data = data
@@ -166,7 +193,8 @@ class ClassChartView(pn.viewable.Viewer):
     def __panel__(self):
         return pn.Column(
             pn.pane.HTML("<h3>Class picture</h3><p>One point per run shown in the table, grouped by "
-                         "mode. Click a point to select that run for comparison.</p>"),
+                         "mode or by learner. Click a point to select that run for comparison.</p>"),
+            pn.widgets.RadioButtonGroup.from_param(self.param.group_by),
             pn.FlexBox(*(pn.pane.Bokeh(f) for f in self.figures)),
             self.key,
             sizing_mode="stretch_width",

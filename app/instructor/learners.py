@@ -16,12 +16,12 @@ counted apart, never hidden. Left out: widgets (``LearnersView`` below is the on
 from __future__ import annotations
 
 import csv
+import html
 import io
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import pandas as pd
 import panel as pn
 import param
 
@@ -138,6 +138,24 @@ def learners_csv(rows: list[dict]) -> str:
     return out.getvalue()
 
 
+def learners_table(rows: list[dict]) -> str:
+    """The learners as an HTML table (every text escaped; a class is small enough to list whole)."""
+    head = "".join(f"<th scope='col'>{html.escape(c)}</th>" for c in COLUMNS)
+    body = "".join(
+        "<tr>" + f"<th scope='row'>{html.escape(row['learner'])}</th>" + "".join(
+            f"<td class='{'missing' if str(row[c]).startswith('missing') else ''}'>{html.escape(str(row[c]))}</td>"
+            for c in COLUMNS[1:]) + "</tr>" for row in rows)
+    return (f"<table class='learners' aria-label='Learners and their checkpoints'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>")
+
+
+_TABLE_CSS = """
+table.learners { border-collapse: collapse; font-size: 0.9em; }
+table.learners th, table.learners td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: left; }
+table.learners td.missing { color: #8a1c1c; }
+"""
+
+
 class LearnersView(pn.viewable.Viewer):
     """The learners table: checkpoints per learner, a class list, a filter, a CSV download.
 
@@ -151,9 +169,7 @@ class LearnersView(pn.viewable.Viewer):
     def __init__(self, runs, timezone, **params):
         super().__init__(**params)
         self._runs, self._timezone = runs, timezone
-        self.table = pn.widgets.Tabulator(
-            disabled=True, show_index=False, sizing_mode="stretch_width",
-            layout="fit_data_table", pagination="local", page_size=25)
+        self.table = pn.pane.HTML("", stylesheets=[_TABLE_CSS], sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("")
         self.download = pn.widgets.FileDownload(
             callback=lambda: io.StringIO(learners_csv(self._rows())), filename="class-learners.csv",
@@ -171,7 +187,8 @@ class LearnersView(pn.viewable.Viewer):
     def refresh(self) -> None:
         """Recount every learner's checkpoints from the runs."""
         rows = self._rows()
-        self.table.value = pd.DataFrame(rows, columns=list(COLUMNS))
+        self.rows = rows
+        self.table.object = learners_table(rows)
         apart = (f" {self._unnamed} run{'s' if self._unnamed != 1 else ''} without a learner name "
                  "counted apart." if self._unnamed else "")
         self.summary.object = f"<p>{len(rows)} learner{'s' if len(rows) != 1 else ''} listed.{apart}</p>"

@@ -17,7 +17,8 @@ import panel as pn
 import param
 
 from app.instructor.chart import CHART_HEIGHT, ClassChartView
-from app.instructor.state import InstructorState
+from app.instructor.learners import LearnersView
+from app.instructor.state import InstructorState, zone
 from app.instructor.table import FiltersView, RunsTableView
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
@@ -139,6 +140,7 @@ class InstructorPage(pn.viewable.Viewer):
         self.class_chart: ClassChartView | None = None  # these three once the browser drew the rest
         self.exports: ExportView | None = None
         self.comparison: ComparisonPanel | None = None
+        self.learners: LearnersView | None = None
         # The class picture's space (heading and one row of figures) is kept, so the table does
         # not jump down when it arrives; what follows the table needs none.
         self.chart = pn.Column(sizing_mode="stretch_width", min_height=CHART_HEIGHT)
@@ -164,8 +166,10 @@ class InstructorPage(pn.viewable.Viewer):
             self.class_chart = ClassChartView(state=self.state)
             self.exports = ExportView(state=self.state)
             self.comparison = ComparisonPanel(state=self.state)
+            self.learners = LearnersView(lambda: self.state.records, lambda: zone(self.state.timezone))
+            self.state.param.watch(lambda *events: self.learners.refresh(), ["records", "timezone"])
             self.chart.append(self.class_chart)
-            self.below.objects = [self.exports, self.comparison]
+            self.below.objects = [self.exports, self.comparison, self.learners]
 
     def _follow_browser_timezone(self) -> None:
         info = pn.state.browser_info
