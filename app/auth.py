@@ -19,16 +19,72 @@ in front of a server reachable beyond the classroom).
 from __future__ import annotations
 
 import ipaddress
+import os
+import stat
 from pathlib import Path
 
 PASSWORD_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD"
+PASSWORD_FILE_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD_FILE"
 INSTRUCTOR_USER = "instructor"
 INSTRUCTOR_PATH = "/instructor"
+LOGOUT_PATH = "/logout"
 LOGIN_TEMPLATE = Path(__file__).resolve().parent / "instructor" / "login.html"
+LOGOUT_TEMPLATE = Path(__file__).resolve().parent / "instructor" / "logout.html"
 # Endpoints anyone may open without logging in: the learner pages (the workbench and its
 # embed), their WebSockets and autoload scripts, with or without a query string.
 GUEST_ENDPOINTS = ["/", "/embed"]
 GUEST_PATHS = frozenset({"/", "/ws", "/autoload.js", "/embed", "/embed/ws", "/embed/autoload.js"})
+
+
+def read_password_file(path: str | os.PathLike) -> str:
+    """The instructor password kept in the file ``path``: its text without the final line end.
+
+    Raises
+    ------
+    ValueError
+        The file is missing, not a regular file, unreadable, not UTF-8, empty, more than one line,
+        or (on POSIX) readable or writable by its group or by others: the message names the file
+        and says what to do.
+    """
+    where = f"instructor password file {os.fspath(path)}"
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{where} is not a regular file")
+        if os.name == "posix" and info.st_mode & 0o066:
+            raise ValueError(
+                f"{where} can be read or changed by other users (mode {stat.filemode(info.st_mode)}); "
+                f"make it yours alone: chmod 600 {os.fspath(path)}")
+        with open(path, "rb") as f:
+            data = f.read(64 * 1024 + 1)
+    except FileNotFoundError:
+        raise ValueError(f"{where} does not exist") from None
+    except OSError as error:
+        raise ValueError(f"{where} cannot be read ({error.strerror or error})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{where} is not UTF-8 text") from None
+    password = text.removesuffix("\n").removesuffix("\r")  # the line end an editor adds
+    if not password.strip():
+        raise ValueError(f"{where} is empty: write the password in it")
+    if len(data) > 64 * 1024:
+        raise ValueError(f"{where} is larger than 64 KiB: write only the password in it")
+    if "\n" in password or "\r" in password:
+        raise ValueError(f"{where} holds more than one line: write only the password in it")
+    return password
+
+
+def password_looks_like_a_file(password: str) -> bool:
+    """True when ``password`` names an existing file: likely meant for ``--instructor-password-file``.
+
+    Panel's own basic auth once took a mistyped credentials path as the literal password
+    (holoviz/panel#4703); the command line warns instead of guessing.
+    """
+    try:
+        return Path(password).expanduser().is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def is_guest_path(uri: str) -> bool:
@@ -139,7 +195,8 @@ def exposure_problem(address: str, password: str | None, no_instructor_auth: boo
     return (
         f"refusing to serve on {address} without an instructor password: anyone who can reach "
         f"this address could open {INSTRUCTOR_PATH} and read and download every learner's runs. "
-        f"Set --instructor-password (or the environment variable {PASSWORD_ENV}), or pass "
+        f"Set --instructor-password-file (or --instructor-password, or the environment variable "
+        f"{PASSWORD_FILE_ENV} or {PASSWORD_ENV}), or pass "
         "--no-instructor-auth to serve the instructor page without a password anyway."
     )
 
@@ -154,7 +211,8 @@ def serve_options(password: str | None) -> dict:
     logs the instructor out), and the learner page as a guest endpoint. The provider is Panel's
     own, passed ready-made (``auth_provider``, which :func:`panel.serve` hands to Bokeh) because
     ``basic_auth`` would make Panel build one that matches guests by their whole URI; its login
-    form checks the one user and the password itself (never a credentials file).
+    form checks the one user and the password itself (never a credentials file). ``/logout``
+    clears the login cookie and shows our own page (Panel's loads its logo from a CDN).
     """
     if not password:
         return {}
@@ -162,11 +220,13 @@ def serve_options(password: str | None) -> dict:
 
     return {
         "auth_provider": _provider_class()(
-            password, login_template=str(LOGIN_TEMPLATE), guest_endpoints=list(GUEST_ENDPOINTS)),
+            password, login_template=str(LOGIN_TEMPLATE), logout_template=str(LOGOUT_TEMPLATE),
+            logout_endpoint=LOGOUT_PATH, guest_endpoints=list(GUEST_ENDPOINTS)),
         "cookie_secret": secrets.token_urlsafe(32),
         "oauth_guest_endpoints": list(GUEST_ENDPOINTS),
     }
 
 
-__all__ = ["INSTRUCTOR_PATH", "INSTRUCTOR_USER", "PASSWORD_ENV", "exposure_problem", "is_guest_path",
-           "is_loopback", "serve_options", "url_host", "websocket_origins"]
+__all__ = ["INSTRUCTOR_PATH", "INSTRUCTOR_USER", "LOGOUT_PATH", "PASSWORD_ENV", "PASSWORD_FILE_ENV",
+           "exposure_problem", "is_guest_path", "is_loopback", "password_looks_like_a_file",
+           "read_password_file", "serve_options", "url_host", "websocket_origins"]

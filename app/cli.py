@@ -17,7 +17,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from app.auth import PASSWORD_ENV, exposure_problem
+from app.auth import (
+    PASSWORD_ENV,
+    PASSWORD_FILE_ENV,
+    exposure_problem,
+    password_looks_like_a_file,
+    read_password_file,
+)
 from app.framing import EMBED_ORIGINS_ENV, origins_from_env, parse_origins
 
 EXIT_OK, EXIT_WRITE_FAILED, EXIT_USAGE = 0, 1, 2
@@ -49,9 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="interface to bind (default localhost; 0.0.0.0 for a class server)")
     serve.add_argument("--num-procs", type=int, default=1, metavar="N",
                        help="worker processes (default 1; 0 means one per CPU)")
-    serve.add_argument("--instructor-password", metavar="PASSWORD",
-                       help=f"password for the /instructor page (default: ${PASSWORD_ENV}; "
-                            "the environment variable keeps it out of the process list)")
+    password = serve.add_mutually_exclusive_group()
+    password.add_argument("--instructor-password", metavar="PASSWORD",
+                          help=f"password for the /instructor page (default: ${PASSWORD_ENV}; "
+                               "the environment variable keeps it out of the process list)")
+    password.add_argument("--instructor-password-file", metavar="FILE",
+                          help=f"read the /instructor password from FILE, readable by you alone "
+                               f"(default: ${PASSWORD_FILE_ENV})")
     serve.add_argument("--no-instructor-auth", action="store_true",
                        help="serve /instructor without a password on a non-loopback address")
     serve.add_argument("--embed-origin", action="append", default=[], metavar="ORIGIN",
@@ -71,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Exit status: 0 done (``export``: every readable run written, skipped files listed on
     stderr); 1 the output file could not be written; 2 bad usage, a missing runs directory, or
-    (``serve``) a non-loopback address without an instructor password or ``--no-instructor-auth``,
+    (``serve``) an instructor password file that is missing, empty or readable by others, a
+    non-loopback address without an instructor password or ``--no-instructor-auth``,
     an ``--embed-origin`` that is not an origin,
     a runs directory that is a file or cannot be created, a port already in use.
     """
@@ -104,8 +115,40 @@ def _use_system_malloc() -> None:
     os.execve(sys.executable, [sys.executable, "-m", "app.cli", *sys.argv[1:]], env)
 
 
+def _instructor_password(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The instructor password and None, or None and why it cannot be had.
+
+    The options first, then the environment: ``--instructor-password``,
+    ``--instructor-password-file``, ``$ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD``, then
+    ``$ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD_FILE``. A password that names an existing file is
+    used as given, with a warning on stderr.
+    """
+    given = [(args.instructor_password, "--instructor-password", False),
+             (args.instructor_password_file, "--instructor-password-file", True),
+             (os.environ.get(PASSWORD_ENV), PASSWORD_ENV, False),
+             (os.environ.get(PASSWORD_FILE_ENV), PASSWORD_FILE_ENV, True)]
+    for value, source, is_file in given:
+        if not value:
+            continue
+        if is_file:
+            try:
+                return read_password_file(value), None
+            except ValueError as error:
+                return None, f"{error} (from {source})"
+        if password_looks_like_a_file(value):
+            # The value is not echoed: it may be a real password that happens to name a file.
+            print(f"attention-workbench serve: warning: the password given by {source} is the name of an "
+                  "existing file; it is used as the password itself. To read the password from that file, "
+                  "use --instructor-password-file FILE instead", file=sys.stderr)
+        return value, None
+    return None, None
+
+
 def _serve(args: argparse.Namespace, runs_dir: Path) -> int:
-    password = args.instructor_password or os.environ.get(PASSWORD_ENV) or None
+    password, problem = _instructor_password(args)
+    if problem:
+        print(f"attention-workbench serve: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     problem = exposure_problem(args.address, password, args.no_instructor_auth)
     if problem:
         print(f"attention-workbench serve: error: {problem}", file=sys.stderr)

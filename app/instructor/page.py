@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import panel as pn
 import param
 
+from app.auth import LOGOUT_PATH
 from app.instructor.chart import CHART_HEIGHT, ClassChartView
 from app.instructor.learners import LearnersView
 from app.instructor.state import InstructorState, zone
@@ -35,6 +36,12 @@ DISCONNECTED = ("Connection to the workbench server lost: this page no longer up
 # The run count above the table says the table is stale too, long after the notice was read.
 STALE_COUNT_JS = mark_stale_js(
     ".runs-count", " The connection to the server was lost: this table no longer updates; reload the page.")
+
+
+_LOGOUT_CSS = """
+.logout { color: #ffffff; border: 1px solid #ffffff; border-radius: 4px; padding: 6px 14px; text-decoration: none; }
+.logout:hover, .logout:focus { background: #ffffff; color: #37474f; }
+"""
 
 
 class ExportView(pn.viewable.Viewer):
@@ -196,6 +203,10 @@ class InstructorPage(pn.viewable.Viewer):
             busy_indicator=None,  # process-wide flag: see the learner page's template
         )
         template.main.append(self)
+        if pn.state.user:  # logged in through the instructor password (app.auth)
+            template.header.append(pn.pane.HTML(
+                f"<a href='{LOGOUT_PATH}' class='logout'>Log out</a>", name="logout", align="center",
+                stylesheets=[_LOGOUT_CSS], margin=(0, 20, 0, 0)))
         return template
 
     def __panel__(self):
