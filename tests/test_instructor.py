@@ -265,7 +265,8 @@ def test_a_page_per_session_over_one_store(store):
     # Without a browser session the rest of the page is built at once.
     assert isinstance(first.class_chart, ClassChartView) and len(first.chart.objects) == 1
     assert first.exports.state is first.state and first.comparison.state is first.state
-    assert len(first.below.objects) == 3 and first.learners.rows[0]["learner"] == "Ada"  # the exports, the comparison, the learners view
+    # the exports, the comparison, the learners view
+    assert len(first.below.objects) == 3 and first.learners.rows[0]["learner"] == "Ada"
     for r in first.state.records[:2]:
         first.state.select(r.id)
     assert first.comparison.hint.object == ""
