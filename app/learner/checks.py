@@ -168,11 +168,11 @@ def invariants_html(r: AttentionResult | None, input_ok: bool) -> str:
             f"title='{html.escape(_words(c.message), quote=True)}'><span aria-hidden='true'>{mark}</span> "
             f"<b>{word}</b> {html.escape(c.title)}</li>")
     title = html.escape(run_title(r.mode.name, r.causal, r.T))
-    return (f"{stale}<p>This run: <b data-testid='run-title'>{title}</b></p>"
-            f"<p>Total future-token weight: <b data-testid='total-future-weight'>"
+    return (f"<div data-testid='invariants'>{stale}<p>This run: <b data-testid='brief-run-title'>{title}</b></p>"
+            f"<p>Total future-token weight: <b data-testid='brief-total-future-weight'>"
             f"{reading(r.total_future_weight)}</b> · smallest row sum: "
-            f"<b data-testid='min-row-sum'>{reading(r.min_row_sum)}</b></p>"
-            "<ol class='checklist' aria-label='Checks in audit order'>" + "".join(items) + "</ol>")
+            f"<b data-testid='brief-min-row-sum'>{reading(r.min_row_sum)}</b></p>"
+            "<ol class='checklist' aria-label='Checks in brief'>" + "".join(items) + "</ol></div>")
 
 
 class InvariantsView(pn.viewable.Viewer):

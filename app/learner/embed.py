@@ -159,7 +159,7 @@ class EmbedPage(pn.viewable.Viewer):
                                       visible=pn.bind(bool, self.param.host_message),
                                       stylesheets=[STATUS_CSS], sizing_mode="stretch_width")
         r = p.record
-        i.failure_mode.width = 210  # beside Tokens in the 340 px column
+        i.tokens.width, i.failure_mode.width = 70, 230  # side by side in the 340 px column
         # The PNG buttons stay on the full page: here the frame's height goes to the maps.
         p.matrices.scores.save_button.visible = p.matrices.weights.save_button.visible = False
         c = p.contributions
@@ -168,22 +168,21 @@ class EmbedPage(pn.viewable.Viewer):
         p.runs.table.stylesheets = [*p.runs.table.stylesheets, ":host { overflow-x: auto; }"]
         inputs = pn.Column(
             pn.Row(i.tokens, i.failure_mode, margin=0), i.tokens_message, i.mode_note, *i.grids,
-            i.toggles, i.mask_note, i.exposure_note, i.expose, width=340, margin=0)
+            i.toggles, i.mask_note, i.exposure_note, i.expose, self.passed_in, width=340, margin=0)
         checks = pn.Column(self.invariants, pn.Row(r.button, margin=(5, 0)), r.message,
-                           self.passed_in, sizing_mode="stretch_width", margin=0)
-        workbench = pn.Column(p.opened, pn.Row(inputs, checks, margin=0), p.matrices,
-                              sizing_mode="stretch_width", margin=0)
+                           sizing_mode="stretch_width", margin=0)
+        # Each tab fills the frame and scrolls within it, under tab headers that stay in view.
+        tab = dict(scroll=True, sizing_mode="stretch_both", margin=0)
+        workbench = pn.Column(p.opened, pn.Row(inputs, checks, margin=0), p.matrices, **tab)
         steps = pn.Column(pn.Row(p.row, p.row_message, margin=0), p.banner, p.readouts, p.steps,
-                          p.contributions, p.projections, sizing_mode="stretch_width", margin=0)
-        runs = pn.Column(self.host_note, r.prediction, pn.Row(r.learner, r.label, margin=0), p.runs,
-                         sizing_mode="stretch_width", margin=0)
+                          p.contributions, p.projections, **tab)
+        runs = pn.Column(self.host_note, r.prediction, pn.Row(r.learner, r.label, margin=0), p.runs, **tab)
         more = pn.Column(i.input_mode, pn.Row(i.d_k, i.d_v, i.d_model, margin=0),
                          pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
-                         pn.FlexBox(*i.presets, margin=(0, 6)), sizing_mode="stretch_width", margin=0)
-        # Dynamic: only the open tab is in the page, so the frame is as tall as that tab alone.
+                         pn.FlexBox(*i.presets, margin=(0, 6)), **tab)
         self.tabs = pn.Tabs(("Workbench", workbench), ("Row steps and readouts", steps),
                             ("Saved runs", runs), ("Input mode and presets", more),
-                            dynamic=True, sizing_mode="stretch_width", margin=0)
+                            sizing_mode="stretch_both", margin=0)
 
     def _post(self, event) -> None:
         if event.new is not None and self.trusted_origins:
@@ -220,7 +219,7 @@ class EmbedPage(pn.viewable.Viewer):
         return self
 
     def __panel__(self):
-        return pn.Column(self.tabs, self.bridge, sizing_mode="stretch_width", margin=0)
+        return pn.Column(self.tabs, self.bridge, sizing_mode="stretch_both", margin=0)
 
 
 def create_embed(store=None, trusted_origins: list[str] | None = None) -> EmbedPage:
