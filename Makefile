@@ -8,11 +8,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help serve test lint browser bench clean distclean
+.PHONY: help serve test lint browser node bench clean distclean
 
 help:
 	@echo "make serve   set up .venv and start the workbench (ARGS='--port 5007' passes options)"
-	@echo "make test    set up .venv, make sure a Chromium exists, run ruff and every test"
+	@echo "make test    set up .venv, make sure a Chromium and vitest exist, run ruff and every test"
 	@echo "make lint    ruff only"
 	@echo "make bench   run bench/run.py"
 	@echo "make clean   remove caches and build output (make distclean also removes .venv)"
@@ -31,10 +31,15 @@ serve: $(STAMP)
 browser: $(STAMP)
 	$(BIN)/python tests/find_browser.py --install
 
+# Needs Node.js 20.19+ and npm: npm ci installs the pinned vitest (tests/exercise/package-lock.json)
+# into .cache/node once, for the tests that run the generated TypeScript tests.
+node: $(STAMP)
+	$(BIN)/python tests/find_node.py --install
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: browser lint
+test: browser node lint
 	$(BIN)/python -m pytest $(ARGS)
 
 bench: $(STAMP)
@@ -46,4 +51,4 @@ clean:
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) .cache

@@ -1,7 +1,8 @@
-"""The ``attention-workbench`` command: ``serve`` the app, ``export`` the saved runs.
+"""The ``attention-workbench`` command: ``serve`` the app, ``export`` the saved runs, write the
+exercise's ``test-case`` made from one run.
 
-``export`` needs only :mod:`attention_core`; Panel is imported by ``serve`` alone, so exporting
-works on a machine (or in a CI job) without the app's dependencies loaded. This module itself
+``export`` and ``test-case`` need only :mod:`attention_core`; Panel is imported by ``serve`` alone,
+so exporting works on a machine (or in a CI job) without the app's dependencies loaded. This module itself
 imports only the standard library at first: ``serve`` re-runs the interpreter before it loads
 anything heavy (see :func:`_use_system_malloc`), so the run that only re-executes stays cheap.
 """
@@ -43,9 +44,10 @@ def _port(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for both subcommands."""
     parser = argparse.ArgumentParser(
-        prog="attention-workbench", description="Self-attention workbench: serve it, export runs."
+        prog="attention-workbench",
+        description="Self-attention workbench: serve it, export runs, make the exercise's test from a run."
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,export}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,export,test-case}")
     runs_help = "runs directory (default: $ATTENTION_WORKBENCH_RUNS_DIR, else ./runs)"
 
     serve = sub.add_parser("serve", help="start the workbench in a browser-facing server")
@@ -73,6 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--runs-dir", help=runs_help)
     export.add_argument("--format", choices=("json", "csv"), required=True)
     export.add_argument("-o", "--output", help="file to write (default, or -: stdout)")
+
+    test_case = sub.add_parser(
+        "test-case", help="write the exercise's test (vitest or pytest) made from one saved run",
+        description="Write a vitest (--lang ts) or pytest (--lang py) test of seed 003's exercise "
+                    "function with the run's queries, keys and causal mask, expecting the correct "
+                    "weights (also for a run saved in a broken mode). A run with padding is refused.")
+    test_case.add_argument("run_id", metavar="RUN_ID", help="the run's id (its file name without .json)")
+    test_case.add_argument("--lang", choices=("ts", "py"), required=True,
+                           help="ts: a vitest file; py: a pytest file")
+    test_case.add_argument("--runs-dir", help=runs_help)
+    test_case.add_argument("-o", "--output", help="file to write (default, or -: stdout)")
     return parser
 
 
@@ -80,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
     Exit status: 0 done (``export``: every readable run written, skipped files listed on
-    stderr); 1 the output file could not be written; 2 bad usage, a missing runs directory, or
+    stderr); 1 the output file could not be written; 2 bad usage, a missing runs directory,
+    (``test-case``) no such run, an unreadable one or one with padding (no test made), or
     (``serve``) an instructor password file that is missing, empty or readable by others, a
     non-loopback address without an instructor password or ``--no-instructor-auth``,
     an ``--embed-origin`` that is not an origin,
@@ -96,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return _serve(args, runs_dir)
     output = None if args.output in (None, "-") else Path(args.output)
+    if args.command == "test-case":
+        return _test_case(runs_dir, args.run_id, args.lang, output)
     return _export(runs_dir, args.format, output)
 
 
@@ -240,6 +256,40 @@ def _export(runs_dir: Path, fmt: str, output: Path | None) -> int:
             return EXIT_WRITE_FAILED
     print(f"exported {len(listing.records)} runs, skipped {len(listing.problems)} files",
           file=sys.stderr)
+    return EXIT_OK
+
+
+def _test_case(runs_dir: Path, run_id: str, lang: str, output: Path | None) -> int:
+    from attention_core.exercise import ExerciseCaseError, render_test
+    from attention_core.records import RecordError
+    from attention_core.store import RunStore
+
+    def refuse(problem: str) -> int:
+        print(f"attention-workbench test-case: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+
+    if not runs_dir.is_dir():
+        return refuse(f"runs directory {runs_dir} {'is not a directory' if runs_dir.exists() else 'does not exist'}")
+    try:
+        record = RunStore(runs_dir, create=False).get(run_id)
+    except KeyError:
+        return refuse(f"no run {run_id} in {runs_dir}")
+    except (ValueError, RecordError, OSError) as error:  # not an id; an unreadable record
+        return refuse(str(error))
+    try:
+        text = render_test(record, lang)
+    except ExerciseCaseError as error:
+        return refuse(str(error))
+    if output is None:
+        _write_stdout(text)
+        return EXIT_OK
+    try:
+        _write_atomically(output, text.encode("utf-8"))
+    except OSError as error:
+        print(f"attention-workbench test-case: error: cannot write {output}: {error.strerror or error}",
+              file=sys.stderr)
+        return EXIT_WRITE_FAILED
+    print(f"wrote the {'vitest' if lang == 'ts' else 'pytest'} test of run {run_id} to {output}", file=sys.stderr)
     return EXIT_OK
 
 
