@@ -66,7 +66,7 @@ def test_the_save_button_runs_the_figures_own_save_tool():
     assert 'doit("save")' in link.code
     assert heat_map.save_tool in heat_map.figure.tools and heat_map.figure.toolbar_location is None
     heat_map.visible = False
-    assert not heat_map.__panel__().visible
+    assert not heat_map.model.visible  # the Bokeh layout the browser draws
 
 
 def test_png_name_of_a_vector_run():
@@ -80,7 +80,7 @@ def test_comparison_of_runs_with_different_token_counts_shows_each_run_and_says_
                "four")
     view = ComparisonView()
     view.show([a, b])
-    assert not view.difference.visible and not view.difference.__panel__().visible
+    assert not view.difference.visible and not view.difference.model.visible
     summary = view.summary.object
     assert "run A has 3 tokens and run B 4" in summary and "3×3 and 4×4" in summary
     assert "different token counts" in summary
@@ -93,7 +93,7 @@ def test_comparison_of_runs_with_different_token_counts_shows_each_run_and_says_
     assert view.second.save_tool.filename == f"weights-run-B-mask-after-softmax-causal-T4-dk1-{b.id}"
     # The same pair in the same size again: the difference map comes back.
     view.show([a, a])
-    assert view.difference.visible and view.difference.__panel__().visible
+    assert view.difference.visible and view.difference.model.visible
     assert "comparison-sizes" not in view.summary.object
     assert view.difference.save_tool.filename.startswith("weights-A-minus-B-correct-vs-correct-T3-dk1-")
 

@@ -94,14 +94,18 @@ class ComparisonView(pn.viewable.Viewer):
         if len(records) < 2:
             self._pane.visible = False
             return
-        if self.first is None:
+        # One patch for the whole comparison (as an edit's), drawn once.
+        with pn.io.hold():
+            self._show_pair(records[:2], names)
+
+    def _show_pair(self, records, names) -> None:
+        a, b = records
+        built = self.first is None
+        if built:
             self.first = HeatMap("Weights of run A", "compare-a", kind="weights", size=260)
             self.second = HeatMap("Weights of run B", "compare-b", kind="weights", size=260)
             self.difference = HeatMap("Difference A − B", "compare-diff", kind="difference",
                                       size=260)
-            self._pair.objects = [self.first, self.second]
-            self._maps.append(self.difference)
-        a, b = records[:2]
         wa, wb = _matrix(a.results["weights"]), _matrix(b.results["weights"])
         ma, mb = masked_cells(a), masked_cells(b)
         for tag, heat_map, record, w, masked in (("A", self.first, a, wa, ma),
@@ -117,6 +121,11 @@ class ComparisonView(pn.viewable.Viewer):
                 filename=file_name("weights-A-minus-B", a.failure_mode, "vs", b.failure_mode,
                                    f"T{a.T}", f"dk{a.d_k}", a.id, b.id))
         self.difference.visible = not why_not
+        if built:
+            # Added only now, data and visibility set: the message that defines the new maps
+            # carries them, and nothing patches a map the browser has not received yet.
+            self._pair.objects = [self.first, self.second]
+            self._maps.append(self.difference)
         names = list(names or [])[:2] or [r.label or r.id for r in (a, b)]
         self.summary.object = self._summary(a, b, why_not, names)
         self._pane.visible = True

@@ -245,7 +245,8 @@ class HeatMap(pn.viewable.Viewer):
         self.save_button.js_on_event("button_click", CustomJS(args={"tool": self.save_tool},
                                                               code=_SAVE_JS))
         children = [fig, self.save_button] if table_apart else [fig, self.save_button, self.table]
-        self.model = BokehColumn(children=children, margin=(0, 10), width=size + 120)
+        self.model = BokehColumn(children=children, margin=(0, 10), width=size + 120,
+                                 visible=self.visible)
         self._pane: pn.pane.Bokeh | None = None
 
     @staticmethod
@@ -371,7 +372,15 @@ class HeatMap(pn.viewable.Viewer):
             f"<tbody>{''.join(rows)}</tbody></table></div>"
         )
 
+    @param.depends("visible", watch=True)
+    def _show(self) -> None:
+        # On the Bokeh model itself, by the path its data takes (unlocked, in order): a Bokeh
+        # pane given visible or margin sets them on the raw model outside Panel's write queue,
+        # and that patch could reach the browser before the one that defined a new map.
+        with pn.io.unlocked():
+            self.model.visible = self.visible
+
     def __panel__(self):
         if self._pane is None:
-            self._pane = pn.pane.Bokeh(self.model, margin=0, visible=self.param.visible)
+            self._pane = pn.pane.Bokeh(self.model)
         return self._pane
