@@ -21,7 +21,8 @@ from workbench_server import free_port, start_server
 
 from attention_core.records import TEXT_LIMITS
 
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-results" / "screenshots"
+ROOT = Path(__file__).resolve().parent.parent
+SCREENSHOTS = ROOT / "test-results" / "screenshots"
 FRAME_HEIGHT, COLUMN = 610, 640
 
 # A course page: a 640 px column with the explorable's iframe, and everything it hears kept.
@@ -45,9 +46,26 @@ window.addEventListener('message', (event) => window.heard.push({{origin: event.
 </body></html>"""
 
 
+def readme_host_page(app: str) -> str:
+    """The README's minimal host page, framing this test's workbench at ``app``, in a page that
+    keeps what it hears in ``window.heard`` too."""
+    snippet = re.search(r"```html\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    listen = ("<script>window.heard = []; addEventListener('message', (event) => "
+              "window.heard.push({origin: event.origin, data: event.data}))</script>")
+    return f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Host</title></head>" \
+           f"<body>{listen}{snippet.replace('http://localhost:5006', app)}</body></html>"
+
+
 class _HostHandler(BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 - http.server's name
         query = parse_qs(urlsplit(self.path).query)
+        if "readme" in query:
+            body = readme_host_page(query["readme"][0]).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if "src" not in query:  # the browser's favicon request: nothing, and no 404 in the console
             self.send_response(204)
             self.end_headers()
@@ -77,6 +95,11 @@ class Host:
         from urllib.parse import quote
 
         return f"{self.origin}/?src={quote(src, safe='')}"
+
+    def readme(self, app: str) -> str:
+        from urllib.parse import quote
+
+        return f"{self.origin}/?readme={quote(app, safe='')}"
 
     def stop(self) -> None:
         self._server.shutdown()
@@ -135,8 +158,15 @@ def tab(frame, title: str):
     return frame.locator(".bk-tab", has_text=title)
 
 
-def heard(page: Page) -> list[dict]:
-    return page.evaluate("() => window.heard")
+def heard(page: Page, event: str | None = None) -> list[dict]:
+    """What the host page heard, oldest first: every message, or the events named ``event``."""
+    every = page.evaluate("() => window.heard")
+    return every if event is None else [m for m in every if m["data"].get("event") == event]
+
+
+def wait_to_hear(page: Page, event: str, count: int) -> None:
+    page.wait_for_function("([event, count]) => window.heard.filter("
+                           "(m) => m.data && m.data.event === event).length >= count", arg=[event, count])
 
 
 def box_in_frame(page: Page, locator) -> None:
@@ -176,13 +206,15 @@ def test_a_trusted_course_page_frames_the_embed_and_hears_each_saved_run_once(se
     status = frame.get_by_role("status").filter(has_text="Saved run #1")
     expect(status).to_be_visible()
     run_id = re.search(r"\(([^)]+)\)\.$", status.inner_text()).group(1)
-    page.wait_for_function("() => window.heard.length > 0")
+    wait_to_hear(page, "experiment-recorded", 1)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "embed-host-1280x720-correct.png"))
     # A round trip after the save (another failure mode shown) and still one message.
     frame.get_by_label("Mask after softmax (broken)").check()
     expect(frame.get_by_test_id("invariants").locator("[data-check='row_sums']")).to_contain_text("FAIL")
-    [first] = heard(page)
+    [first] = heard(page, "experiment-recorded")
+    [ready] = heard(page, "ready")
+    assert ready["data"] == {"type": "explorable-event", "instanceId": "attention-workbench", "event": "ready"}
     assert first["origin"] == app_origin(server)
     message = first["data"]
     assert message["type"] == "explorable-event" and message["event"] == "experiment-recorded"
@@ -195,12 +227,12 @@ def test_a_trusted_course_page_frames_the_embed_and_hears_each_saved_run_once(se
 
     frame.get_by_role("button", name="Save run").click()
     expect(frame.get_by_role("status").filter(has_text="Saved run #2")).to_be_visible()
-    page.wait_for_function("() => window.heard.length > 1")
-    second = heard(page)[1]["data"]["run"]
+    wait_to_hear(page, "experiment-recorded", 2)
+    second = heard(page, "experiment-recorded")[1]["data"]["run"]
     assert second["failure_mode"] == "mask_after_softmax" and second["id"] != run_id
     assert second["failed_checks"] == ["mask", "row_sums"] and second["min_row_sum"] < 1
     page.screenshot(path=str(SCREENSHOTS / "embed-host-1280x720-broken.png"))
-    assert len(heard(page)) == 2
+    assert len(heard(page, "experiment-recorded")) == 2 and len(heard(page)) == 3
     assert problems == []
 
 
@@ -236,12 +268,27 @@ def test_learner_text_from_the_course_page_is_shown_literally_and_cut_to_its_lim
     expect(frame.get_by_test_id("embed-learner")).to_have_text("L" * TEXT_LIMITS["learner"])
     frame.get_by_role("button", name="Save run").click()
     expect(frame.get_by_role("status").filter(has_text="Saved run #1")).to_be_visible()
-    page.wait_for_function("() => window.heard.length > 0")
-    [message] = heard(page)
+    wait_to_hear(page, "experiment-recorded", 1)
+    [message] = heard(page, "experiment-recorded")
     assert message["data"]["instanceId"] == "lesson-10"
     saved = json.loads((server.runs_dir / f"{message['data']['run']['id']}.json").read_text())
     assert saved["learner"] == "L" * TEXT_LIMITS["learner"]
     assert saved["prediction"] == "It cannot."
+    assert problems == []
+
+
+def test_the_readme_host_page_passes_the_prediction_in_and_hears_the_run(server, hosts, page, problems):
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(hosts[0].readme(app_origin(server)))
+    frame = page.frame_locator("#workbench")
+    expect(frame.get_by_test_id("embed-prediction")).to_have_text("It cannot.", timeout=30_000)
+    expect(frame.get_by_test_id("embed-learner")).to_have_text("Ada")
+    with page.expect_console_message(lambda msg: msg.type == "log" and " correct http" in msg.text) as logged:
+        frame.get_by_role("button", name="Save run").click()
+    [recorded] = heard(page, "experiment-recorded")
+    run = recorded["data"]
+    assert logged.value.text == f"{run['run']['id']} correct {run['url']}"
+    assert json.loads((server.runs_dir / f"{run['run']['id']}.json").read_text())["learner"] == "Ada"
     assert problems == []
 
 

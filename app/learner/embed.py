@@ -10,6 +10,7 @@ steps and readouts, saved runs and their comparison, input mode and presets) one
 The page and the course page talk with ``postMessage``, only with the origins the server trusts
 (``serve --embed-origin``; none by default, and then not at all):
 
+- once it listens, the page posts ``{type: "explorable-event", instanceId, event: "ready"}``;
 - on every saved run the page posts ``{type: "explorable-event", instanceId, event:
   "experiment-recorded", run: {id, created_at, failure_mode, causal, total_future_weight,
   min_row_sum, failed_checks}, url}`` to its parent, with the parent's exact origin as the target
@@ -48,11 +49,13 @@ export function render({ model, view }) {
     if (ancestors && ancestors.length > 0) return ancestors[0]
     try { return document.referrer ? new URL(document.referrer).origin : null } catch (e) { return null }
   }
+  function trustedParent() {
+    const origin = window.parent === window ? null : parentOrigin()
+    return origin && model.trusted_origins.includes(origin) ? origin : null
+  }
   function post() {
-    const message = model.message
-    if (window.parent === window || !message || !message.run) return
-    const origin = parentOrigin()
-    if (!origin || !model.trusted_origins.includes(origin)) return
+    const message = model.message, origin = trustedParent()
+    if (!origin || !message || !message.run) return
     const url = new URL('./?run=' + encodeURIComponent(message.run.id), window.location.href).href
     window.parent.postMessage({...message, url}, origin)
   }
@@ -74,13 +77,17 @@ export function render({ model, view }) {
   view._explorable_listener = listen
   window.addEventListener('message', listen)
   model.on('remove', () => window.removeEventListener('message', listen))
+  // Now listening: a course page that sends the learner's text by message waits for this.
+  const origin = trustedParent()
+  const ready = {type: 'explorable-event', instanceId: model.instance_id, event: 'ready'}
+  if (origin) window.parent.postMessage(ready, origin)
 }
 """
 
 
 class ExplorableBridge(JSComponent):
-    """Posts :attr:`message` to the parent window when it changes; hands a trusted parent's
-    context message to :attr:`received`.
+    """Posts ``ready`` to the parent window once it listens and :attr:`message` whenever it
+    changes; hands a trusted parent's context message to :attr:`received`.
 
     A custom component because Panel has no way to reach the parent window: neither posting
     to it nor hearing from it. Both directions check the parent's origin against
