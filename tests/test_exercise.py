@@ -206,3 +206,32 @@ def test_runs_used_here_cover_every_input_mode_and_show_the_bug():
     assert {r.run_inputs.input_mode for r in RUNS.values()} == {"scalar", "vector", "matrix"}
     assert all(_starter_breaks(run_id) for run_id in CAUSAL)
     assert json.dumps(RUNS["large-scores-naive"].results["weights"]).count("null") > 0  # naive overflowed
+
+
+def test_the_saved_runs_view_shows_the_chosen_runs_test_in_either_language(tmp_path):
+    from app.learner.page import LearnerPage
+
+    page = LearnerPage(store=RunStore(tmp_path / "runs"))
+    s, view = page.state, page.runs.exercise_test
+    assert (view.text, view.run, view.copy.disabled) == ("", None, True)
+    s.param.update(prediction="token 2 cannot read token 3")
+    s.apply_preset("worked_row")
+    first = s.save_run()
+    s.mask_after_softmax = True
+    second = s.save_run()
+    # The newest run is chosen, in TypeScript; the area and the download hold its test.
+    assert view.run_select.options == {"Run 1: Correct, causal": 0, "Run 2: Mask after softmax (broken)": 1}
+    assert view.run == 1 and view.text == view.area.value == render_test(second, "ts")
+    assert view.download.filename == case_filename(second, "ts") and view._file().read() == view.text
+    assert not view.copy.disabled and not view.download.disabled
+    view.run_select.value = 0
+    view.language = "py"
+    assert view.text == view.area.value == render_test(first, "py")
+    assert view.download.filename == case_filename(first, "py")
+    view.copy_status.text = "<div>Copied</div>"  # what the browser's Copy as test wrote
+    s.set_padding(2, True)
+    padded = s.save_run()
+    # A run with padding has no test: the page says why and there is nothing to copy.
+    assert view.run == 2 and view.text == view.area.value == "" and view.copy.disabled
+    assert f"No test from run {padded.id}: it marks token 3 as padding" in view.message
+    assert view.problem.visible and view.copy_status.text == ""

@@ -1,5 +1,5 @@
 """This page's saved runs: the table with ticks, the explanation attached to runs, downloads,
-and the comparison of two ticked runs.
+the comparison of two ticked runs, and the exercise's test made from a run (Copy as test).
 
 The explanation is edited on saved runs (seed 003's order: predict → experiment → explain):
 ``Save explanation`` replaces the ticked runs' explanation on disk and never adds a run.
@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 import panel as pn
 import param
 
+from app.learner.exercise import ExerciseTestView
 from app.learner.record import MAX_TYPED, STATUS_CSS, limited, status_html
 from app.learner.state import LearnerState
 from app.shared.compare import ComparisonView
@@ -141,7 +142,8 @@ def explanation_target(saved, ticked: list[int]) -> str:
 
 
 class SavedRunsView(pn.viewable.Viewer):
-    """Saved runs with ticks, the ``Explanation`` of ticked runs, downloads, a comparison."""
+    """Saved runs with ticks, the ``Explanation`` of ticked runs, downloads, a comparison, and
+    ``Copy as test`` (:class:`~app.learner.exercise.ExerciseTestView`)."""
 
     state = param.ClassSelector(class_=LearnerState)
 
@@ -184,12 +186,13 @@ class SavedRunsView(pn.viewable.Viewer):
             callback=lambda: self._download("csv"), filename="attention-runs.csv",
             label="Download my runs (CSV)", embed=False, disabled=no_runs)
         self.compare = ComparisonView()
+        self.exercise_test = ExerciseTestView(state=s, run_name=tick_label)
         self._last_stamp: datetime | None = None
         self.ticks.param.watch(self._show_ticked, "value")
         self._layout = pn.Column(
             self.heading, self.restore_status, self.ticks, self.table, self.explanation, self.target,
             pn.Row(self.save_explanation, self.explanation_status),
-            pn.Row(self.download_json, self.download_csv), self.compare,
+            pn.Row(self.download_json, self.download_csv), self.compare, self.exercise_test,
             sizing_mode="stretch_width")
 
     def _tick_options(self) -> dict[str, int]:
