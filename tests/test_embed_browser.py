@@ -19,6 +19,7 @@ import pytest
 from playwright.sync_api import Page, expect
 from workbench_server import free_port, start_server
 
+from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import TEXT_LIMITS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,6 +234,29 @@ def test_a_trusted_course_page_frames_the_embed_and_hears_each_saved_run_once(se
     assert second["failed_checks"] == ["mask", "row_sums"] and second["min_row_sum"] < 1
     page.screenshot(path=str(SCREENSHOTS / "embed-host-1280x720-broken.png"))
     assert len(heard(page, "experiment-recorded")) == 2 and len(heard(page)) == 3
+    assert problems == []
+
+
+# Each tab's scrolling column in tab order, its content's height and its own.
+_TABS = """() => { const out = []; const walk = (root) => {
+  for (const el of root.querySelectorAll('.scrollable-vertical')) out.push([el.scrollHeight, el.clientHeight])
+  for (const el of root.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot) }
+  walk(document); return out }"""
+
+
+@pytest.mark.parametrize("use_values", [False, True])
+def test_the_first_tab_fits_the_frame_in_every_failure_mode(server, hosts, page, problems, use_values):
+    frame, inner = open_host(page, hosts[0].page(f"{app_origin(server)}/embed"))
+    if use_values:
+        frame.get_by_label("Use values (adds output and contributions)").check()
+        expect(frame.get_by_test_id("invariants").locator("[data-check='output']")).to_contain_text("pass")
+    for mode in FAILURE_MODES.values():
+        frame.get_by_label("Failure mode").select_option(label=mode.title)
+        expect(frame.get_by_test_id("brief-run-title")).to_have_text(run_title(mode.name, True, 3))
+        content, height = inner.evaluate(_TABS)[0]
+        assert content <= height, (mode.name, content, height)
+        box_in_frame(page, frame.get_by_role("button", name="Save run"))
+        box_in_frame(page, frame.locator(".bk-Figure").nth(1))
     assert problems == []
 
 

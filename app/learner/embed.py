@@ -166,18 +166,25 @@ class EmbedPage(pn.viewable.Viewer):
                                       visible=pn.bind(bool, self.param.host_message),
                                       stylesheets=[STATUS_CSS], sizing_mode="stretch_width")
         r = p.record
-        i.tokens.width, i.failure_mode.width = 70, 230  # side by side in the 340 px column
+        i.tokens.width, i.failure_mode.width = 70, 230  # side by side in 340 px
         # The PNG buttons stay on the full page: here the frame's height goes to the maps.
         p.matrices.scores.save_button.visible = p.matrices.weights.save_button.visible = False
         c = p.contributions
         for fig in (c.score_figure, c.weight_figure, c.value_figure, c.contribution_figure):
             fig.width = 300  # two side by side in 640 px
         p.runs.table.stylesheets = [*p.runs.table.stylesheets, ":host { overflow-x: auto; }"]
+        # The inputs column is as wide as its widest grid, at least 340 px: the notes in it wrap
+        # at 320 px rather than stretch it, so a wide head's grid pushes the checks right instead
+        # of running under them.
+        for note in (i.tokens_message, i.mode_note, i.mask_note):
+            note.param.update(sizing_mode="fixed", width=320)
         inputs = pn.Column(
             pn.Row(i.tokens, i.failure_mode, margin=0), i.tokens_message, i.mode_note, *i.grids,
-            i.toggles, i.mask_note, i.exposure_note, i.expose, self.passed_in, width=340, margin=0)
-        checks = pn.Column(self.invariants, pn.Row(r.button, margin=(5, 0)), r.message,
-                           sizing_mode="stretch_width", margin=0)
+            i.toggles, i.mask_note, margin=0)
+        # Why no check fails in a broken mode on this input, and the preset that shows it: beside
+        # the checks it explains.
+        checks = pn.Column(self.invariants, i.exposure_note, i.expose, pn.Row(r.button, margin=(5, 0)),
+                           r.message, self.passed_in, sizing_mode="stretch_width", margin=0)
         # Each tab fills the frame and scrolls within it, under tab headers that stay in view.
         tab = dict(scroll=True, sizing_mode="stretch_both", margin=0)
         workbench = pn.Column(p.opened, pn.Row(inputs, checks, margin=0), p.matrices, **tab)
