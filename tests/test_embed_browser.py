@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 from workbench_server import free_port, start_server
 
@@ -257,6 +258,16 @@ def test_the_first_tab_fits_the_frame_in_every_failure_mode(server, hosts, page,
         assert content <= height, (mode.name, content, height)
         box_in_frame(page, frame.get_by_role("button", name="Save run"))
         box_in_frame(page, frame.locator(".bk-Figure").nth(1))
+    assert problems == []
+
+
+def test_axe_finds_no_critical_or_serious_violation_in_the_embed(server, page, problems):
+    page.set_viewport_size({"width": COLUMN, "height": FRAME_HEIGHT})
+    page.goto(f"{app_origin(server)}/embed")
+    expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
+    violations = Axe().run(page).response["violations"]
+    assert [(v["id"], v["help"]) for v in violations if v["impact"] in ("critical", "serious")] == []
     assert problems == []
 
 
