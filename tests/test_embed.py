@@ -183,3 +183,14 @@ def test_what_the_host_passed_is_shown_as_text_never_html():
     assert "<b>x</b>" not in shown and "&lt;b&gt;x&lt;/b&gt;" in shown
     assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;" in shown
     assert "Saved runs" in passed_in_html("", "  ")
+
+
+def test_open_links_keep_the_query_parameters_they_are_given(embed):
+    from app.learner.runs import runs_table_html
+
+    state = embed.page.state
+    state.prediction = "p"
+    record = state.save_run()
+    assert f"href='?run={record.id}&amp;runs={record.id}'" in runs_table_html(state.saved)
+    kept = runs_table_html(state.saved, {"instanceId": "lesson <10>"})
+    assert f"href='?instanceId=lesson+%3C10%3E&amp;run={record.id}&amp;runs={record.id}'" in kept

@@ -309,6 +309,10 @@ def test_learner_text_from_the_course_page_is_shown_literally_and_cut_to_its_lim
     saved = json.loads((server.runs_dir / f"{message['data']['run']['id']}.json").read_text())
     assert saved["learner"] == "L" * TEXT_LIMITS["learner"]
     assert saved["prediction"] == "It cannot."
+    # Open reloads the embed with the run: the instance keeps its name.
+    tab(frame, "Saved runs").click()
+    expect(frame.get_by_role("link", name="Open run 1 in the workbench")).to_have_attribute(
+        "href", re.compile(r"^\?instanceId=lesson-10&run="))
     assert problems == []
 
 

@@ -229,6 +229,7 @@ class EmbedPage(pn.viewable.Viewer):
         instance = arg("instanceId")
         if instance:
             self.instance_id = self.bridge.instance_id = instance[:100]
+            self.page.runs.link_query = {"instanceId": self.instance_id}  # Open reloads this page
         self.take_host_text({f: arg(f) for f in HOST_FIELDS if arg(f) is not None})
         return self
 

@@ -66,24 +66,25 @@ def runs_columns(records) -> dict[str, list[str]]:
     }
 
 
-def open_link(run_id: str, number: int, saved_ids: list[str]) -> str:
+def open_link(run_id: str, number: int, saved_ids: list[str], keep: dict[str, str] | None = None) -> str:
     """The "Open" link of run ``number``: this page again with the run opened in the workbench
-    (``?run=<id>``) and the page's saved runs kept (``runs=…``)."""
-    query = urlencode({"run": run_id, "runs": ",".join(saved_ids)})
+    (``?run=<id>``), the page's saved runs kept (``runs=…``) and the query parameters ``keep``
+    (the embed's ``instanceId``)."""
+    query = urlencode({**(keep or {}), "run": run_id, "runs": ",".join(saved_ids)})
     return (f"<a href='?{html.escape(query)}' aria-label='Open run {number} in the workbench'>"
             "Open</a>")
 
 
-def runs_table_html(records) -> str:
+def runs_table_html(records, keep: dict[str, str] | None = None) -> str:
     """The saved runs as an HTML table (name "Saved runs"), every cell's text escaped, each
-    row ending with its "Open" link (:func:`open_link`)."""
+    row ending with its "Open" link (:func:`open_link`, which keeps the query parameters ``keep``)."""
     columns = runs_columns(records)
     head = "".join(f"<th scope='col'>{html.escape(c)}</th>" for c in RUN_COLUMNS)
     head += "<th scope='col'>open</th>"
     rows = "".join(
         f"<tr data-run-id='{html.escape(run_id)}'>"
         + "".join(f"<td>{html.escape(columns[c][i])}</td>" for c in RUN_COLUMNS)
-        + f"<td>{open_link(run_id, i + 1, columns['id'])}</td></tr>"
+        + f"<td>{open_link(run_id, i + 1, columns['id'], keep)}</td></tr>"
         for i, run_id in enumerate(columns["id"]))
     empty = "" if records else "<caption>No saved runs yet.</caption>"
     return (f"<table aria-label='Saved runs'>{empty}<thead><tr>{head}</tr></thead>"
@@ -147,6 +148,7 @@ class SavedRunsView(pn.viewable.Viewer):
 
     state = param.ClassSelector(class_=LearnerState)
 
+    link_query = param.Dict(default={}, doc="Query parameters every Open link keeps (the embed's instanceId).")
     explanation_message = param.String(default="", doc="What the last Save explanation did.")
     explanation_ok = param.Boolean(default=True)
 
@@ -159,7 +161,7 @@ class SavedRunsView(pn.viewable.Viewer):
             options=self._tick_options(), value=[], inline=True, margin=(0, 10),
             stylesheets=[":host .bk-input-group { flex-wrap: wrap; gap: 0 12px; }"])
         self.table = pn.pane.HTML(
-            pn.bind(runs_table_html, s.param.saved), stylesheets=[TABLE_CSS], margin=(5, 10),
+            pn.bind(runs_table_html, s.param.saved, self.param.link_query), stylesheets=[TABLE_CSS], margin=(5, 10),
             sizing_mode="stretch_width")
         self.heading = pn.pane.HTML(
             pn.bind(lambda ticked: f"<h3>Saved runs</h3><p>{compared_hint(sorted(ticked))}</p>",
