@@ -8,11 +8,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help serve test lint browser node bench clean distclean
+.PHONY: help serve test lint browser node postgres bench clean distclean
 
 help:
 	@echo "make serve   set up .venv and start the workbench (ARGS='--port 5007' passes options)"
-	@echo "make test    set up .venv, make sure a Chromium and vitest exist, run ruff and every test"
+	@echo "make test    set up .venv, make sure Chromium, vitest and PostgreSQL exist, run ruff and every test"
 	@echo "make lint    ruff only"
 	@echo "make bench   run bench/run.py"
 	@echo "make clean   remove caches and build output (make distclean also removes .venv)"
@@ -39,7 +39,12 @@ node: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: browser node lint
+# Finds Debian's PostgreSQL server binaries, installing the postgresql package (apt-get as root)
+# if none: the store tests start a server of their own with them.
+postgres: $(STAMP)
+	$(BIN)/python tests/postgres_server.py --install
+
+test: browser node postgres lint
 	$(BIN)/python -m pytest $(ARGS)
 
 bench: $(STAMP)

@@ -1,10 +1,15 @@
-"""The ``attention-workbench`` command: ``serve`` the app, ``export`` the saved runs, write the
+"""The ``attention-workbench`` command: ``serve`` the app, ``export`` and ``import`` runs, write the
 exercise's ``test-case`` made from one run.
 
-``export`` and ``test-case`` need only :mod:`attention_core`; Panel is imported by ``serve`` alone,
-so exporting works on a machine (or in a CI job) without the app's dependencies loaded. This module itself
-imports only the standard library at first: ``serve`` re-runs the interpreter before it loads
-anything heavy (see :func:`_use_system_malloc`), so the run that only re-executes stays cheap.
+``export``, ``import`` and ``test-case`` need only the store (:mod:`app.store`) and
+:mod:`attention_core`; Panel is imported by ``serve`` alone, so they work on a machine (or in a
+CI job) without the app's dependencies loaded. This module itself imports only the standard
+library at first: ``serve`` re-runs the interpreter before it loads anything heavy (see
+:func:`_use_system_malloc`), so the run that only re-executes stays cheap.
+
+The store is ``--store URL``, else ``$ATTENTION_WORKBENCH_STORE``, else ``sqlite:///runs.db`` in
+the working directory. ``--runs-dir DIR`` and ``$ATTENTION_WORKBENCH_RUNS_DIR`` still work for
+this release, deprecated: they mean the SQLite store ``DIR/runs.db`` (with a one-line notice).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import gc
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from app.auth import (
@@ -41,17 +46,25 @@ def _port(text: str) -> int:
     return port
 
 
+RUNS_DIR_ENV = "ATTENTION_WORKBENCH_RUNS_DIR"  # deprecated: the SQLite store DIR/runs.db
+STORE_FILE = "runs.db"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser for both subcommands."""
+    """The argument parser for the subcommands."""
     parser = argparse.ArgumentParser(
         prog="attention-workbench",
-        description="Self-attention workbench: serve it, export runs, make the exercise's test from a run."
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,export,test-case}")
-    runs_help = "runs directory (default: $ATTENTION_WORKBENCH_RUNS_DIR, else ./runs)"
+        description="Self-attention workbench: serve it, export and import runs, make the exercise's test "
+                    "from a run.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,export,import,test-case}")
+    store_help = ("where runs are kept: a SQLAlchemy URL, sqlite:///FILE or "
+                  "postgresql+psycopg://USER:PASSWORD@HOST/DB (default: $ATTENTION_WORKBENCH_STORE, "
+                  "else sqlite:///runs.db in the working directory)")
+    runs_help = "deprecated: the SQLite store DIR/runs.db (use --store)"
 
     serve = sub.add_parser("serve", help="start the workbench in a browser-facing server")
-    serve.add_argument("--runs-dir", help=runs_help)
+    serve.add_argument("--store", metavar="URL", help=store_help)
+    serve.add_argument("--runs-dir", metavar="DIR", help=runs_help)
     serve.add_argument("--port", type=_port, default=5006, help="TCP port (default 5006)")
     serve.add_argument("--address", default="localhost",
                        help="interface to bind (default localhost; 0.0.0.0 for a class server)")
@@ -71,10 +84,18 @@ def build_parser() -> argparse.ArgumentParser:
                             "embed's messages, e.g. https://course.example (repeatable; default: "
                             f"${EMBED_ORIGINS_ENV}, space-separated, else none)")
 
-    export = sub.add_parser("export", help="write every readable run as JSON or CSV")
-    export.add_argument("--runs-dir", help=runs_help)
+    export = sub.add_parser("export", help="write every run as JSON or CSV")
+    export.add_argument("--store", metavar="URL", help=store_help)
+    export.add_argument("--runs-dir", metavar="DIR", help=runs_help)
     export.add_argument("--format", choices=("json", "csv"), required=True)
     export.add_argument("-o", "--output", help="file to write (default, or -: stdout)")
+
+    imports = sub.add_parser(
+        "import", help="bring record files, folders of them and export bundles into the store")
+    imports.add_argument("paths", nargs="+", metavar="PATH",
+                         help="a record file, a folder of them (subfolders too), or an export bundle")
+    imports.add_argument("--store", metavar="URL", help=store_help)
+    imports.add_argument("--runs-dir", metavar="DIR", help=runs_help)
 
     test_case = sub.add_parser(
         "test-case", help="write the exercise's test (vitest or pytest) made from one saved run",
@@ -84,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     test_case.add_argument("run_id", metavar="RUN_ID", help="the run's id (its file name without .json)")
     test_case.add_argument("--lang", choices=("ts", "py"), required=True,
                            help="ts: a vitest file; py: a pytest file")
-    test_case.add_argument("--runs-dir", help=runs_help)
+    test_case.add_argument("--store", metavar="URL", help=store_help)
+    test_case.add_argument("--runs-dir", metavar="DIR", help=runs_help)
     test_case.add_argument("-o", "--output", help="file to write (default, or -: stdout)")
     return parser
 
@@ -92,27 +114,66 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
-    Exit status: 0 done (``export``: every readable run written, skipped files listed on
-    stderr); 1 the output file could not be written; 2 bad usage, a missing runs directory,
+    Exit status: 0 done (``import``: at least one file could be read); 1 an output file could
+    not be written, or ``import`` could read no file at all; 2 bad usage, a store that cannot be
+    opened (missing for ``export`` and ``test-case``, corrupt, foreign, newer, unreachable),
     (``test-case``) no such run, an unreadable one or one with padding (no test made), or
     (``serve``) an instructor password file that is missing, empty or readable by others, a
     non-loopback address without an instructor password or ``--no-instructor-auth``,
-    an ``--embed-origin`` that is not an origin,
-    a runs directory that is a file or cannot be created, a port already in use.
+    an ``--embed-origin`` that is not an origin, a runs directory that is a file or cannot be
+    created, a port already in use.
     """
     args = build_parser().parse_args(argv)
     if args.command == "serve" and argv is None:
         _use_system_malloc()  # before attention_core (numpy) is imported: the re-run imports it
-    # Imported here, not at the top: see the module docstring.
-    from attention_core.store import resolve_runs_dir
-
-    runs_dir = resolve_runs_dir(args.runs_dir)
+    name = f"attention-workbench {args.command}"
+    try:
+        url, runs_dir = _store_url(args)
+    except ValueError as error:
+        print(f"{name}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     if args.command == "serve":
-        return _serve(args, runs_dir)
+        return _serve(args, url, runs_dir)
+    if args.command == "import":
+        return _import(url, args.paths)
     output = None if args.output in (None, "-") else Path(args.output)
     if args.command == "test-case":
-        return _test_case(runs_dir, args.run_id, args.lang, output)
-    return _export(runs_dir, args.format, output)
+        return _test_case(url, args.run_id, args.lang, output)
+    return _export(url, args.format, output)
+
+
+def _store_url(args: argparse.Namespace) -> tuple[str, Path | None]:
+    """The store's URL, and the deprecated runs directory it came from (or None).
+
+    ``--store`` beats ``--runs-dir``, which beats ``$ATTENTION_WORKBENCH_STORE``, which beats
+    ``$ATTENTION_WORKBENCH_RUNS_DIR``. A runs directory is checked (and for ``serve`` created)
+    here; ``ValueError`` says why it cannot be used.
+    """
+    # Imported here, not at the top: see the module docstring.
+    from app.store.dialects import STORE_ENV, StoreOpenError, resolve_store_url, sqlite_url
+
+    given_dir = None if args.store else (args.runs_dir or (
+        None if os.environ.get(STORE_ENV) else os.environ.get(RUNS_DIR_ENV)))
+    if not given_dir:
+        try:
+            return resolve_store_url(args.store), None
+        except StoreOpenError as error:
+            raise ValueError(str(error)) from None
+    runs_dir = Path(given_dir).expanduser()
+    source = "--runs-dir" if args.runs_dir else f"${RUNS_DIR_ENV}"
+    url = sqlite_url(runs_dir / STORE_FILE)
+    print(f"attention-workbench: {source} is deprecated and goes in the next release: runs are kept "
+          f"in the SQLite store {runs_dir / STORE_FILE}; say --store {url} instead.", file=sys.stderr)
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise ValueError(f"runs directory {runs_dir} is not a directory")
+    if args.command == "serve":
+        try:
+            runs_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ValueError(f"runs directory {runs_dir} cannot be created: {error.strerror or error}") from None
+    elif not runs_dir.exists():
+        raise ValueError(f"runs directory {runs_dir} does not exist")
+    return url, runs_dir
 
 
 def _use_system_malloc() -> None:
@@ -160,7 +221,7 @@ def _instructor_password(args: argparse.Namespace) -> tuple[str | None, str | No
     return None, None
 
 
-def _serve(args: argparse.Namespace, runs_dir: Path) -> int:
+def _serve(args: argparse.Namespace, url: str, runs_dir: Path | None) -> int:
     password, problem = _instructor_password(args)
     if problem:
         print(f"attention-workbench serve: error: {problem}", file=sys.stderr)
@@ -177,10 +238,18 @@ def _serve(args: argparse.Namespace, runs_dir: Path) -> int:
     except ValueError as error:
         print(f"attention-workbench serve: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    problem = _runs_dir_problem(runs_dir)  # before Panel is imported (a second or two)
-    if problem:
-        print(f"attention-workbench serve: error: {problem}", file=sys.stderr)
+    from app.store import RunStore, StoreError
+    from app.store.importing import unimported_runs_notice
+
+    try:  # before Panel is imported (a second or two): a store that cannot open is one line
+        store = RunStore(url)
+    except StoreError as error:
+        print(f"attention-workbench serve: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    store_option = "" if url == "sqlite:///runs.db" else f"--store {url}"
+    notice = unimported_runs_notice(store, runs_dir if runs_dir is not None else Path("runs"), store_option)
+    if notice:
+        print(f"attention-workbench: {notice}", file=sys.stderr)
     # Importing Panel and Bokeh makes ~190,000 objects that live as long as the process; with
     # the collector on, CPython walks them again and again while they are made (~0.4 s, a sixth
     # of the import, on 2 cores). app.server switches it back on before it serves, with those
@@ -189,15 +258,13 @@ def _serve(args: argparse.Namespace, runs_dir: Path) -> int:
     try:
         # Lazily: Panel is heavy and export does not need it.
         server = importlib.import_module("app.server")
-        server.serve(runs_dir=runs_dir, port=args.port, address=args.address,
+        server.serve(store=store, port=args.port, address=args.address,
                      num_procs=args.num_procs, instructor_password=password,
                      no_instructor_auth=args.no_instructor_auth, embed_origins=embed_origins)
     except OSError as error:
         # Start-up problems only: the port is taken (or not ours to bind), the address is not
-        # one of this machine's, the runs directory cannot be created. Anything else is a bug.
+        # one of this machine's. Anything else is a bug.
         import socket
-
-        from attention_core.store import StoreError
 
         if isinstance(error, StoreError):
             problem = str(error)
@@ -213,78 +280,77 @@ def _serve(args: argparse.Namespace, runs_dir: Path) -> int:
     return EXIT_OK
 
 
-def _runs_dir_problem(runs_dir: Path) -> str | None:
-    """Why ``serve`` cannot keep its runs in ``runs_dir``, or None (a missing one is created)."""
-    if runs_dir.exists() and not runs_dir.is_dir():
-        return f"runs directory {runs_dir} is not a directory"
-    return None
-
-
 def _listen_message(address: str, port: int, error: OSError) -> str:
     if error.errno == errno.EADDRINUSE:
         return f"port {port} on {address} is already in use"
     return f"cannot listen on {address} port {port}: {error.strerror or error}"
 
 
-def _export(runs_dir: Path, fmt: str, output: Path | None) -> int:
-    from attention_core.store import RunStore, export_csv, export_json
+def _export(url: str, fmt: str, output: Path | None) -> int:
+    from app.store import RunStore, StoreError, iter_export_csv, iter_export_json
 
-    if not runs_dir.is_dir():
-        why = "is not a directory" if runs_dir.exists() else "does not exist"
-        print(f"attention-workbench export: error: runs directory {runs_dir} {why}", file=sys.stderr)
-        return EXIT_USAGE
     try:
-        listing = RunStore(runs_dir, create=False).list()
-    except OSError as error:
-        print(f"attention-workbench export: error: cannot list {runs_dir}: "
-              f"{error.strerror or error}", file=sys.stderr)
+        store = RunStore(url, create=False)
+    except StoreError as error:
+        print(f"attention-workbench export: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    for name, reason in listing.problems:
-        print(f"skipped {name}: {reason}", file=sys.stderr)
+    count = [0]
+
+    def counted(items: Iterator) -> Iterator:
+        for item in items:
+            count[0] += 1
+            yield item
+
     if fmt == "json":
-        text = export_json(listing.records, listing.problems)
+        pieces = iter_export_json(counted(store.iter_texts()))
     else:
-        text = export_csv(listing.records)
-    if output is None:
-        _write_stdout(text)
-    else:
-        try:
-            _write_atomically(output, text.encode("utf-8"))
-        except OSError as error:
-            print(f"attention-workbench export: error: cannot write {output}: "
-                  f"{error.strerror or error}", file=sys.stderr)
-            return EXIT_WRITE_FAILED
-    print(f"exported {len(listing.records)} runs, skipped {len(listing.problems)} files",
-          file=sys.stderr)
+        pieces = iter_export_csv(counted(store.iter_summaries()))
+    try:
+        if output is None:
+            _write_stdout(pieces)
+        else:
+            try:
+                _write_atomically(output, pieces)
+            except OSError as error:
+                if isinstance(error, StoreError):
+                    raise
+                print(f"attention-workbench export: error: cannot write {output}: "
+                      f"{error.strerror or error}", file=sys.stderr)
+                return EXIT_WRITE_FAILED
+    except StoreError as error:
+        print(f"attention-workbench export: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        store.close()
+    print(f"exported {count[0]} runs from {store.where}", file=sys.stderr)
     return EXIT_OK
 
 
-def _test_case(runs_dir: Path, run_id: str, lang: str, output: Path | None) -> int:
+def _test_case(url: str, run_id: str, lang: str, output: Path | None) -> int:
+    from app.store import RunStore, StoreError
     from attention_core.exercise import ExerciseCaseError, render_test
     from attention_core.records import RecordError
-    from attention_core.store import RunStore
 
     def refuse(problem: str) -> int:
         print(f"attention-workbench test-case: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
 
-    if not runs_dir.is_dir():
-        return refuse(f"runs directory {runs_dir} {'is not a directory' if runs_dir.exists() else 'does not exist'}")
     try:
-        record = RunStore(runs_dir, create=False).get(run_id)
+        with RunStore(url, create=False) as store:
+            record = store.get(run_id)
     except KeyError:
-        return refuse(f"no run {run_id} in {runs_dir}")
-    except (ValueError, RecordError, OSError) as error:  # not an id; an unreadable record
+        return refuse(f"no run {run_id} in {store.where}")
+    except (ValueError, RecordError, StoreError) as error:  # not an id; an unreadable record; no store
         return refuse(str(error))
     try:
         text = render_test(record, lang)
     except ExerciseCaseError as error:
         return refuse(str(error))
     if output is None:
-        _write_stdout(text)
+        _write_stdout([text])
         return EXIT_OK
     try:
-        _write_atomically(output, text.encode("utf-8"))
+        _write_atomically(output, [text])
     except OSError as error:
         print(f"attention-workbench test-case: error: cannot write {output}: {error.strerror or error}",
               file=sys.stderr)
@@ -293,26 +359,55 @@ def _test_case(runs_dir: Path, run_id: str, lang: str, output: Path | None) -> i
     return EXIT_OK
 
 
-def _write_stdout(text: str) -> None:
+def _import(url: str, paths: list[str]) -> int:
+    from app.store import RunStore, StoreError
+    from app.store.importing import import_paths
+
+    try:
+        store = RunStore(url)
+    except StoreError as error:
+        print(f"attention-workbench import: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+    def tell(report) -> None:
+        for line in report.lines():
+            print(line, flush=True)
+
+    try:
+        result = import_paths(store, paths, on_file=tell)
+    except StoreError as error:
+        print(f"attention-workbench import: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        store.close()
+    print(f"{result.summary()} (store {store.where})")
+    return EXIT_WRITE_FAILED if result.nothing_read else EXIT_OK
+
+
+def _write_stdout(pieces) -> None:
     # As UTF-8 bytes whatever the locale says, so learners' text never fails to encode.
     binary = getattr(sys.stdout, "buffer", None)
-    if binary is None:
-        sys.stdout.write(text)
-    else:
+    if binary is not None:
         sys.stdout.flush()
-        binary.write(text.encode("utf-8"))
+    for text in pieces:
+        if binary is None:
+            sys.stdout.write(text)
+        else:
+            binary.write(text.encode("utf-8"))
+    if binary is not None:
         binary.flush()
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so readers see the old file or the whole new one."""
+def _write_atomically(path: Path, pieces) -> None:
+    """Write the text ``pieces`` to ``path`` so readers see the old file or the whole new one."""
     import tempfile
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o644)
-            f.write(data)
+            for text in pieces:
+                f.write(text.encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -1,12 +1,12 @@
 """Serving the workbench: one Panel/Bokeh server, each browser session built fresh.
 
-Three pages over one :class:`~attention_core.store.RunStore` (one per server process, so its parse
-cache is shared by every session): the learner workbench at ``/``, the same workbench laid out
-for a course page's iframe at ``/embed`` (:mod:`app.learner.embed`; who may frame which page is
+Three pages over one :class:`~app.store.RunStore` (one per server process; its connection pool
+is shared by every session): the learner workbench at ``/``, the same workbench laid out for a
+course page's iframe at ``/embed`` (:mod:`app.learner.embed`; who may frame which page is
 :mod:`app.framing`'s), and the instructor page at ``/instructor``, which :mod:`app.auth` can put
-behind a password. ``--num-procs`` forks worker processes after the store is set up and listed
-once (Bokeh's ``num_procs``; each worker starts with that listing in memory, then keeps its own
-cache and its own sessions; saves never collide because every run is a new, uniquely named file).
+behind a password. ``--num-procs`` forks worker processes after the store is opened (Bokeh's
+``num_procs``; each worker opens its own database connections, and the database keeps their
+saves apart).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import panel as pn
 
@@ -27,7 +26,7 @@ from app.learner.embed import TITLE as EMBED_TITLE
 from app.learner.embed import create_embed
 from app.learner.page import create_page
 from app.shared.transport import answer_without_nagle_delay
-from attention_core.store import RunStore
+from app.store import RunStore
 
 # Sessions a browser left behind are dropped after this long (milliseconds): a class's worth of
 # closed tabs must not pile up in memory.
@@ -129,15 +128,15 @@ def _workers_end_with_their_parent() -> None:
     os.register_at_fork(after_in_child=in_worker)
 
 
-def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bool = False,
+def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", show: bool = False,
           num_procs: int = 1, instructor_password: str | None = None,
           no_instructor_auth: bool = False, embed_origins: Sequence[str] = ()) -> None:
     """Start the server and block until it stops.
 
     Parameters
     ----------
-    runs_dir : pathlib.Path
-        Where runs are saved (created if missing).
+    store : RunStore or str
+        Where runs are saved: an open store, or its URL (opened here; see :mod:`app.store`).
     port : int
         TCP port; 0 picks a free one.
     address : str
@@ -157,6 +156,8 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
     ValueError
         No password for a non-loopback address without ``no_instructor_auth`` (the message
         says why), ``num_procs`` below 0, or an embed origin that is not an origin.
+    app.store.StoreOpenError
+        The store cannot be opened (the message says why).
     """
     problem = exposure_problem(address, instructor_password, no_instructor_auth)
     if problem:
@@ -164,14 +165,8 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
     if num_procs < 0:
         raise ValueError(f"--num-procs must be 0 or more, got {num_procs}")
     embed_origins = parse_origins(embed_origins)
-    store = RunStore(runs_dir)
-    store.cleanup_temp_files()
-    # List once now, before any worker is forked: the first instructor page (in every worker)
-    # finds the summaries in memory instead of listing a class's store while its user waits.
-    try:
-        store.list_summaries()
-    except OSError:
-        pass  # the pages report an unreadable runs directory themselves
+    if not isinstance(store, RunStore):
+        store = RunStore(store)
     from app.auth import url_host, websocket_origins
 
     origins = websocket_origins(address, port)
@@ -186,7 +181,7 @@ def serve(runs_dir: Path, port: int = 5006, address: str = "localhost", show: bo
     host = socket.gethostname() if everywhere else url_host(address)
     guarded = "password" if instructor_password else "no password"
     print(f"Attention workbench: http://{host}:{port}/  instructor page: http://{host}:{port}"
-          f"{INSTRUCTOR_PATH} ({guarded})  (runs saved to {Path(runs_dir).resolve()})", flush=True)
+          f"{INSTRUCTOR_PATH} ({guarded})  (runs saved to {store.where})", flush=True)
     if everywhere:
         print(f"Listening on every interface: learners on other machines open this machine's "
               f"name or IP address, port {port} (http://localhost:{port}/ works here).", flush=True)

@@ -3,7 +3,8 @@
 Needs only numpy at import time. Public names (see PRODUCT.md): ``scaled_dot_product_attention``,
 matrix mode's ``project`` and ``self_attention`` (``Q = X W_Q`` ...), ``stable_softmax``, the
 failure modes, the checks, one row's steps (``row_steps``) and whether an input exposes its mode
-(``exposure``), experiment records and the run store.
+(``exposure``), and experiment records (build, strict JSON, round trip, validation). Storage is
+the application's (``app.store``).
 """
 
 from attention_core.attention import AttentionResult, scaled_dot_product_attention
@@ -51,25 +52,11 @@ from attention_core.records import (  # noqa: E402  (appended after the core exp
     RunInputs,
     validate_record,
 )
-from attention_core.store import (  # noqa: E402
-    Listing,
-    RunStore,
-    StoreError,
-    export_csv,
-    export_json,
-    resolve_runs_dir,
-)
 
 __all__ += [
     "ExperimentRecord",
-    "Listing",
     "NewerSchemaError",
     "RecordError",
     "RunInputs",
-    "RunStore",
-    "StoreError",
-    "export_csv",
-    "export_json",
-    "resolve_runs_dir",
     "validate_record",
 ]

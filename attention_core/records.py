@@ -18,7 +18,7 @@ Free text (learner, label, prediction, explanation, notes) is data, never markup
 exactly as typed, control characters and right-to-left marks included (JSON escapes them), and
 only refused when too long or when it holds lone surrogates (not text, cannot be UTF-8 encoded).
 
-Left out: rendering, storage (see :mod:`attention_core.store`).
+Left out: rendering, storage (the application's: ``app.store``).
 """
 
 from __future__ import annotations
@@ -189,11 +189,15 @@ class ExperimentRecord:
                 "failed_checks": list(r.failed_checks),
             },
         }
-        return cls.from_dict(data)
+        # Built to the schema's shape (the tests validate every mode and input kind), so not
+        # validated again here: jsonschema takes up to 0.4 s on the largest run a learner saves.
+        # The JSON round trip still refuses a non-finite number and leaves JSON-native data only.
+        return cls(**json.loads(json.dumps(data, allow_nan=False)))
 
     @classmethod
     def from_dict(cls, data: Any) -> ExperimentRecord:
-        """Check JSON-native ``data`` (see :func:`check_record`) and wrap a deep copy of it.
+        """Validate JSON-native ``data`` (:func:`check_record`: the JSON Schema and the shape rules)
+        and wrap a deep copy of it.
 
         Raises
         ------

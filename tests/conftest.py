@@ -1,7 +1,11 @@
-"""Shared pytest setup: point pytest-playwright at a Chromium that works on this machine.
+"""Shared pytest setup: a Chromium for pytest-playwright, and a real PostgreSQL for the store tests.
 
 Browser tests never skip for a missing browser: if none is found, every test that needs one fails
 with a message saying how to get one (``make test`` installs one first, see tests/find_browser.py).
+Store tests take ``store_url``, once per dialect: a SQLite file, and a database of its own on a
+PostgreSQL server started for the session (tests/postgres_server.py, which ``make test`` installs
+when missing). Without PostgreSQL those runs skip saying why, except under ``CI=true``, where a
+missing PostgreSQL fails them.
 """
 
 from __future__ import annotations
@@ -11,7 +15,10 @@ import os
 import pytest
 from find_browser import HOW_TO_FIX, find_chromium
 from playwright.sync_api import Page, expect
+from postgres_server import start_postgres
 from workbench_server import PageWatch, start_server
+
+from app.store import sqlite_url
 
 # Our machines have no network. Without these flags Chromium keeps dialling Google services
 # (refused connections, noisy logs, slow start). --no-sandbox because tests run as root in CI,
@@ -58,6 +65,27 @@ def server(request, tmp_path_factory):
     running = start_server(base / "runs", base / "server.log")
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server for the whole test session, stopped (and its directory removed) after."""
+    try:
+        server = start_postgres()
+    except (FileNotFoundError, RuntimeError) as error:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is needed under CI=true: {error}", pytrace=False)
+        pytest.skip(f"no PostgreSQL to test against: {error}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    """The URL of a new, empty store: a SQLite file, or a PostgreSQL database of its own."""
+    if request.param == "sqlite":
+        return sqlite_url(tmp_path / "runs.db")
+    return request.getfixturevalue("postgres_server").new_database()
 
 
 @pytest.fixture

@@ -8,10 +8,38 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from app.store import RunStore, sqlite_url
 from attention_core import scaled_dot_product_attention
 from attention_core.records import ExperimentRecord, validate_record
 
 T0 = datetime(2025, 1, 31, 9, 15, 2, 123456, tzinfo=UTC)
+
+
+def sqlite_store(directory) -> RunStore:
+    """A SQLite store ``runs.db`` in ``directory`` (made if missing)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return RunStore(sqlite_url(directory / "runs.db"))
+
+
+def stored(store: RunStore) -> list[dict]:
+    """Every run's record as ``store`` holds it, oldest first."""
+    return [json.loads(text) for text in store.iter_texts()]
+
+
+def delete_run(store: RunStore, run_id: str) -> None:
+    """Remove a run behind the store's back (as a database administrator could)."""
+    from app.store.schema import runs
+
+    with store.engine.connect().execution_options(store_write=True) as conn, conn.begin():
+        conn.execute(runs.delete().where(runs.c.id == run_id))
+
+
+def overwrite_record_text(store: RunStore, run_id: str, text: str) -> None:
+    """Replace a run's stored record text behind the store's back (a database edited by hand)."""
+    from app.store.schema import runs
+
+    with store.engine.connect().execution_options(store_write=True) as conn, conn.begin():
+        conn.execute(runs.update().where(runs.c.id == run_id).values(record=text))
 
 
 def make_result(mode: str = "correct", T: int = 3, d: int | None = None, seed: int = 0,

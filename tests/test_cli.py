@@ -1,4 +1,4 @@
-"""The attention-workbench command: export to stdout and files, problems on stderr, serve."""
+"""The attention-workbench command: export to stdout and files, import, the store options, serve."""
 
 from __future__ import annotations
 
@@ -11,47 +11,45 @@ import types
 from pathlib import Path
 
 import pytest
-from store_helpers import make_record, refuse_constant
+from store_helpers import make_record, refuse_constant, sqlite_store
 
 from app.cli import main
+from app.store import CSV_COLUMNS, RunStore, sqlite_url
 from attention_core.records import ExperimentRecord
-from attention_core.store import CSV_COLUMNS, RunStore
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def runs(tmp_path) -> tuple[Path, list[ExperimentRecord]]:
-    store = RunStore(tmp_path / "runs")
+def runs(tmp_path) -> tuple[str, list[ExperimentRecord]]:
+    store = sqlite_store(tmp_path)
     records = [make_record(minutes=m, learner=f"learner {m}") for m in (2, 0, 1)]
     for r in records:
         store.save(r)
-    (store.directory / "corrupt.json").write_text("{not json")
-    (store.directory / "newer.json").write_text('{"schema_version": 7}')
-    return store.directory, sorted(records, key=lambda r: r.created_at)
+    store.close()
+    return sqlite_url(tmp_path / "runs.db"), sorted(records, key=lambda r: r.created_at)
 
 
-def test_export_json_to_stdout_with_problems_on_stderr(runs, capsys):
-    runs_dir, records = runs
-    assert main(["export", "--runs-dir", str(runs_dir), "--format", "json"]) == 0
+def test_export_json_to_stdout_byte_for_byte_what_the_store_holds(runs, capsys):
+    url, records = runs
+    assert main(["export", "--store", url, "--format", "json"]) == 0
     out, err = capsys.readouterr()
     bundle = json.loads(out, parse_constant=refuse_constant)
     assert [ExperimentRecord.from_dict(r) for r in bundle["runs"]] == records
-    assert "skipped corrupt.json: not valid JSON" in err
-    assert "skipped newer.json: written by a newer workbench" in err
-    assert "exported 3 runs, skipped 2 files" in err
+    assert bundle["skipped"] == []
+    with RunStore(url) as store:
+        assert [line.rstrip(",") for line in out.splitlines()[1:-1]] == list(store.iter_texts())
+    assert f"exported 3 runs from {Path(url.removeprefix('sqlite:///'))}" in err
 
 
 def test_export_csv_to_a_file_atomically(runs, capsys, tmp_path):
-    runs_dir, records = runs
+    url, records = runs
     target = tmp_path / "out" / "class.csv"
     target.parent.mkdir()
     target.write_text("old content")
-    code = main(["export", "--runs-dir", str(runs_dir), "--format", "csv", "-o", str(target)])
-    assert code == 0
+    assert main(["export", "--store", url, "--format", "csv", "-o", str(target)]) == 0
     out, err = capsys.readouterr()
     assert out == ""
-    assert "skipped corrupt.json" in err
     rows = list(csv.DictReader(io.StringIO(target.read_text(encoding="utf-8"), newline="")))
     assert [row["id"] for row in rows] == [r.id for r in records]
     assert list(rows[0]) == list(CSV_COLUMNS)
@@ -59,11 +57,18 @@ def test_export_csv_to_a_file_atomically(runs, capsys, tmp_path):
 
 
 def test_export_to_an_unwritable_place_exits_1(runs, capsys, tmp_path):
-    runs_dir, _ = runs
-    code = main(["export", "--runs-dir", str(runs_dir), "--format", "json",
-                 "-o", str(tmp_path / "missing-dir" / "x.json")])
+    url, _ = runs
+    code = main(["export", "--store", url, "--format", "json", "-o", str(tmp_path / "missing-dir" / "x.json")])
     assert code == 1
     assert "cannot write" in capsys.readouterr().err
+
+
+def test_export_of_a_missing_store_exits_2_and_creates_nothing(tmp_path, capsys):
+    missing = tmp_path / "nope.db"
+    assert main(["export", "--store", sqlite_url(missing), "--format", "csv"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and f"there is no store at {missing}" in err
+    assert not missing.exists()
 
 
 def test_export_of_a_missing_runs_dir_exits_2_and_creates_nothing(tmp_path, capsys):
@@ -74,54 +79,103 @@ def test_export_of_a_missing_runs_dir_exits_2_and_creates_nothing(tmp_path, caps
     assert not missing.exists()
 
 
-def test_export_reads_the_environment_variable(runs, capsys, monkeypatch):
-    runs_dir, records = runs
-    monkeypatch.setenv("ATTENTION_WORKBENCH_RUNS_DIR", str(runs_dir))
+def test_export_reads_the_store_environment_variable(runs, capsys, monkeypatch):
+    url, records = runs
+    monkeypatch.setenv("ATTENTION_WORKBENCH_STORE", url)
     assert main(["export", "--format", "json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["runs"]) == len(records)
 
 
+def test_the_deprecated_runs_dir_means_its_runs_db_with_a_one_line_notice(runs, capsys, monkeypatch, tmp_path):
+    url, records = runs
+    monkeypatch.delenv("ATTENTION_WORKBENCH_STORE", raising=False)
+    assert main(["export", "--runs-dir", str(tmp_path), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)["runs"]) == len(records)
+    notice = [line for line in err.splitlines() if line.startswith("attention-workbench:")]
+    assert notice == [f"attention-workbench: --runs-dir is deprecated and goes in the next release: runs are "
+                      f"kept in the SQLite store {tmp_path / 'runs.db'}; say --store {url} instead."]
+    monkeypatch.setenv("ATTENTION_WORKBENCH_RUNS_DIR", str(tmp_path))
+    assert main(["export", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)["runs"]) == len(records) and "$ATTENTION_WORKBENCH_RUNS_DIR is deprecated" in err
+    # --store and $ATTENTION_WORKBENCH_STORE win over a runs directory.
+    monkeypatch.setenv("ATTENTION_WORKBENCH_STORE", sqlite_url(tmp_path / "other.db"))
+    assert main(["export", "--format", "json"]) == 2
+    assert "there is no store at" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url", ["mysql://x/y", "not a url", "sqlite://", "sqlite:///:memory:"])
+def test_a_store_url_that_cannot_be_used_exits_2_in_one_line(url, capsys):
+    assert main(["export", "--store", url, "--format", "json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("attention-workbench export: error: ") and err.count("\n") == 1
+
+
 def test_bad_usage_exits_2(capsys):
-    for argv in (["export"], ["export", "--format", "xml"], [], ["serve", "--port", "x"]):
+    for argv in (["export"], ["export", "--format", "xml"], [], ["serve", "--port", "x"], ["import"]):
         with pytest.raises(SystemExit) as caught:
             main(argv)
         assert caught.value.code == 2
 
 
-def test_serve_passes_its_options_to_app_server(monkeypatch, tmp_path):
+def test_serve_passes_its_options_and_the_opened_store_to_app_server(monkeypatch, tmp_path):
     calls = []
     fake = types.ModuleType("app.server")
     fake.serve = lambda **kwargs: calls.append(kwargs)
     monkeypatch.setitem(sys.modules, "app.server", fake)
-    monkeypatch.delenv("ATTENTION_WORKBENCH_RUNS_DIR", raising=False)
-    monkeypatch.delenv("ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD", raising=False)
-    monkeypatch.delenv("ATTENTION_WORKBENCH_EMBED_ORIGINS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    for name in ("ATTENTION_WORKBENCH_RUNS_DIR", "ATTENTION_WORKBENCH_STORE",
+                 "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD", "ATTENTION_WORKBENCH_EMBED_ORIGINS"):
+        monkeypatch.delenv(name, raising=False)
     assert main(["serve"]) == 0
-    assert main(["serve", "--runs-dir", str(tmp_path), "--port", "0", "--address", "0.0.0.0",
+    assert main(["serve", "--store", sqlite_url(tmp_path / "class.db"), "--port", "0", "--address", "0.0.0.0",
                  "--instructor-password", "pw"]) == 0
+    stores = [call.pop("store") for call in calls]
+    assert [s.where for s in stores] == [str(tmp_path / "runs.db"), str(tmp_path / "class.db")]
     rest = {"num_procs": 1, "no_instructor_auth": False, "embed_origins": []}
     assert calls == [
-        {"runs_dir": Path("runs"), "port": 5006, "address": "localhost", "instructor_password": None, **rest},
-        {"runs_dir": tmp_path, "port": 0, "address": "0.0.0.0", "instructor_password": "pw", **rest},
+        {"port": 5006, "address": "localhost", "instructor_password": None, **rest},
+        {"port": 0, "address": "0.0.0.0", "instructor_password": "pw", **rest},
     ]
 
 
+def test_serve_tells_once_how_to_import_an_earlier_runs_folder(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "app.server", types.SimpleNamespace(serve=lambda **kw: None))
+    monkeypatch.chdir(tmp_path)
+    for name in ("ATTENTION_WORKBENCH_RUNS_DIR", "ATTENTION_WORKBENCH_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "runs").mkdir()
+    old = [make_record(minutes=m) for m in range(3)]
+    for r in old:
+        (tmp_path / "runs" / f"{r.id}.json").write_text(r.to_json())
+    assert main(["serve"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("attention-workbench import runs") == 1
+    assert "runs holds 3 run files from an earlier workbench" in err
+    assert main(["import", "runs"]) == 0
+    assert "imported 3 runs" in capsys.readouterr().out
+    assert main(["serve"]) == 0
+    assert "import" not in capsys.readouterr().err  # nothing left to bring in: no notice
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(f"{r.id}.json" for r in old)
+
+
 def test_python_dash_m_export_in_a_subprocess(runs):
-    runs_dir, records = runs
-    done = subprocess.run(
-        [sys.executable, "-m", "app.cli", "export", "--runs-dir", str(runs_dir), "--format", "csv"],
-        cwd=REPO, capture_output=True, timeout=60,
-    )
+    url, records = runs
+    done = subprocess.run([sys.executable, "-m", "app.cli", "export", "--store", url, "--format", "csv"],
+                          cwd=REPO, capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert b"skipped corrupt.json" in done.stderr
     rows = list(csv.DictReader(io.StringIO(done.stdout.decode("utf-8"), newline="")))
     assert [row["learner"] for row in rows] == [r.learner for r in records]
 
 
-def test_export_does_not_load_panel(runs):
-    runs_dir, _ = runs
+def test_export_and_import_do_not_load_panel(runs, tmp_path):
+    url, _ = runs
+    bundle = tmp_path / "bundle.json"
     code = ("import sys; from app.cli import main; "
-            f"main(['export', '--runs-dir', {str(runs_dir)!r}, '--format', 'json']); "
+            f"main(['export', '--store', {url!r}, '--format', 'json', '-o', {str(bundle)!r}]); "
+            f"main(['import', {str(bundle)!r}, '--store', {url!r}]); "
             "print('PANEL', 'panel' in sys.modules, 'bokeh' in sys.modules, file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, timeout=60)
     assert b"PANEL False False" in done.stderr, done.stderr
+    assert b"skipped 3 already in the store" in done.stdout, done.stdout

@@ -12,7 +12,7 @@ import pytest
 from store_helpers import make_record
 
 from app.cli import main
-from attention_core.store import RunStore
+from app.store import RunStore
 
 
 @pytest.mark.parametrize("port", ["99999", "-1", "http"])
@@ -25,8 +25,9 @@ def test_serve_refuses_a_port_that_is_not_one(port, capsys):
 
 def test_export_to_dash_writes_stdout_not_a_file_named_dash(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    RunStore(tmp_path / "runs").save(make_record())
-    assert main(["export", "--runs-dir", "runs", "--format", "json", "-o", "-"]) == 0
+    with RunStore("sqlite:///runs.db") as store:  # relative to the working directory
+        store.save(make_record())
+    assert main(["export", "--store", "sqlite:///runs.db", "--format", "json", "-o", "-"]) == 0
     assert len(json.loads(capsys.readouterr().out)["runs"]) == 1
     assert not (tmp_path / "-").exists()
 
@@ -99,7 +100,8 @@ def test_serve_from_a_file_says_it_is_not_a_directory_before_loading_the_server(
     a_file.write_text("root:x:0:0")
     assert main(["serve", "--runs-dir", str(a_file)]) == 2
     err = capsys.readouterr().err
-    assert err == f"attention-workbench serve: error: runs directory {a_file} is not a directory\n"
+    assert err.endswith(f"\nattention-workbench serve: error: runs directory {a_file} is not a directory\n")
+    assert err.count("\n") == 2 and "deprecated" in err.splitlines()[0]
     assert calls == []
 
 
@@ -107,8 +109,12 @@ def test_serve_under_a_file_says_the_runs_directory_cannot_be_made(tmp_path, cap
     a_file = tmp_path / "passwd"
     a_file.write_text("root:x:0:0")
     assert main(["serve", "--runs-dir", str(a_file / "runs"), "--port", "0"]) == 2
-    err = capsys.readouterr().err
+    err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith("attention-workbench serve: error: ") and str(a_file / "runs") in err
+    assert "Traceback" not in err
+    assert main(["serve", "--store", f"sqlite:///{a_file / 'runs.db'}", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("attention-workbench serve: error: Store not opened: ") and str(a_file) in err
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
@@ -120,7 +126,7 @@ def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
-            [sys.executable, "-m", "app.cli", "serve", "--runs-dir", str(tmp_path / "runs"),
+            [sys.executable, "-m", "app.cli", "serve", "--store", f"sqlite:///{tmp_path / 'runs.db'}",
              "--port", str(port), "--address", "127.0.0.1"],
             capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr

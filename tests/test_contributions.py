@@ -10,13 +10,13 @@ import re
 
 import numpy as np
 import pytest
+from store_helpers import sqlite_store
 
 from app.learner.checks import readouts_html
 from app.learner.contributions import ContributionsView, bar_label, bar_range, contributions_html
 from app.learner.page import LearnerPage
 from app.learner.state import LearnerState
 from attention_core import scaled_dot_product_attention
-from attention_core.store import RunStore
 
 X = np.array([[1, 0], [0, 1], [1, 1], [-1, 1]], dtype=float)
 W_V = np.array([[1, 1], [1, -1]], dtype=float)
@@ -24,7 +24,7 @@ W_V = np.array([[1, 1], [1, -1]], dtype=float)
 
 @pytest.fixture
 def state(tmp_path) -> LearnerState:
-    return LearnerState(store=RunStore(tmp_path / "runs"))
+    return LearnerState(store=sqlite_store(tmp_path / "runs"))
 
 
 def cells(html_text: str, row_header: str) -> list[str]:
@@ -163,7 +163,7 @@ def test_readouts_no_longer_hide_a_contributions_table(state):
 
 
 def test_the_page_mounts_the_view_after_the_row_steps(tmp_path):
-    page = LearnerPage(store=RunStore(tmp_path / "runs"))
+    page = LearnerPage(store=sqlite_store(tmp_path / "runs"))
     objects = list(page.main.objects)  # Panel lays a Viewer out as what its __panel__ returns
     assert objects.index(page.contributions.__panel__()) == objects.index(page.steps.pane) + 1
     assert contributions_html(None, 1).startswith("<h3>Contributions</h3>")

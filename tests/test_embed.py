@@ -7,6 +7,7 @@ import http.client
 import math
 
 import pytest
+from store_helpers import sqlite_store
 from workbench_server import start_server
 
 from app import auth
@@ -21,7 +22,6 @@ from app.learner.embed import (
 )
 from app.learner.page import LearnerPage
 from attention_core.records import TEXT_LIMITS
-from attention_core.store import RunStore
 
 
 @pytest.mark.parametrize("text, origin", [
@@ -124,7 +124,7 @@ def test_the_embed_is_a_guest_page(uri):
 
 @pytest.fixture
 def embed(tmp_path):
-    page = LearnerPage(store=RunStore(tmp_path / "runs"), map_size=176)
+    page = LearnerPage(store=sqlite_store(tmp_path / "runs"), map_size=176)
     return EmbedPage(page=page, trusted_origins=["https://course.example"])
 
 
@@ -149,7 +149,7 @@ def test_every_saved_run_and_only_a_saved_run_becomes_one_message(embed):
 
 
 def test_with_no_trusted_origin_nothing_is_posted(tmp_path):
-    embed = EmbedPage(page=LearnerPage(store=RunStore(tmp_path / "runs"), map_size=176))
+    embed = EmbedPage(page=LearnerPage(store=sqlite_store(tmp_path / "runs"), map_size=176))
     embed.page.state.prediction = "p"
     assert embed.page.state.save_run() is not None
     assert embed.bridge.message == {} and embed.bridge.trusted_origins == []

@@ -8,7 +8,6 @@ on ``127.0.0.1:HOST_PORT`` (another origin: another host and port). A second hos
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -222,7 +221,7 @@ def test_a_trusted_course_page_frames_the_embed_and_hears_each_saved_run_once(se
     assert message["type"] == "explorable-event" and message["event"] == "experiment-recorded"
     assert message["instanceId"] == "attention-workbench"
     assert message["url"] == f"{app_origin(server)}/?run={run_id}"
-    saved = json.loads((server.runs_dir / f"{run_id}.json").read_text())
+    saved = {r["id"]: r for r in server.records()}[run_id]
     assert message["run"] == {
         "id": run_id, "created_at": saved["created_at"], "failure_mode": "correct", "causal": True,
         "total_future_weight": 0, "min_row_sum": 1, "failed_checks": []}
@@ -306,7 +305,7 @@ def test_learner_text_from_the_course_page_is_shown_literally_and_cut_to_its_lim
     wait_to_hear(page, "experiment-recorded", 1)
     [message] = heard(page, "experiment-recorded")
     assert message["data"]["instanceId"] == "lesson-10"
-    saved = json.loads((server.runs_dir / f"{message['data']['run']['id']}.json").read_text())
+    saved = {r["id"]: r for r in server.records()}[message["data"]["run"]["id"]]
     assert saved["learner"] == "L" * TEXT_LIMITS["learner"]
     assert saved["prediction"] == "It cannot."
     # Open reloads the embed with the run: the instance keeps its name.
@@ -327,7 +326,7 @@ def test_the_readme_host_page_passes_the_prediction_in_and_hears_the_run(server,
     [recorded] = heard(page, "experiment-recorded")
     run = recorded["data"]
     assert logged.value.text == f"{run['run']['id']} correct {run['url']}"
-    assert json.loads((server.runs_dir / f"{run['run']['id']}.json").read_text())["learner"] == "Ada"
+    assert {r["id"]: r for r in server.records()}[run["run"]["id"]]["learner"] == "Ada"
     assert problems == []
 
 

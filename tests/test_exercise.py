@@ -19,6 +19,7 @@ import pytest
 from exercise_runner import IMPLEMENTATIONS, ROW_SUM_TEST, WEIGHTS_TEST, lay_out, run_pytest, run_vitest
 
 from app.cli import main
+from app.store import RunStore, sqlite_url
 from attention_core.attention import scaled_dot_product_attention
 from attention_core.exercise import (
     EXERCISE_FUNCTION,
@@ -29,7 +30,6 @@ from attention_core.exercise import (
 )
 from attention_core.projection import self_attention
 from attention_core.records import ExperimentRecord
-from attention_core.store import RunStore
 
 
 def _record(result, name: str) -> ExperimentRecord:
@@ -131,11 +131,12 @@ def test_file_names_are_collected_by_vitest_and_pytest():
 
 @pytest.fixture
 def runs_dir(tmp_path) -> Path:
-    store = RunStore(tmp_path / "runs")
-    for record in RUNS.values():
-        store.save(record)
-    store.save(_record(scaled_dot_product_attention([1, 2], [3, 4], padding_mask=[True, False]), "padded"))
-    return store.directory
+    (tmp_path / "runs").mkdir()
+    with RunStore(sqlite_url(tmp_path / "runs" / "runs.db")) as store:  # what --runs-dir DIR still means
+        for record in RUNS.values():
+            store.save(record)
+        store.save(_record(scaled_dot_product_attention([1, 2], [3, 4], padding_mask=[True, False]), "padded"))
+    return tmp_path / "runs"
 
 
 def test_cli_writes_the_test_to_stdout_or_a_file(runs_dir, tmp_path, capsys):

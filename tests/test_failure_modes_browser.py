@@ -72,7 +72,7 @@ def save_and_read(page: Page, server, label: str) -> dict:
     page.get_by_label("Label", exact=True).press("Tab")
     page.get_by_role("button", name="Save run").click()
     expect(page.get_by_role("status").filter(has_text=f"Saved run “{label}”")).to_be_visible()
-    texts = [p.read_text() for p in server.runs_dir.glob("*.json")]
+    texts = server.texts()
     mine = [json.loads(t) for t in texts if json.loads(t)["label"] == label]
     assert len(mine) == 1
     assert "NaN" not in json.dumps(mine[0]) and "Infinity" not in json.dumps(mine[0])

@@ -1,8 +1,8 @@
 """Faults a class server must survive without losing a run (issue 5), in a real browser.
 
-A full disk and a read-only runs directory are real: a tiny tmpfs filled up, or remounted
-read-only (this needs root, which CI has; elsewhere these tests skip with the reason, and under
-``CI=true`` they fail instead). The crash test kills the real server with SIGKILL mid-save.
+A full disk and a read-only store are real: a small tmpfs filled up, and an ext4 loop device the
+kernel turns read-only after an error (these need root, which CI has; elsewhere these tests skip
+with the reason, and under ``CI=true`` they fail instead). The crash test kills the real server with SIGKILL mid-save.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ from playwright.sync_api import Page, expect
 from workbench_server import PageWatch, start_server
 
 from attention_core.records import ExperimentRecord
-from attention_core.store import RunStore
 
 
 def open_and_prepare(page: Page, server, label: str) -> PageWatch:
@@ -36,10 +34,10 @@ def open_and_prepare(page: Page, server, label: str) -> PageWatch:
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 256 KiB tmpfs to fill up or make read-only."""
+    """A 2 MiB tmpfs to fill up or make read-only (room for a new store and a few runs)."""
     mount_point = tmp_path / "disk"
     mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)],
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
                           capture_output=True, text=True)
     if done.returncode != 0:
         reason = f"cannot mount a tmpfs here ({done.stderr.strip() or 'not root'}); CI runs this as root"
@@ -57,9 +55,8 @@ def test_a_full_disk_says_not_saved_and_nothing_saved_is_lost(small_disk, tmp_pa
         watch = open_and_prepare(page, server, "before full")
         page.get_by_role("button", name="Save run").click()
         expect(page.get_by_role("status")).to_contain_text("Saved run “before full”")
-        first = sorted(runs.glob("*.json"))
-        assert len(first) == 1
-        kept = first[0].read_bytes()
+        kept = server.texts()
+        assert len(kept) == 1
         filler = small_disk / "filler"
         fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
         try:  # fill the disk to the last block
@@ -74,40 +71,83 @@ def test_a_full_disk_says_not_saved_and_nothing_saved_is_lost(small_disk, tmp_pa
         page.get_by_role("button", name="Save run").click()
         expect(page.get_by_role("status")).to_contain_text("Run not saved")
         expect(page.get_by_role("status")).to_contain_text("is full")
-        assert sorted(runs.glob("*.json")) == first and first[0].read_bytes() == kept
-        assert [p.name for p in runs.iterdir() if p.name.startswith(".")] == []
         # The page keeps working, and saving works again once there is room.
         page.get_by_label("Mask after softmax (broken)", exact=True).check()
         expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
         filler.unlink()
+        assert server.texts() == kept
         page.get_by_role("button", name="Save run").click()
         expect(page.get_by_role("status")).to_contain_text("Saved run “while full”")
-        assert len(list(runs.glob("*.json"))) == 2
+        assert len(server.texts()) == 2 and server.texts()[0] == kept[0]
         watch.assert_clean()
     finally:
         server.stop()
 
 
-def test_a_read_only_runs_directory_says_not_saved(small_disk, tmp_path, page):
-    runs = small_disk / "runs"
+@pytest.fixture
+def ext4_disk(tmp_path):
+    """An ext4 file system on a loop device, mounted ``errors=remount-ro``: what a disk turning
+    read-only under a running server looks like (the kernel makes it read-only after an error,
+    whatever files are open; a tmpfs cannot be remounted read-only while the store is open)."""
+    image, mount_point = tmp_path / "disk.img", tmp_path / "ext4"
+    mount_point.mkdir()
+    with open(image, "wb") as f:
+        f.truncate(16 * 1024 * 1024)
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, text=True)
+    done = made if made.returncode else subprocess.run(
+        ["mount", "-o", "loop,errors=remount-ro", str(image), str(mount_point)], capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = f"cannot mount an ext4 loop device here ({done.stderr.strip() or 'not root'}); CI runs this as root"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+    def make_read_only() -> None:
+        device = Path(subprocess.run(["findmnt", "-n", "-o", "SOURCE", str(mount_point)], capture_output=True,
+                                     text=True, check=True).stdout.strip()).name
+        Path(f"/sys/fs/ext4/{device}/trigger_fs_error").write_text("test: the disk went read-only")
+
+    def remount() -> None:
+        subprocess.run(["umount", str(mount_point)], check=True)
+        subprocess.run(["mount", "-o", "loop", str(image), str(mount_point)], check=True)
+
+    yield mount_point, make_read_only, remount
+    subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_a_read_only_store_says_not_saved(ext4_disk, tmp_path, page):
+    disk, make_read_only, remount = ext4_disk
+    runs = disk / "runs"
     server = start_server(runs, tmp_path / "server.log")
     try:
-        watch = open_and_prepare(page, server, "read only")
-        subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+        watch = open_and_prepare(page, server, "before read-only")
+        page.get_by_role("button", name="Save run").click()
+        expect(page.get_by_role("status")).to_contain_text("Saved run “before read-only”")
+        make_read_only()
+        page.get_by_label("Label").fill("read only")
+        page.get_by_label("Label").press("Tab")
         page.get_by_role("button", name="Save run").click()
         expect(page.get_by_role("status")).to_contain_text("Run not saved")
-        expect(page.get_by_role("status")).to_contain_text("read-only")
-        page.get_by_label("Causal mask", exact=True).uncheck()
+        expect(page.get_by_role("status")).to_contain_text("is read-only")
+        page.get_by_label("Causal mask", exact=True).uncheck()  # the page keeps working
         expect(page.get_by_text("every token can read future tokens")).to_be_visible()
-        subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
+        watch.assert_clean()
+    finally:
+        server.stop()
+    remount()  # the disk repaired: the run saved before is there, and saving works again
+    server = start_server(runs, tmp_path / "server2.log")
+    try:
+        page.context.unroute("**/*")
+        watch = open_and_prepare(page, server, "after repair")
         page.get_by_role("button", name="Save run").click()
-        expect(page.get_by_role("status")).to_contain_text("Saved run “read only”")
+        expect(page.get_by_role("status")).to_contain_text("Saved run “after repair”")
+        assert [json.loads(t)["label"] for t in server.texts()] == ["before read-only", "after repair"]
         watch.assert_clean()
     finally:
         server.stop()
 
 
-def test_killing_the_server_mid_save_leaves_every_run_readable(tmp_path, page):
+def test_killing_the_server_mid_save_loses_no_committed_run_and_the_store_opens(tmp_path, page):
     runs = tmp_path / "runs"
     server = start_server(runs, tmp_path / "server.log")
     try:
@@ -118,21 +158,20 @@ def test_killing_the_server_mid_save_leaves_every_run_readable(tmp_path, page):
             broken.click(no_wait_after=True)  # each run differs from the last: none is a double click
             button.click(no_wait_after=True)
         page.wait_for_function("() => true")  # let the clicks leave the page
-        while len(list(runs.glob("*.json"))) < 5:
+        committed: list[str] = []
+        while len(committed) < 5:
             page.wait_for_timeout(20)
+            committed = [json.loads(t)["id"] for t in server.texts()]
         server.process.send_signal(signal.SIGKILL)
         server.process.wait(timeout=30)
     finally:
         server.stop()
-    # A temp file left by the killed server, as if caught between write and rename.
-    (runs / f".{server.process.pid}-{uuid.uuid4().hex[:8]}.tmp").write_text('{"schema_version": 1, "id')
-    files = sorted(runs.glob("*.json"))
-    assert len(files) >= 5
-    for path in files:
-        ExperimentRecord.from_json(path.read_bytes())
-        json.loads(path.read_text())
-    assert RunStore(runs).list().problems == []
-    # The next start removes the dead server's temp files and serves every run.
+    with server.store() as store:  # opens: no journal left half-applied
+        texts = list(store.iter_texts())
+    assert set(committed) <= {json.loads(t)["id"] for t in texts}  # every run committed before the kill
+    for text in texts:
+        ExperimentRecord.from_json(text)
+    # The next start serves every run.
     restarted = start_server(runs, tmp_path / "server2.log")
     try:
         page.context.unroute("**/*")  # the first server's watch only let its own port through
@@ -140,8 +179,7 @@ def test_killing_the_server_mid_save_leaves_every_run_readable(tmp_path, page):
         watch.attach(page)
         page.goto(restarted.url)
         expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
-        assert [p.name for p in runs.iterdir() if p.name.endswith(".tmp")] == []
-        assert sorted(runs.glob("*.json")) == files
+        assert restarted.texts() == texts
         watch.assert_clean()
     finally:
         restarted.stop()
@@ -166,15 +204,13 @@ def test_free_text_longer_than_its_limit_is_refused_with_a_message(tmp_path, pag
         page.get_by_role("button", name="Save explanation").click()
         expect(page.get_by_role("status").filter(has_text="Explanation")).to_contain_text(
             "Explanation is 2500 characters long; the limit is 2000")
-        record = json.loads(next(Path(tmp_path / "runs").glob("*.json")).read_text())
+        (record,) = server.records()
         assert record["explanation"] is None
         page.get_by_label("Explanation", exact=True).fill("\u202e" + "y" * 1999)
         page.get_by_label("Explanation", exact=True).press("Tab")
         page.get_by_role("button", name="Save explanation").click()
         expect(page.get_by_role("status").filter(has_text="Explanation")).to_contain_text("Explanation saved")
-        files = list(Path(tmp_path / "runs").glob("*.json"))
-        assert len(files) == 1
-        record = json.loads(files[0].read_text())
+        (record,) = server.records()
         assert record["learner"] == "x" * 100
         assert record["explanation"] == "y" * 1999  # the override control is dropped, the text kept
         watch.assert_clean()
@@ -210,14 +246,13 @@ def test_many_tabs_saving_at_once_on_two_processes_each_save_lands_exactly_once(
         for page in pages:
             rows = page.get_by_role("table", name="Saved runs").locator("tbody tr")
             expect(rows).to_have_count(saves_per_tab, timeout=30_000)
-        files = list(runs.glob("*.json"))
-        records = [json.loads(p.read_text()) for p in files]
+        records = server.records()
         assert len(records) == tabs * saves_per_tab
         assert len({r["id"] for r in records}) == len(records)
         for k in range(tabs):
             assert sum(r["label"] == f"tab {k}" for r in records) == saves_per_tab
         exported = subprocess.run(
-            [sys.executable, "-m", "app.cli", "export", "--runs-dir", str(runs), "--format", "json"],
+            [sys.executable, "-m", "app.cli", "export", "--store", server.store_url, "--format", "json"],
             capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent)
         assert sorted(r["id"] for r in json.loads(exported.stdout)["runs"]) == sorted(r["id"] for r in records)
         for watch in watches:

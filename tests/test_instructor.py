@@ -12,7 +12,7 @@ import numpy as np
 import panel as pn
 import pytest
 from class_runs import write_runs
-from store_helpers import T0, make_record
+from store_helpers import T0, delete_run, make_record, sqlite_store
 
 from app.instructor import (
     ALL_MODES,
@@ -29,15 +29,15 @@ from app.instructor import (
     shorten,
 )
 from app.shared.compare import ComparisonView
+from app.store import RunStore, RunSummary, export_csv, export_json
 from attention_core import scaled_dot_product_attention
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import ExperimentRecord
-from attention_core.store import RunStore, RunSummary, export_csv, export_json
 
 
 @pytest.fixture
 def store(tmp_path) -> RunStore:
-    store = RunStore(tmp_path / "runs")
+    store = sqlite_store(tmp_path / "runs")
     for minutes, mode, learner, label in [(0, "correct", "Ada", "first"),
                                           (60 * 14, "mask_after_softmax", "Grace", "broken"),
                                           (60 * 24, "no_mask", "ada lovelace", "open")]:
@@ -66,16 +66,19 @@ def test_filters_by_learner_label_mode_and_local_dates(store):
     assert [r.label for r in s.filtered] == ["broken", "open"]
 
 
-def test_refresh_brings_new_runs_and_problems_and_keeps_unchanged_listings(store):
+def test_refresh_brings_new_runs_and_explanations_and_keeps_unchanged_listings(store, monkeypatch):
     s = InstructorState(store=store)
     before = s.records
+    queries = []
+    monkeypatch.setattr(store, "query", lambda *a, **k: queries.append(1) or RunStore.query(store, *a, **k))
     s.refresh()
-    assert s.records is before  # nothing changed: no table or chart rebuild
+    assert s.records is before and queries == []  # nothing changed: one token read, no rebuild
     store.save(make_record(minutes=5, learner="New"))
-    (store.directory / "broken.json").write_text("{")
     s.refresh()
-    assert [r.learner for r in s.filtered][1] == "New"
-    assert [name for name, _ in s.problems] == ["broken.json"]
+    assert [r.learner for r in s.filtered][1] == "New" and len(queries) == 1
+    store.update_explanation(s.records[0].id, "because")
+    s.refresh()
+    assert s.records[0].explanation == "because" and len(queries) == 2
 
 
 def test_selection_keeps_the_last_two_and_survives_filters(store):
@@ -155,7 +158,7 @@ def test_the_page_lists_summaries_and_reads_full_records_only_to_compare(store):
     compared = s.compared
     assert [r.id for r in compared] == s.selected_ids
     assert all(isinstance(r, ExperimentRecord) for r in compared)
-    (store.directory / f"{compared[0].id}.json").unlink()  # gone before the next refresh
+    delete_run(store, compared[0].id)  # gone before the next refresh
     assert [r.id for r in s.compared] == [compared[1].id]
 
 
@@ -189,7 +192,7 @@ def test_created_texts_match_a_per_run_conversion(store, zone):
     from datetime import UTC
     from zoneinfo import ZoneInfo
 
-    runs = store.list_summaries().records
+    runs = store.query().runs
     try:
         tz = ZoneInfo(zone)
     except Exception:
@@ -206,8 +209,7 @@ def test_exports_are_the_filtered_runs_with_text_untouched(store):
     s.label = "=1"
     bundle = json.loads(s.export("json"))
     assert [r["learner"] for r in bundle["runs"]] == ["<img src=x onerror=alert(1)>"]
-    full = store.list()
-    kept = [r for r in full.records if r.label.startswith("=1")]
+    kept = [r for r in store.iter_records() if r.label.startswith("=1")]
     assert bundle["runs"] == json.loads(export_json(kept))["runs"]
     assert s.export("csv") == export_csv(kept)  # summaries give the same CSV as full records
 
@@ -245,8 +247,8 @@ def test_the_bundles_skip_reasons_are_sentences_naming_the_run(store):
 
 
 def test_problems_are_escaped(store):
-    (store.directory / "<script>alert(1)<script>.json").write_text("{}")
     s = InstructorState(store=store)
+    s.problems = [("<script>alert(1)<script>.json", "not valid JSON")]
     view = ProblemsView(state=s)
     assert view.pane.visible
     assert "<script>" not in view.pane.object and "&lt;script&gt;" in view.pane.object
@@ -290,7 +292,7 @@ def _run(mode: str, causal: bool, T: int = 3, minutes: int = 0, **text) -> Exper
 
 
 def test_every_place_names_a_run_by_its_title(tmp_path):
-    store = RunStore(tmp_path / "runs")
+    store = sqlite_store(tmp_path / "runs")
     # Today's learner page saved "causal off + broken toggle" as mask_after_softmax; it masked
     # nothing, and every page and the CSV say so rather than calling it broken or correct.
     runs = [_run("correct", True, label="causal"), _run("mask_after_softmax", True, minutes=1, label="broken"),
@@ -334,20 +336,19 @@ def test_mode_order_puts_the_lesson_contrast_first_then_bidirectional_runs():
     assert order[-1] == "Something else" and len(order) == len(every) + 1
 
 
-def test_ten_thousand_runs_refresh_reads_no_file_once_cached(tmp_path, monkeypatch):
-    # What makes every tick of every instructor session cheap: a refresh parses no record file
+def test_ten_thousand_runs_refresh_queries_nothing_while_the_store_is_unchanged(tmp_path, monkeypatch):
+    # What makes every tick of every instructor session cheap: a refresh reads the change token
     # and leaves the listing as it was. Its speed is a bench figure (bench/store_scale.py).
-    import attention_core.store as store_module
-
     write_runs(tmp_path / "runs", 10_000, start=T0 - timedelta(days=7))
-    s = InstructorState(store=RunStore(tmp_path / "runs"))
+    store = sqlite_store(tmp_path / "runs")
+    s = InstructorState(store=store)
     assert len(s.records) == 10_000
     before = s.records
 
-    def no_reading(*args):
-        raise AssertionError(f"a cached refresh read a record file: {args[1]}")
+    def no_query(*args, **kwargs):
+        raise AssertionError("an unchanged store was queried again")
 
-    monkeypatch.setattr(store_module, "_read_record", no_reading)
+    monkeypatch.setattr(store, "query", no_query)
     s.refresh()
     assert s.records is before
     view = RunsTableView(state=s)

@@ -13,7 +13,6 @@ import http.client
 import io
 import json
 import re
-import shutil
 import subprocess
 import sys
 import uuid
@@ -23,10 +22,12 @@ import numpy as np
 import pytest
 from class_runs import write_runs
 from playwright.sync_api import Page, expect
+from store_helpers import sqlite_store
 from workbench_server import ROOT, PageWatch, start_server
 
 from app.auth import PASSWORD_ENV
-from attention_core import RunStore, self_attention
+from app.store.importing import import_paths
+from attention_core import self_attention
 from attention_core.records import ExperimentRecord
 
 SCREENSHOTS = ROOT / "test-results" / "screenshots"
@@ -124,8 +125,8 @@ def table_rows(page: Page):
     return page.locator(".tabulator-row")
 
 
-def cli_export(runs_dir: Path, fmt: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "app.cli", "export", "--runs-dir", str(runs_dir),
+def cli_export(store_url: str, fmt: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "app.cli", "export", "--store", store_url,
                            "--format", fmt], cwd=ROOT, capture_output=True, timeout=60, check=True)
     return done.stdout.decode("utf-8")
 
@@ -198,8 +199,7 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('compare-diff-source').data.row.length === 9")
     a, b, diff = (source(page, f"compare-{n}-source") for n in ("a", "b", "diff"))
     assert len(a["value"]) == len(b["value"]) == len(diff["value"]) == 9
-    records = {r.id: r for r in (ExperimentRecord.from_json(p.read_bytes())
-                                 for p in server.runs_dir.glob("*.json"))}
+    records = {r.id: r for r in (ExperimentRecord.from_json(t) for t in server.texts())}
     row2 = 3 + 1  # row 2, column 2 of a 3×3 matrix, row-major
     assert a["value"][row2] == records[ada].results["weights"][1][1]
     assert b["value"][row2] == records[broken_id].results["weights"][1][1]
@@ -227,7 +227,7 @@ def test_exports_hold_exactly_the_filtered_runs_and_match_the_cli(server, browse
     download = got.value
     assert re.fullmatch(r"class-runs-\d{8}T\d{6}\.\d{3}Z(-\d+)?\.json", download.suggested_filename)
     bundle = json.loads(Path(download.path()).read_text(encoding="utf-8"))
-    cli = json.loads(cli_export(server.runs_dir, "json"))
+    cli = json.loads(cli_export(server.store_url, "json"))
     expected = [r for r in cli["runs"] if r["learner"] == f"Lin {tag}"]
     assert len(expected) == 2
     assert bundle["runs"] == expected  # same records, same order, text untouched
@@ -237,7 +237,7 @@ def test_exports_hold_exactly_the_filtered_runs_and_match_the_cli(server, browse
         page.get_by_role("button", name="Export CSV").click()
     assert re.fullmatch(r"class-runs-\d{8}T\d{6}\.\d{3}Z(-\d+)?\.csv", got.value.suggested_filename)
     rows = list(csv.reader(io.StringIO(Path(got.value.path()).read_text(encoding="utf-8"), newline="")))
-    cli_rows = list(csv.reader(io.StringIO(cli_export(server.runs_dir, "csv"), newline="")))
+    cli_rows = list(csv.reader(io.StringIO(cli_export(server.store_url, "csv"), newline="")))
     assert rows[0] == cli_rows[0]
     assert rows[1:] == [r for r in cli_rows[1:] if r[2] == f"Lin {tag}"]
     assert rows[1][3] == "'=1+1"  # the CSV neutralises formulas, as the CLI does
@@ -276,7 +276,6 @@ def test_hostile_learner_text_is_shown_literally_and_runs_nothing(server, browse
                     prediction="[click](javascript:alert(3)) **bold** <b>x</b>")
     context.close()
     assert learner_page_watch == []
-    (server.runs_dir / f"{HOSTILE}.json").write_text("{}")  # a hostile file name: a listed problem
     open_instructor(page, server)
     filter_learner(page, tag)
     expect(page.get_by_test_id("runs-shown")).to_have_text("1")
@@ -292,7 +291,6 @@ def test_hostile_learner_text_is_shown_literally_and_runs_nothing(server, browse
     # Readable while the pointer is still over the row (its hover style makes text white).
     details.hover()
     assert details.locator("dd").first.evaluate("el => getComputedStyle(el).color") == "rgb(33, 37, 41)"
-    expect(page.get_by_text(f"{HOSTILE}.json")).to_be_visible()  # in the problems list
     # Hover the run's point: the tooltip shows the name as text.
     x, y = page.evaluate(POINT_JS, ["class-future-figure", "future_weight", source(page, "class-source")["id"][0]])
     page.mouse.move(x, y)
@@ -386,13 +384,12 @@ def test_ten_thousand_runs_open_without_errors(tmp_path, page):
 
 
 def test_version_1_and_2_runs_side_by_side_with_d_k_and_d_model(tmp_path, page):
-    # The v1 files learners already hold, beside a v2 run in matrix mode (seed 000's trace).
+    # The v1 files learners already hold (imported), beside a v2 run in matrix mode (seed 000's trace).
     runs = tmp_path / "runs"
-    runs.mkdir()
-    for path in (ROOT / "tests" / "records_v1").glob("*.json"):
-        shutil.copy(path, runs / path.name)
     trace = self_attention([[1, 0], [0, 1], [1, 1], [-1, 1]], np.eye(2), np.eye(2), [[1, 1], [1, -1]])
-    RunStore(runs).save(ExperimentRecord.from_result(trace, learner="Grace", label="seed 000 trace"))
+    with sqlite_store(runs) as store:
+        import_paths(store, [ROOT / "tests" / "records_v1"])
+        store.save(ExperimentRecord.from_result(trace, learner="Grace", label="seed 000 trace"))
     running = start_server(runs, tmp_path / "server.log", env=NO_PASSWORD)
     try:
         watch = watched(page, running)

@@ -126,7 +126,7 @@ def test_cli_warns_when_the_password_names_a_file_without_echoing_it(fake_server
 def test_the_real_command_exits_non_zero_with_a_world_readable_password_file(tmp_path):
     path = secret_file(tmp_path, "pw\n", 0o644)
     env = {k: v for k, v in os.environ.items() if k not in (auth.PASSWORD_ENV, auth.PASSWORD_FILE_ENV)}
-    done = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--runs-dir", str(tmp_path / "runs"),
+    done = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--store", f"sqlite:///{tmp_path / 'runs.db'}",
                            "--port", "0", "--instructor-password-file", str(path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 2
@@ -137,11 +137,11 @@ def test_the_real_command_exits_non_zero_with_a_world_readable_password_file(tmp
 
 def test_log_out_is_offered_only_to_a_logged_in_instructor(tmp_path, monkeypatch):
     import panel as pn
+    from store_helpers import sqlite_store
 
     from app.instructor import create_instructor
-    from attention_core.store import RunStore
 
-    store = RunStore(tmp_path / "runs")
+    store = sqlite_store(tmp_path / "runs")
     assert len(create_instructor(store).header) == 0  # no password: nobody to log out
     monkeypatch.setattr(type(pn.state), "user", property(lambda self: auth.INSTRUCTOR_USER))
     (link,) = create_instructor(store).header

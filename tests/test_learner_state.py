@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+from store_helpers import sqlite_store
 
 from app.learner.checks import OTHER_LIBRARIES
 from app.learner.matrices import MASKED_SCORE
@@ -22,12 +23,11 @@ from attention_core import exposure
 from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import validate_record
-from attention_core.store import RunStore
 
 
 @pytest.fixture
 def page(tmp_path):
-    return LearnerPage(store=RunStore(tmp_path / "runs"))
+    return LearnerPage(store=sqlite_store(tmp_path / "runs"))
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def test_the_page_is_built_without_a_browser_and_has_one_state(page):
 
 
 def test_two_pages_share_no_state_or_widget(tmp_path):
-    store = RunStore(tmp_path / "runs")
+    store = sqlite_store(tmp_path / "runs")
     a, b = LearnerPage(store=store), LearnerPage(store=store)
     a.state.set_token_text("keys", 0, "7")
     assert b.state.keys[0][0] == "1" and cell_text(b, "Key 1") == "1"
@@ -250,7 +250,7 @@ def test_bad_input_keeps_the_last_good_result_and_cannot_be_saved(page, state):
     assert page.inputs.grids[0].errors == state.field_errors
     assert state.save_run() is None
     assert state.save_message.startswith("Not saved: fix the highlighted inputs first")
-    assert list(state.store.directory.glob("*.json")) == []
+    assert state.store.count() == 0
     assert "still show the last valid input" in readouts(page)
     state.set_token_text("keys", 1, "2")
     assert state.input_ok and state.field_errors == {} and page.inputs.grids[0].errors == {}
@@ -284,7 +284,7 @@ def test_save_needs_a_prediction_and_writes_a_valid_record(state):
     state.param.update(prediction="no", learner="Ada", label="<script>alert(1)</script>", failure_mode="no_mask")
     record = state.save_run()
     assert record is not None and state.save_ok
-    on_disk = json.loads((state.store.directory / f"{record.id}.json").read_text())
+    on_disk = json.loads(next(state.store.iter_texts(ids=[record.id])))
     validate_record(on_disk)
     assert on_disk["settings"]["failure_mode"] == "no_mask"
     assert record.label == "<script>alert(1)</script>"  # kept as data, escaped on display
@@ -421,18 +421,18 @@ def test_cell_text_contrasts_with_the_colour_the_cell_is_drawn_in(page, state):
 
 
 def test_a_full_or_read_only_store_says_not_saved_and_the_app_keeps_working(state, monkeypatch):
-    from attention_core.store import StoreError
+    from app.store import StoreError
 
     state.prediction = "p"
     kept = state.save_run()
 
     def refuse(record):
-        raise StoreError("Run not saved: the runs directory /srv/runs is full.")
+        raise StoreError("Run not saved: the store /srv/runs.db is full.")
 
     monkeypatch.setattr(state.store, "save", refuse)
     state.label = "second"
     assert state.save_run() is None
-    assert state.save_message == "Run not saved: the runs directory /srv/runs is full."
+    assert state.save_message == "Run not saved: the store /srv/runs.db is full."
     assert not state.save_ok and [r.id for r in state.saved] == [kept.id]
     state.set_token_text("keys", 0, "3")  # still computing
     assert state.input_ok and state.result.keys[0] == 3.0
@@ -447,7 +447,7 @@ def test_a_double_clicked_save_does_not_save_the_same_run_twice(state):
     assert state.save_run() is None
     assert state.save_message == ("Not saved: this run is already saved as #1; change an input, "
                                   "a toggle or the text to save another")
-    assert len(list(state.store.directory.glob("*.json"))) == 1
+    assert state.store.count() == 1
     state.label = "again"
     assert state.save_run() is not None and len(state.saved) == 2
 
@@ -462,7 +462,7 @@ def test_restore_runs_takes_back_saved_runs_and_skips_anything_else(state, tmp_p
     fresh.restore_runs([second.id, "../secret", "/etc/passwd", "%2e%2e%2fsecret", "missing-id", first.id])
     assert [r.id for r in fresh.saved] == [first.id, second.id]
     assert fresh.restore_message == ("4 of the 6 run ids in this page's address (?runs=) were not "
-                                     "found in the runs directory, so they are not listed below.")
+                                     "found in the store, so they are not listed below.")
     fresh.restore_runs([first.id])
     assert fresh.restore_message == ""
 
@@ -496,7 +496,7 @@ def test_an_impossible_token_count_blocks_saving_until_fixed(page, state, typed)
     assert page.inputs.tokens_message.visible and "role=\"alert\"" in html_of(page.inputs.tokens_message)
     assert button.disabled
     assert state.save_run() is None and "Tokens:" in state.save_message
-    assert state.store.list().records == []
+    assert state.store.count() == 0
     page.inputs.tokens.value = 2
     assert (state.tokens, state.tokens_error, button.disabled) == (2, "", False)
     page.inputs.tokens.value = 9

@@ -8,11 +8,11 @@ records on disk. Seed 000's four-token trace and seed 003's √d_k lesson are th
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from store_helpers import overwrite_record_text, sqlite_store
 
 from app.learner.inputs import grid_layout
 from app.learner.page import LearnerPage
@@ -21,7 +21,6 @@ from app.learner.runs import runs_table_html
 from app.learner.state import EXPOSING_PRESETS, PRESETS, LearnerState, cell_label, number_text
 from attention_core import exposure
 from attention_core.records import ExperimentRecord, validate_record
-from attention_core.store import RunStore
 
 V1_RECORDS = Path(__file__).parent / "records_v1"
 
@@ -31,7 +30,7 @@ SEED_000_ROW_4 = {"scores": [-0.707, 0.707, 0.0, 1.414], "weights": [0.065, 0.26
 
 @pytest.fixture
 def learner(tmp_path):
-    return LearnerPage(store=RunStore(tmp_path / "runs"))
+    return LearnerPage(store=sqlite_store(tmp_path / "runs"))
 
 
 def type_cell(learner: LearnerPage, label: str, text: str) -> None:
@@ -120,7 +119,7 @@ def test_the_four_token_trace_preset_gives_seed_000s_numbers_and_saves_them(lear
     assert "Q = X W_Q (4 × 2)" in shown and "V = X W_V (4 × 2)" in shown and "√2" in shown
     s.prediction = "row 4 reads token 4 most"
     record = s.save_run()
-    on_disk = json.loads((s.store.directory / f"{record.id}.json").read_text())
+    on_disk = json.loads(next(s.store.iter_texts(ids=[record.id])))
     validate_record(on_disk)
     assert on_disk["schema_version"] == 2
     assert on_disk["inputs"]["projection"]["X"] == [[1, 0], [0, 1], [1, 1], [-1, 1]]
@@ -196,7 +195,7 @@ def settings_of(s: LearnerState) -> dict:
     dict(apply="worked_row", failure_mode="mask_after_softmax"),
 ], ids=["matrix", "vector", "scalar"])
 def test_a_saved_run_opens_exactly_as_saved_and_editing_makes_a_new_run(tmp_path, setup):
-    store = RunStore(tmp_path / "runs")
+    store = sqlite_store(tmp_path / "runs")
     a = LearnerState(store=store)
     setup = dict(setup)
     a.apply_preset(setup.pop("apply"))
@@ -226,10 +225,9 @@ def test_a_saved_run_opens_exactly_as_saved_and_editing_makes_a_new_run(tmp_path
 
 @pytest.mark.parametrize("name", sorted(p.name for p in V1_RECORDS.glob("v1-*.json")))
 def test_a_version_1_record_opens(tmp_path, name):
-    store = RunStore(tmp_path / "runs")
-    store.directory.mkdir(parents=True, exist_ok=True)
-    shutil.copy(V1_RECORDS / name, store.directory / name)
+    store = sqlite_store(tmp_path / "runs")
     record = ExperimentRecord.from_json((V1_RECORDS / name).read_text())
+    store.import_records([record])
     assert record.schema_version == 1
     s = LearnerState(store=store)
     assert s.open_run_id(record.id), s.open_message
@@ -262,9 +260,10 @@ def test_an_unknown_or_malformed_id_gets_a_clear_message_and_changes_nothing(lea
 
 def test_an_unreadable_record_gets_a_message_too(learner):
     s = learner.state
-    s.store.directory.mkdir(parents=True, exist_ok=True)
-    (s.store.directory / "broken-run.json").write_text("{not json")
-    assert not s.open_run_id("broken-run")
+    s.prediction = "p"
+    run = s.save_run()
+    overwrite_record_text(s.store, run.id, "{not json")
+    assert not s.open_run_id(run.id)
     assert "could not be read" in s.open_message
 
 

@@ -8,17 +8,17 @@ from __future__ import annotations
 import re
 
 import pytest
+from store_helpers import sqlite_store
 
 from app.learner.checks import readouts_html, row_sum_html
 from app.learner.page import LearnerPage
 from app.learner.steps import steps_html
 from attention_core import scaled_dot_product_attention
-from attention_core.store import RunStore
 
 
 @pytest.fixture
 def page(tmp_path):
-    return LearnerPage(store=RunStore(tmp_path / "runs"))
+    return LearnerPage(store=sqlite_store(tmp_path / "runs"))
 
 
 def text_of(html: str) -> str:

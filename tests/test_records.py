@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 from store_helpers import T0, changed_copy, check_strict, make_record, make_result
 
+from app.store import RunSummary
 from attention_core import scaled_dot_product_attention
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import (
@@ -22,7 +23,6 @@ from attention_core.records import (
     RecordError,
     validate_record,
 )
-from attention_core.summaries import RunSummary
 
 SCHEMA = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 

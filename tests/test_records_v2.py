@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
 from dataclasses import fields
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +20,8 @@ from app.cli import main
 from app.instructor import InstructorState
 from app.instructor.table import runs_frame
 from app.shared.compare import ComparisonView
+from app.store import CSV_COLUMNS, RunStore, RunSummary, export_csv, export_json, sqlite_url
+from app.store.importing import import_paths
 from attention_core import FAILURE_MODES, scaled_dot_product_attention, self_attention
 from attention_core.records import (
     SCHEMA_VERSION,
@@ -29,8 +30,6 @@ from attention_core.records import (
     RunInputs,
     validate_record,
 )
-from attention_core.store import CSV_COLUMNS, RunStore, export_csv, export_json
-from attention_core.summaries import RunSummary, read_index
 
 V1_DIR = Path(__file__).resolve().parent / "records_v1"
 V1_FILES = sorted(V1_DIR.glob("*.json"))
@@ -279,46 +278,43 @@ def test_matrix_mode_needs_one_row_per_token_in_the_projections():
 
 @pytest.fixture
 def mixed_store(tmp_path) -> tuple[RunStore, list[ExperimentRecord]]:
-    """A runs directory holding the v1 files as they are and v2 runs saved by this workbench."""
-    store = RunStore(tmp_path / "runs")
-    for path in V1_FILES:
-        shutil.copy(path, store.directory / path.name)
+    """A store holding the v1 files (imported as they are) and v2 runs saved by this workbench."""
+    store = RunStore(sqlite_url(tmp_path / "runs.db"))
+    assert import_paths(store, V1_FILES).total("imported") == len(V1_FILES)
     for n, (case, make) in enumerate(RESULTS.items()):
         store.save(ExperimentRecord.from_result(make(), label=case, learner="Lin",
                                                 created_at=T0 + timedelta(minutes=n)))
-    records = store.list().records
+    records = list(store.iter_records())
     assert len(records) == len(V1_FILES) + len(RESULTS)
-    for record in records:
-        validate_record(json.loads((store.directory / f"{record.id}.json").read_text(encoding="utf-8")))
+    for text in store.iter_texts():
+        validate_record(json.loads(text))
     return store, records
 
 
 def test_the_store_lists_and_summarises_both_versions(mixed_store):
     store, records = mixed_store
     assert sorted(r.schema_version for r in records) == [1] * 4 + [2] * len(RESULTS)
-    assert store.list().problems == []
-    summaries = store.list_summaries().records
+    summaries = store.query().runs
     assert summaries == [RunSummary.of(r) for r in records]
+    assert list(store.iter_summaries()) == summaries
     by_label = {s.label: s for s in summaries}
     assert (by_label["matrix (seed 000)"].d_k, by_label["matrix (seed 000)"].d_model) == (2, 2)
     assert (by_label["vector d_k=4 d_v=1"].d_k, by_label["vector d_k=4 d_v=1"].d_model) == (4, None)
     assert by_label["worked row"].d_k == 1 and by_label["worked row"].d_model is None
 
 
-def test_the_summary_index_holds_d_k_and_d_model(mixed_store):
+def test_the_stores_columns_hold_d_k_and_d_model(mixed_store):
     store, records = mixed_store
-    fresh = RunStore(store.directory, create=False, index_slack=1)
-    fresh.list_summaries()  # writes the index
-    indexed = {s.id: s for _, s in read_index(store.directory).values()}
-    assert {r.id: (r.d_k, r.d_model) for r in records} == {i: (s.d_k, s.d_model) for i, s in indexed.items()}
-    assert RunStore(store.directory, create=False).list_summaries().records == [RunSummary.of(r) for r in records]
+    fresh = RunStore(store.url, create=False)  # another process opening the same store
+    assert {s.id: (s.d_k, s.d_model) for s in fresh.query().runs} == {r.id: (r.d_k, r.d_model) for r in records}
+    assert fresh.query(sort=[("d_k", "desc")]).runs[0].d_k == max(r.d_k for r in records)
 
 
 def test_an_explanation_attached_to_a_v1_run_keeps_it_version_1(mixed_store):
     store, _ = mixed_store
     updated = store.update_explanation("v1-broken-scalar", "Zeroing after softmax leaves rows short of 1.")
     assert updated.schema_version == 1
-    on_disk = json.loads((store.directory / "v1-broken-scalar.json").read_text(encoding="utf-8"))
+    on_disk = json.loads(next(store.iter_texts(ids=["v1-broken-scalar"])))
     original = json.loads((V1_DIR / "v1-broken-scalar.json").read_text(encoding="utf-8"))
     assert on_disk == original | {"explanation": "Zeroing after softmax leaves rows short of 1."}
     validate_record(on_disk)
@@ -354,7 +350,7 @@ def test_csv_export_appends_d_k_and_d_model(mixed_store):
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_the_export_command_takes_a_mix_of_versions(mixed_store, capsys, fmt):
     store, records = mixed_store
-    assert main(["export", "--runs-dir", str(store.directory), "--format", fmt]) == 0
+    assert main(["export", "--store", store.url.render_as_string(), "--format", fmt]) == 0
     out, err = capsys.readouterr()
     assert f"exported {len(records)} runs" in err
     if fmt == "json":

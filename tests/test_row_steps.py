@@ -13,17 +13,17 @@ import re
 
 import numpy as np
 import pytest
+from store_helpers import delete_run, sqlite_store, stored
 
 from app.learner.record import PREDICT_QUESTION, RecordView
 from app.learner.runs import EXPLAIN_QUESTION, SavedRunsView
 from app.learner.state import LearnerState
 from app.learner.steps import RowStepsView
-from attention_core.store import RunStore
 
 
 @pytest.fixture
 def state(tmp_path):
-    return LearnerState(store=RunStore(tmp_path / "runs"))
+    return LearnerState(store=sqlite_store(tmp_path / "runs"))
 
 
 def text(view: RowStepsView) -> str:
@@ -258,14 +258,13 @@ def test_one_token_in_broken_mode_is_named_as_nothing_to_mask(state):
 
 def test_attach_explanation_changes_that_runs_record_and_adds_none(state):
     a, b = saved_pair(state)
-    files = sorted(state.store.directory.glob("*.json"))
-    before = {p.name: json.loads(p.read_text()) for p in files}
+    before = {r["id"]: r for r in stored(state.store)}
     (updated,) = state.attach_explanation([a.id], "  Rows sum to 1 only when the mask comes first. ")
-    after = {p.name: json.loads(p.read_text()) for p in state.store.directory.glob("*.json")}
+    after = {r["id"]: r for r in stored(state.store)}
     assert set(after) == set(before)  # no run added
-    assert after[f"{a.id}.json"]["explanation"] == "Rows sum to 1 only when the mask comes first."
-    assert after[f"{b.id}.json"] == before[f"{b.id}.json"]
-    changed = {k: v for k, v in after[f"{a.id}.json"].items() if before[f"{a.id}.json"][k] != v}
+    assert after[a.id]["explanation"] == "Rows sum to 1 only when the mask comes first."
+    assert after[b.id] == before[b.id]
+    changed = {k: v for k, v in after[a.id].items() if before[a.id][k] != v}
     assert set(changed) == {"explanation"}
     assert [r.id for r in state.saved] == [a.id, b.id]
     assert state.saved[0] == updated and state.saved[0].explanation.startswith("Rows sum to 1")
@@ -300,13 +299,13 @@ def test_save_explanation_goes_to_the_ticked_runs_or_the_latest(state):
     runs.save_explanation.clicks += 1
     assert runs.explanation_message.startswith("Explanation not saved:") and not runs.explanation_ok
     assert "explanation" in runs.explanation_message.lower()
-    assert len(list(state.store.directory.glob("*.json"))) == 2
-    (state.store.directory / f"{a.id}.json").unlink()  # removed by hand meanwhile
+    assert state.store.count() == 2
+    delete_run(state.store, a.id)  # removed by hand meanwhile
     runs.ticks.value = [0]
     runs.explanation.value = "still here?"
     runs.save_explanation.clicks += 1
-    assert "no longer in the runs directory" in runs.explanation_message
-    assert list(state.store.directory.glob("*.json")) == [state.store.directory / f"{b.id}.json"]
+    assert "no longer in the store" in runs.explanation_message
+    assert [r["id"] for r in stored(state.store)] == [b.id]
 
 
 def test_downloads_are_fresh_on_every_call_with_distinct_names(state):

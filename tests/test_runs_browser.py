@@ -74,7 +74,8 @@ def save(page: Page, label: str) -> None:
 
 
 def records_on_disk(server) -> dict[str, dict]:
-    return {p.name: json.loads(p.read_text()) for p in server.runs_dir.glob("*.json")}
+    """Every stored run's record by id (what the store holds, read from another process)."""
+    return {r["id"]: r for r in server.records()}
 
 
 def wait_for(condition, what: str, timeout: float = 15.0):

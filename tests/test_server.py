@@ -15,6 +15,7 @@ from workbench_server import ROOT, start_server
 
 from app import auth
 from app.cli import main
+from app.store import sqlite_url
 
 
 @pytest.mark.parametrize("address, loopback", [
@@ -210,20 +211,21 @@ def test_serve_on_ipv6_loopback_prints_bracketed_urls_and_accepts_its_own_websoc
         process.wait(timeout=10)
 
 
-def test_serve_lists_the_store_before_serving_so_workers_start_warm(tmp_path, monkeypatch):
+def test_serve_opens_the_store_before_forking_workers(tmp_path, monkeypatch):
     import app.server as server
 
     events = []
 
     class Store(server.RunStore):
-        def list_summaries(self):
-            events.append("listed")
-            return super().list_summaries()
+        def __init__(self, url):
+            events.append("opened")
+            super().__init__(url)
 
     monkeypatch.setattr(server, "RunStore", Store)
     monkeypatch.setattr(server.pn, "serve", lambda *a, **k: events.append(("serve", k["num_procs"])))
-    server.serve(tmp_path / "runs", num_procs=2)
-    assert events == ["listed", ("serve", 2)]
+    server.serve(sqlite_url(tmp_path / "runs.db"), num_procs=2)
+    assert events == ["opened", ("serve", 2)]
+    assert (tmp_path / "runs.db").is_file()
 
 
 def test_pages_leave_out_mathjax_unless_they_hold_tex():
@@ -254,7 +256,7 @@ def test_serve_freezes_start_up_objects_and_collects_again(tmp_path, monkeypatch
         enabled=gc.isenabled(), frozen=gc.get_freeze_count()))
     gc.disable()
     try:
-        server.serve(tmp_path / "runs", port=0)
+        server.serve(sqlite_url(tmp_path / "runs.db"), port=0)
     finally:
         gc.unfreeze()
         gc.enable()
@@ -305,8 +307,8 @@ def test_a_learner_page_and_its_saves_never_load_pandas(tmp_path):
     code = (
         "import sys\n"
         "from app.learner.page import create_page\n"
-        "from attention_core.store import RunStore\n"
-        f"page = create_page(RunStore({str(tmp_path)!r}))\n"
+        "from app.store import RunStore, sqlite_url\n"
+        f"page = create_page(RunStore(sqlite_url({str(tmp_path / 'runs.db')!r})))\n"
         "page.state.prediction = 'p'\n"
         "page.state.save_run()\n"
         "page.state.mask_after_softmax = True\n"
@@ -324,8 +326,8 @@ def test_serve_routes_every_pages_websocket_to_a_handler_without_nagle_delay(tmp
     import app.server as server
 
     monkeypatch.setattr(server.pn, "serve", lambda *a, **k: None)
-    server.serve(tmp_path / "runs", port=0)
-    server.serve(tmp_path / "runs", port=0)  # a second start changes nothing more
+    server.serve(sqlite_url(tmp_path / "runs.db"), port=0)
+    server.serve(sqlite_url(tmp_path / "runs.db"), port=0)  # a second start changes nothing more
     handlers = [handler for route, handler in per_app_patterns if route == r"/ws"]
     assert len(handlers) == 1
     assert issubclass(handlers[0], WSHandler) and handlers[0].sends_at_once

@@ -21,7 +21,7 @@ import panel as pn
 from tornado.httpclient import AsyncHTTPClient
 
 from app.learner.page import create_page
-from attention_core.store import RunStore
+from app.store import RunStore, sqlite_url
 
 
 def _serve_pages_and_let_them_end(store: RunStore, pages: int) -> list[tuple[weakref.ref, ...]]:
@@ -60,9 +60,9 @@ def _serve_pages_and_let_them_end(store: RunStore, pages: int) -> list[tuple[wea
     return built
 
 
-def check_ended_sessions(runs_dir: str) -> None:
+def check_ended_sessions(store_file: str) -> None:
     """Serve two pages, let their sessions end, and assert nothing they built is alive."""
-    built = _serve_pages_and_let_them_end(RunStore(runs_dir), pages=2)
+    built = _serve_pages_and_let_them_end(RunStore(sqlite_url(store_file)), pages=2)
     gc.collect()
     assert len(built) == 2
     for state, doc, notifications in built:
@@ -74,7 +74,7 @@ def check_ended_sessions(runs_dir: str) -> None:
 def test_an_ended_session_leaves_no_page_document_or_notification_area_behind(tmp_path):
     tests = Path(__file__).resolve().parent
     code = (f"import sys; sys.path.insert(0, {str(tests)!r}); import test_session_memory as t; "
-            f"t.check_ended_sessions({str(tmp_path / 'runs')!r}); print('ok')")
+            f"t.check_ended_sessions({str(tmp_path / 'runs.db')!r}); print('ok')")
     child = subprocess.run([sys.executable, "-c", code], cwd=tests.parent, capture_output=True,
                            text=True, timeout=120)
     assert child.returncode == 0 and child.stdout.strip().endswith("ok"), child.stderr[-3000:]

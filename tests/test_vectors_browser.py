@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -18,6 +17,8 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 from workbench_server import PageWatch
+
+from attention_core.records import ExperimentRecord
 
 V1_RECORDS = Path(__file__).parent / "records_v1"
 
@@ -117,7 +118,7 @@ def test_the_four_token_trace_preset_shows_seed_000_and_its_saved_record_holds_i
     expect(steps).to_contain_text("Output of row 4: the sum: [0.592, −1.279]")
     expect(steps).to_contain_text("0.539 × [0, −2.000] = [0, −1.078]")  # v_4's contribution
     run_id = save(page, "seed 000 trace")
-    record = json.loads((server.runs_dir / f"{run_id}.json").read_text())
+    record = {r["id"]: r for r in server.records()}[run_id]
     assert record["schema_version"] == 2 and record["inputs"]["projection"]["d_model"] == 2
     results = record["results"]
     assert np.round(results["scores"][3], 3).tolist() == SEED_000_ROW_4["scores"]
@@ -216,14 +217,15 @@ def test_a_saved_run_opens_by_its_link_and_from_saved_runs_exactly_as_saved(serv
     expect(other.get_by_test_id("opened-run")).to_contain_text("Edited from saved run")
     new_id = save(other, "edited copy")
     assert new_id != run_id
-    assert json.loads((server.runs_dir / f"{run_id}.json").read_text())["label"] == "to open again"
+    assert {r["id"]: r for r in server.records()}[run_id]["label"] == "to open again"
     other_watch.assert_clean()
     other_context.close()
 
 
 def test_a_version_1_record_opens_by_its_link(server, page, watch):
     name = "v1-vector-padding.json"
-    shutil.copy(V1_RECORDS / name, server.runs_dir / name)
+    with server.store() as store:  # as an instructor's import brings a version-1 run in
+        store.import_records([ExperimentRecord.from_json((V1_RECORDS / name).read_bytes())])
     record = json.loads((V1_RECORDS / name).read_text())
     assert record["schema_version"] == 1
     open_page(page, f"{server.url}?run={record['id']}")

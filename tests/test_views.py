@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+from store_helpers import sqlite_store
 
 from app.instructor.state import InstructorState
 from app.instructor.table import RunsTableView, open_link, runs_frame
@@ -21,7 +22,6 @@ from app.shared.heatmap import HeatMap, file_name
 from attention_core import scaled_dot_product_attention
 from attention_core.projection import self_attention
 from attention_core.records import ExperimentRecord
-from attention_core.store import RunStore
 
 X = [[1, 0], [0, 1], [1, 1], [-1, 1]]
 I2 = [[1, 0], [0, 1]]
@@ -34,7 +34,7 @@ def record(result, label: str) -> ExperimentRecord:
 
 @pytest.fixture
 def page(tmp_path) -> LearnerPage:
-    return LearnerPage(store=RunStore(tmp_path / "runs"))
+    return LearnerPage(store=sqlite_store(tmp_path / "runs"))
 
 
 def test_file_name_keeps_letters_digits_and_single_hyphens():
@@ -126,7 +126,7 @@ def test_comparison_of_two_matrix_mode_runs_diffs_them():
 
 
 def test_every_instructor_row_links_to_the_learner_page_opening_that_run(tmp_path):
-    store = RunStore(tmp_path / "runs")
+    store = sqlite_store(tmp_path / "runs")
     plain = record(scaled_dot_product_attention([1, 1, 1], [1, 2, 9]), "")
     hostile = record(scaled_dot_product_attention([1, 1], [1, 2]), '<b>"x"</b> & y')
     for r in (plain, hostile):

@@ -18,7 +18,6 @@ from workbench_server import open_learner_page, start_server
 from app.auth import PASSWORD_ENV
 from attention_core import scaled_dot_product_attention
 from attention_core.records import ExperimentRecord
-from attention_core.store import RunStore
 
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-results" / "screenshots"
 
@@ -238,7 +237,8 @@ def test_the_instructor_table_links_each_run_to_the_workbench_opening_it(server,
     run = ExperimentRecord.from_result(
         scaled_dot_product_attention([1, 1, 1], [1, 2, 9], [10, 20, 100]), label="linked <run>",
         prediction="p")
-    RunStore(server.runs_dir).save(run)
+    with server.store() as store:
+        store.save(run)
     page.set_viewport_size({"width": 1280, "height": 720})
     page.goto(server.url + "instructor")
     link = page.get_by_role("link", name=f"Open run {run.id} “linked <run>” in the workbench")

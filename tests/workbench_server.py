@@ -1,12 +1,14 @@
 """Start a real ``attention-workbench serve`` for browser tests, and watch a page for trouble.
 
-The server runs as a subprocess exactly as a learner starts it, on a free port, over a runs
-directory of the test's own. :class:`PageWatch` records page errors, console errors and every
+The server runs as a subprocess exactly as a learner starts it, on a free port, over a SQLite
+store of the test's own (``runs.db`` in a directory of its own: ``runs_dir``).
+:class:`PageWatch` records page errors, console errors and every
 request that would leave the local server (those are aborted), so tests can assert none happened.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -27,12 +29,37 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def store_url_in(directory: Path) -> str:
+    """The URL of the SQLite store a test server keeps in ``directory``."""
+    return f"sqlite:///{Path(directory).absolute() / 'runs.db'}"
+
+
 @dataclass
 class RunningServer:
     url: str
-    runs_dir: Path
+    runs_dir: Path  # the directory holding the server's store, runs.db
     process: subprocess.Popen
     log: Path
+
+    @property
+    def store_url(self) -> str:
+        return store_url_in(self.runs_dir)
+
+    def store(self):
+        """The server's store, opened here (another process, as an instructor's export would be)."""
+        from app.store import RunStore
+
+        return RunStore(self.store_url)
+
+    def records(self) -> list[dict]:
+        """Every saved run's record as stored, oldest first."""
+        with self.store() as store:
+            return [json.loads(text) for text in store.iter_texts()]
+
+    def texts(self) -> list[str]:
+        """Every saved run's stored record text, oldest first."""
+        with self.store() as store:
+            return list(store.iter_texts())
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -46,13 +73,15 @@ class RunningServer:
 
 def start_server(runs_dir: Path, log: Path, *extra: str, timeout: float = 60.0,
                  env: dict[str, str] | None = None) -> RunningServer:
-    """Start the CLI server and wait until it answers; fail with its log if it does not.
+    """Start the CLI server over the store ``runs_dir/runs.db`` (the directory is made) and wait
+    until it answers; fail with its log if it does not.
 
     ``extra`` are more ``serve`` options; ``env`` adds to (or, with a None value, removes from)
     the server's environment.
     """
     port = free_port()
-    cmd = [sys.executable, "-m", "app.cli", "serve", "--runs-dir", str(runs_dir),
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--store", store_url_in(runs_dir),
            "--port", str(port), *extra]
     env = {k: v for k, v in {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}.items()
            if v is not None}

@@ -2,9 +2,7 @@
 
 :class:`InstructorPage` is one browser session's page over the server's store; tests build it
 without a browser and read its ``state``. New runs appear without a reload: a periodic callback
-per session re-lists the store, which costs a directory scan and a ``stat`` per file, because
-the server's one :class:`~attention_core.store.RunStore` caches summaries by stat for every
-session.
+per session reads the store's change token and re-reads the runs only when it moved.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from app.instructor.table import FiltersView, RunsTableView
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
 from app.shared.widgets import like_the_first_paint
-from attention_core.store import RunStore
+from app.store import RunStore
 
 REFRESH_MS = 2000
 INTRO = (

@@ -1,9 +1,10 @@
-"""One instructor session's state: the store's listing, the filters, the filtered runs, the selection.
+"""One instructor session's state: the store's runs, the filters, the filtered runs, the selection.
 
-The listing is of :class:`~attention_core.summaries.RunSummary` objects (no matrices): the page
-needs full records only to compare two runs and to export JSON, and reads just those. A run is
-named by its title (:func:`attention_core.modes.run_title`), the name every page and the CSV
-give it. Left out: widgets and layout (the views in this package).
+The runs are :class:`~app.store.RunSummary` objects (no matrices), re-read from the store only
+when its change token moved (:meth:`~app.store.RunStore.change_token`, one indexed read per
+tick): the page needs full records only to compare two runs and to export JSON, and reads just
+those. A run is named by its title (:func:`attention_core.modes.run_title`), the name every page
+and the CSV give it. Left out: widgets and layout (the views in this package).
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import param
 
+from app.store import RunStore, RunSummary, export_csv, export_json
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import ExperimentRecord, RecordError
-from attention_core.store import RunStore, export_csv, export_json
-from attention_core.summaries import RunSummary
 
 ALL_MODES = "All modes"
 # The lesson's contrast first: every mode with the causal mask it asked for (correct, then the
@@ -55,9 +55,9 @@ def zone(name: str) -> ZoneInfo:
 class InstructorState(param.Parameterized):
     """One instructor session: the store's runs, the filters, the filtered runs, the selection."""
 
-    store = param.ClassSelector(class_=RunStore, doc="The server's run store (shared, cached).")
-    records = param.List(default=[], doc="Every readable run's summary, oldest first.")
-    problems = param.List(default=[], doc="(file name, reason) for every file skipped.")
+    store = param.ClassSelector(class_=RunStore, doc="The server's run store (shared).")
+    records = param.List(default=[], doc="Every run's summary, oldest first.")
+    problems = param.List(default=[], doc="(source, reason) for every run left out (none in a database).")
     learner = param.String(default="", doc="Keep runs whose learner contains this (any case).")
     label = param.String(default="", doc="Keep runs whose label contains this (any case).")
     mode = param.Selector(default=ALL_MODES, objects=[ALL_MODES],
@@ -71,21 +71,21 @@ class InstructorState(param.Parameterized):
 
     def __init__(self, **params):
         super().__init__(**params)
+        self._token: int | None = None
         self.refresh()
 
     def refresh(self) -> None:
-        """Re-list the store; change ``records``/``problems`` only if the listing changed."""
-        listing = self.store.list_summaries()
-        same = len(listing.records) == len(self.records) and all(
-            a is b for a, b in zip(listing.records, self.records, strict=True))
-        if not same:
-            modes = mode_order({r.title for r in listing.records})
-            self.param.mode.objects = [ALL_MODES, *modes]
-            if self.mode not in self.param.mode.objects:
-                self.mode = ALL_MODES
-            self.records = listing.records
-        if listing.problems != self.problems:
-            self.problems = listing.problems
+        """Re-read the store's runs if its change token moved; otherwise touch nothing."""
+        token = self.store.change_token()
+        if token == self._token:
+            return
+        records = self.store.query().runs
+        self._token = token
+        modes = mode_order({r.title for r in records})
+        self.param.mode.objects = [ALL_MODES, *modes]
+        if self.mode not in self.param.mode.objects:
+            self.mode = ALL_MODES
+        self.records = records
 
     def local_time(self, record: RunSummary | ExperimentRecord) -> datetime:
         return record.created_datetime.astimezone(zone(self.timezone))
@@ -130,15 +130,14 @@ class InstructorState(param.Parameterized):
         for run_id in self.selected_ids:
             if run_id in listed:
                 try:
-                    compared.append(self.store.get(run_id))  # cached by stat in the store
+                    compared.append(self.store.get(run_id))
                 except (KeyError, RecordError):
-                    pass  # gone or damaged since the listing: the next refresh reports it
+                    pass  # gone since the listing
         return compared
 
     def export(self, fmt: str) -> str:
-        """The filtered runs as a JSON bundle (with the store's problems) or as CSV."""
+        """The filtered runs as a JSON bundle (each record exactly as stored) or as CSV."""
         if fmt == "json":
-            full = self.store.read_records(r.id for r in self.filtered)
-            return export_json(full.records, [(name, skip_sentence(name, reason))
-                                              for name, reason in (*self.problems, *full.problems)])
+            return export_json(self.store.iter_texts(ids=[r.id for r in self.filtered]),
+                               [(name, skip_sentence(name, reason)) for name, reason in self.problems])
         return export_csv(self.filtered)

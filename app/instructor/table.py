@@ -17,8 +17,8 @@ from bokeh.models.widgets.tables import NumberFormatter
 
 from app.instructor.columns import created_texts, numbers, shorten
 from app.instructor.state import ALL_MODES, InstructorState
+from app.store import RunSummary
 from attention_core.records import ExperimentRecord
-from attention_core.summaries import RunSummary
 
 PAGE_SIZE = 20
 _TEXT_COLUMNS = ("created (local)", "created (UTC)", "learner", "label", "mode", "failed checks",

@@ -2,7 +2,7 @@
 
 Each browser session builds its own :class:`LearnerPage` (``attention-workbench serve`` does,
 per request), so no two learners share a widget or a value. Tests build one without a browser:
-``page = LearnerPage(store=RunStore(tmp))``, then set ``page.state`` and read the views.
+``page = LearnerPage(store=RunStore(sqlite_url(tmp / 'runs.db')))``, then set ``page.state`` and read the views.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from app.learner.runs import SavedRunsView
 from app.learner.state import LearnerState
 from app.learner.steps import RowStepsView
 from app.shared.connection import announce_lost_connection
-from attention_core.store import RunStore, resolve_runs_dir
+from app.store import RunStore, resolve_store_url
 
 TITLE = "Self-attention workbench"
 
@@ -72,7 +72,7 @@ class LearnerPage(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         if self.store is None:
-            self.store = RunStore(resolve_runs_dir())
+            self.store = RunStore(resolve_store_url())
         if self.state is None:
             self.state = LearnerState(store=self.store)
         s = self.state
@@ -133,7 +133,7 @@ class LearnerPage(pn.viewable.Viewer):
 
 
 def create_page(store: RunStore | None = None) -> LearnerPage:
-    """One session's learner page over ``store`` (default: the resolved runs directory)."""
+    """One session's learner page over ``store`` (default: ``--store``'s default, :func:`resolve_store_url`)."""
     return LearnerPage(store=store).serve_session()
 
 

@@ -22,7 +22,7 @@ from app.learner.record import MAX_TYPED, STATUS_CSS, limited, status_html
 from app.learner.state import LearnerState
 from app.shared.compare import ComparisonView
 from app.shared.heatmap import format_number
-from attention_core.store import StoreError, export_csv, export_json
+from app.store import StoreError, export_csv, export_json
 
 EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
                     "violate it?")  # seed 003's explain checkpoint
@@ -235,7 +235,7 @@ class SavedRunsView(pn.viewable.Viewer):
             self.state.attach_explanation([saved[i].id for i in rows], text)
         except KeyError:
             self.param.update(explanation_ok=False, explanation_message=(
-                "Explanation not saved: a run it was for is no longer in the runs directory."))
+                "Explanation not saved: a run it was for is no longer in the store."))
             return
         except (ValueError, StoreError) as exc:
             why = str(exc).removeprefix("Explanation not saved: ")

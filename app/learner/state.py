@@ -4,7 +4,7 @@ Everything a browser session knows lives on one :class:`LearnerState`. The views
 write only the parameters their widgets stand for; derived values (the parsed inputs, the
 attention result, the field messages) are computed once per change by a declared dependency.
 Saving is an explicit action (:meth:`LearnerState.save_run`). Left out: widgets and layout
-(the views in this package) and storage itself (:class:`attention_core.store.RunStore`).
+(the views in this package) and storage itself (:class:`app.store.RunStore`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import panel as pn
 import param
 
 from app.shared.parsing import clean_text, parse_number
+from app.store import RunStore, StoreError
 from attention_core import (
     AttentionInputError,
     AttentionResult,
@@ -21,7 +22,6 @@ from attention_core import (
 )
 from attention_core.modes import FAILURE_MODES
 from attention_core.records import ExperimentRecord, RecordError
-from attention_core.store import RunStore, StoreError
 
 MAX_UI_TOKENS = 8
 MAX_WIDTH = 4  # largest d_k, d_v and d_model the page offers
@@ -393,7 +393,7 @@ class LearnerState(param.Parameterized):
                                    "input, a toggle or the text to save another")
         try:
             self.store.save(record)
-        except StoreError as exc:  # already a sentence: "Run not saved: the runs directory … is full."
+        except StoreError as exc:  # already a sentence: "Run not saved: the store … is full."
             self.param.update(save_ok=False, save_message=str(exc))
             return None
         self.param.update(saved=[*self.saved, record], last_saved=record)
@@ -405,7 +405,7 @@ class LearnerState(param.Parameterized):
         """Show runs this learner saved before a reload again, by id, oldest first.
 
         Ids that are malformed, missing or unreadable are skipped (a URL can hold anything):
-        :meth:`attention_core.store.RunStore.get` refuses any id that is not a plain run id.
+        :meth:`app.store.RunStore.get` refuses any id that is not a plain run id.
         :attr:`restore_message` says how many were not found, instead of an empty table alone.
         """
         restored = []
@@ -420,7 +420,7 @@ class LearnerState(param.Parameterized):
         missing = len(wanted) - len(restored)
         self.restore_message = "" if not missing else (
             f"{missing} of the {len(wanted)} run ids in this page's address (?runs=) "
-            f"{'was' if missing == 1 else 'were'} not found in the runs directory, so "
+            f"{'was' if missing == 1 else 'were'} not found in the store, so "
             f"{'they are' if missing > 1 else 'it is'} not listed below.")
         self.saved = restored
 

@@ -1,0 +1,217 @@
+"""Every difference between SQLite and PostgreSQL the store knows of, in one place.
+
+The rest of :mod:`app.store` is plain SQLAlchemy Core and runs unchanged on both: this module
+makes the engine (SQLite: a busy timeout, foreign keys on, write transactions begun
+``IMMEDIATE``, and the WAL journal once the file is known to be a store), writes "contains, in
+any case" the same way on both, keeps text PostgreSQL cannot hold out of its columns, and turns
+a driver's error into a sentence a learner or an instructor can act on.
+
+Left out: the tables (:mod:`app.store.schema`), the queries (:mod:`app.store.runs`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+
+from sqlalchemy import create_engine, event, func
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+from sqlalchemy.sql import ColumnElement
+
+STORE_ENV = "ATTENTION_WORKBENCH_STORE"
+DEFAULT_STORE = "sqlite:///runs.db"
+# How long a SQLite writer waits for another process's transaction before giving up (seconds).
+BUSY_TIMEOUT_S = 30.0
+
+
+class StoreError(OSError):
+    """The store could not do what was asked; ``str(error)`` is a sentence to show a person.
+
+    E.g. ``"Run not saved: the store /srv/class/runs.db is read-only."``; ``errno`` is set when
+    the cause has one (``ENOSPC``, ``EROFS``, ``EACCES``).
+    """
+
+
+class StoreOpenError(StoreError):
+    """The store cannot be opened at all: missing, corrupt, foreign, newer, or unreachable."""
+
+
+def sqlite_url(path: str | os.PathLike) -> str:
+    """The store URL of the SQLite file at ``path`` (absolute, so a later ``chdir`` cannot move it)."""
+    return f"sqlite:///{Path(path).expanduser().absolute()}"
+
+
+def resolve_store_url(cli_value: str | None = None) -> str:
+    """``--store``, else ``$ATTENTION_WORKBENCH_STORE``, else ``sqlite:///runs.db`` (working directory).
+
+    Raises
+    ------
+    StoreOpenError
+        Not a database URL SQLAlchemy can read, or a database other than SQLite/PostgreSQL.
+    """
+    text = cli_value or os.environ.get(STORE_ENV) or DEFAULT_STORE
+    parse_url(text)
+    return text
+
+
+def parse_url(text: str | URL) -> URL:
+    """``text`` as a SQLAlchemy URL of a SQLite or PostgreSQL store (``StoreOpenError`` otherwise)."""
+    try:
+        url = make_url(text)
+    except ArgumentError:
+        raise StoreOpenError(
+            f"{text!r} is not a store URL (e.g. sqlite:///runs.db or "
+            "postgresql+psycopg://user@host/dbname)") from None
+    if url.get_backend_name() not in ("sqlite", "postgresql"):
+        raise StoreOpenError(f"the store must be SQLite or PostgreSQL, not {url.get_backend_name()} "
+                             f"({shown(url)})")
+    if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
+        raise StoreOpenError("an in-memory SQLite store would lose every run: give a file, "
+                             "e.g. sqlite:///runs.db")
+    return url
+
+
+def shown(url: URL) -> str:
+    """The URL as people may see it: the password hidden, a SQLite file as its path."""
+    if url.get_backend_name() == "sqlite":
+        return str(Path(url.database).absolute())
+    return url.render_as_string(hide_password=True)
+
+
+def make_engine(url: URL) -> Engine:
+    """An engine for ``url`` with this store's connection settings (see the module docstring).
+
+    Raises
+    ------
+    StoreOpenError
+        The driver for the URL is not installed.
+    """
+    try:
+        if url.get_backend_name() == "sqlite":
+            engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
+            event.listen(engine, "connect", _sqlite_on_connect)
+            event.listen(engine, "begin", _sqlite_begin)
+        else:
+            # pre_ping: a PostgreSQL restarted under a running class is reconnected, not an error
+            engine = create_engine(url, pool_pre_ping=True)
+    except (NoSuchModuleError, ImportError) as error:
+        raise StoreOpenError(f"no database driver for {shown(url)}: {error}") from None
+    return engine
+
+
+def _sqlite_on_connect(dbapi_connection: sqlite3.Connection, connection_record) -> None:
+    # The driver's own transaction handling would begin a deferred transaction lazily; begin
+    # them ourselves (_sqlite_begin) so a write transaction holds the write lock from its start.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+    dbapi_connection.create_function("workbench_contains", 2, _contains, deterministic=True)
+
+
+def prepare_store(engine: Engine) -> None:
+    """Settings a store keeps in its database, set once the database is known to be a store (a
+    foreign or corrupt file is never written to): SQLite's WAL journal, so readers never wait
+    for a writer."""
+    if engine.dialect.name != "sqlite":
+        return
+    raw = engine.raw_connection()  # outside any transaction: the journal mode cannot change in one
+    try:
+        raw.driver_connection.execute("PRAGMA journal_mode = WAL")
+    except sqlite3.Error:
+        pass  # a read-only file keeps its journal mode; saving says why it cannot
+    finally:
+        raw.close()
+
+
+def _sqlite_begin(connection) -> None:
+    # IMMEDIATE takes the write lock at BEGIN, waiting out the busy timeout: a deferred
+    # transaction that read first and then wrote would fail at once with "database is locked".
+    immediate = connection.get_execution_options().get("store_write", False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def _contains(haystack: str | None, needle: str) -> bool:
+    return haystack is not None and needle.casefold() in haystack.casefold()
+
+
+def contains_any_case(column: ColumnElement, text: str, dialect_name: str) -> ColumnElement:
+    """A condition: ``column`` contains ``text`` in any case (``text`` a bound parameter, its
+    ``%`` and ``_`` plain characters). SQLite: Python's ``casefold`` (SQLite's own ``lower``
+    knows only ASCII, and its LIKE stops at a NUL); PostgreSQL: ``strpos`` of Unicode ``lower``."""
+    if dialect_name == "sqlite":
+        return func.workbench_contains(column, text) == 1
+    return func.strpos(func.lower(column), func.lower(column_text(text, dialect_name))) > 0
+
+
+def column_text(text: str | None, dialect_name: str) -> str | None:
+    """``text`` as a column of ``dialect_name`` can hold it: PostgreSQL's text cannot hold NUL, so
+    a NUL becomes U+FFFD there (in the filter and sort copies only: the record keeps it)."""
+    if text is None or dialect_name != "postgresql" or "\x00" not in text:
+        return text
+    return text.replace("\x00", "\ufffd")
+
+
+_SQLITE_WHY = (
+    ("readonly", "is read-only", errno.EROFS),
+    ("read-only", "is read-only", errno.EROFS),
+    ("disk is full", "is full", errno.ENOSPC),
+    ("database or disk is full", "is full", errno.ENOSPC),
+    ("unable to open", "cannot be opened (missing folder, or no permission)", errno.EACCES),
+    ("disk i/o error", "could not be written (disk I/O error)", errno.EIO),
+    ("database is locked", "is busy (another process held it too long); try again", errno.EBUSY),
+    ("not a database", "is not a database file (corrupt, or another program's file)", None),
+    ("malformed", "is damaged (database disk image is malformed)", None),
+)
+
+
+def _file_system_says(path: Path, why: str | None, code: int | None) -> tuple[str | None, int | None]:
+    """``(why, errno)`` from the file system holding ``path``: read-only or full, else as given.
+
+    Asked by making (and at once dropping) a temporary file beside the store: a file system the
+    kernel turned read-only after an error still shows as writable to ``statvfs``.
+    """
+    try:
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as error:
+        if error.errno == errno.EROFS:
+            return "is read-only", errno.EROFS
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return "is full", errno.ENOSPC
+    return why, code
+
+
+def store_error(error: Exception, url: URL, what: str, cls: type[StoreError] = StoreError) -> StoreError:
+    """A :class:`StoreError` saying ``"<what>: the store <where> <why>."`` for a driver error."""
+    where = shown(url)
+    why, code = None, None
+    message = str(getattr(error, "orig", None) or error)
+    lowered = message.lower()
+    if url.get_backend_name() == "sqlite":
+        for needle, text, number in _SQLITE_WHY:
+            if needle in lowered:
+                why, code = text, number
+                break
+        if code in (errno.EIO, errno.EACCES, errno.EBUSY, None):
+            # SQLite reports a write refused by the file system as an I/O error: ask it why.
+            why, code = _file_system_says(Path(url.database), why, code)
+    elif isinstance(error, DBAPIError) and error.connection_invalidated or "connection" in lowered:
+        why = f"cannot be reached ({message.strip().splitlines()[0]})"
+    if why is None:
+        why = f"failed: {message.strip().splitlines()[0] if message.strip() else type(error).__name__}"
+    result = cls(f"{what}: the store {where} {why}.")
+    result.errno = code
+    return result
+
+
+__all__ = ["BUSY_TIMEOUT_S", "DEFAULT_STORE", "STORE_ENV", "StoreError", "StoreOpenError", "column_text",
+           "contains_any_case", "make_engine", "parse_url", "prepare_store", "resolve_store_url", "shown",
+           "sqlite_url", "store_error"]

@@ -1,0 +1,122 @@
+"""Exports: a strict-JSON bundle of experiment records, and CSV with one row per run.
+
+Pure functions of the runs they are given, streamed a run at a time (``iter_…``), so a class of
+100,000 runs is written as it is read. The bundle is the unit of exchange the import reads back
+(:mod:`app.store.importing`); the learner page's *Download my runs* writes the same formats.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+
+from attention_core.records import SCHEMA_VERSION, ExperimentRecord
+
+EXPORT_FORMAT = "attention-workbench-runs"
+# Later columns are appended ("mode", the run's title; then d_k and d_model) so that the older
+# columns keep their places in spreadsheets built on them.
+CSV_COLUMNS = ("id", "created_at", "learner", "label", "causal", "mask_after_softmax",
+               "failure_mode", "T", "total_future_weight", "min_row_sum", "max_row_sum_error",
+               "failed_checks", "prediction", "explanation", "notes", "mode", "d_k", "d_model")
+
+
+def export_json(records: Iterable[ExperimentRecord | str],
+                problems: Sequence[tuple[str, str]] = ()) -> str:
+    """A strict-JSON bundle of ``records``, lossless (free text exactly as saved).
+
+    Parameters
+    ----------
+    records : iterable of ExperimentRecord, or of their ``to_json()`` text
+        In the order to write them (the store gives its stored text, written as it is).
+    problems : sequence of (str, str), optional
+        ``(source, reason)`` pairs for runs left out, kept as ``skipped``.
+
+    Returns
+    -------
+    str
+        ``{"format": "attention-workbench-runs", "schema_version": 2, "exported_at": <UTC ISO
+        8601>, "runs": [record, ...], "skipped": [{"file": ..., "reason": ...}, ...]}`` with a
+        final newline; no ``NaN``/``Infinity`` tokens. One run per line. Each record is written
+        as it is stored, in its own schema version (a version-1 run stays version 1);
+        ``schema_version`` is the newest record version the bundle may hold.
+    """
+    return "".join(iter_export_json(records, problems))
+
+
+def iter_export_json(records: Iterable[ExperimentRecord | str],
+                     problems: Sequence[tuple[str, str]] = ()) -> Iterator[str]:
+    """:func:`export_json` in pieces, a run at a time, for writing a large class as it is read."""
+    head = json.dumps({"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION,
+                       "exported_at": datetime.now(UTC).isoformat(timespec="microseconds")})
+    yield head[:-1] + ', "runs": ['
+    separator = "\n"
+    for record in records:
+        yield separator + (record if isinstance(record, str) else record.to_json())
+        separator = ",\n"
+    skipped = [{"file": name, "reason": reason} for name, reason in problems]
+    yield ("\n" if separator != "\n" else "") + '], "skipped": ' + json.dumps(
+        skipped, allow_nan=False, ensure_ascii=False) + "}\n"
+
+
+def _csv_text(value: str | None) -> str:
+    if value is None:
+        return ""
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
+def _csv_number(value: float | int | None) -> str:
+    return "" if value is None else repr(value)
+
+
+def export_csv(records: Iterable) -> str:
+    """One CSV row per run (columns :data:`CSV_COLUMNS`, RFC 4180 quoting, ``\\r\\n`` lines).
+
+    Parameters
+    ----------
+    records : iterable of ExperimentRecord or RunSummary
+
+    Returns
+    -------
+    str
+        A header row, then one row per run. Booleans are ``true``/``false``; a number that was
+        not finite is an empty cell; failed checks are joined by ``;``; ``mode`` is the run's
+        title (:func:`~attention_core.modes.run_title`), as the pages name it; ``d_k`` is the
+        head width and ``d_model`` the width of X, empty unless the run was in matrix mode.
+
+    Notes
+    -----
+    Free-text cells (learner, label, prediction, explanation, notes) starting with ``=``,
+    ``+``, ``-``, ``@``, tab or CR get a leading ``'`` so spreadsheets do not run them as
+    formulas (OWASP "CSV injection"); number cells are never changed. The JSON export keeps
+    text exactly as saved.
+    """
+    return "".join(iter_export_csv(records))
+
+
+def iter_export_csv(records: Iterable, batch: int = 1000) -> Iterator[str]:
+    """:func:`export_csv` in pieces of up to ``batch`` rows."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(CSV_COLUMNS)
+    rows = 0
+    for r in records:
+        writer.writerow([
+            r.id, r.created_at, _csv_text(r.learner), _csv_text(r.label),
+            str(r.causal).lower(), str(r.mask_after_softmax).lower(), r.failure_mode, r.T,
+            _csv_number(r.total_future_weight), _csv_number(r.min_row_sum),
+            _csv_number(r.max_row_sum_error), ";".join(r.failed_checks),
+            _csv_text(r.prediction), _csv_text(r.explanation), _csv_text(r.notes), r.title,
+            r.d_k, "" if r.d_model is None else r.d_model,
+        ])
+        rows += 1
+        if rows % batch == 0:
+            yield out.getvalue()
+            out.seek(0)
+            out.truncate()
+    yield out.getvalue()
+
+
+__all__ = ["CSV_COLUMNS", "EXPORT_FORMAT", "export_csv", "export_json", "iter_export_csv", "iter_export_json"]

@@ -1,0 +1,501 @@
+"""The run store: one row per saved run in SQLite or PostgreSQL, through SQLAlchemy Core.
+
+See :mod:`app.store` for the interface in short. Every value from a request, a URL, a filter or
+an imported file reaches SQL as a bound parameter; the only names put into SQL text are columns
+picked from :data:`SORTABLE` by name.
+
+Records enter the store checked (built by the core, or validated on import) and leave it as the
+exact text they were stored as; reading one back parses that text without validating it again
+(the store is where records are trusted, as a file written by this workbench was before).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import func, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from app.store import schema
+from app.store.dialects import (
+    StoreError,
+    StoreOpenError,
+    column_text,
+    contains_any_case,
+    make_engine,
+    parse_url,
+    shown,
+    store_error,
+)
+from app.store.schema import meta, runs
+from app.store.summary import RunSummary
+from attention_core.records import ID_PATTERN, ExperimentRecord, RecordError, _refuse_constant, check_text
+
+# Columns a query may sort by (the instructor page's sortable columns); anything else is refused.
+SORTABLE = ("created_at", "id", "learner", "label", "mode", "failure_mode", "causal", "mask_after_softmax",
+            "T", "d_k", "d_model", "total_future_weight", "min_row_sum", "max_row_sum_error",
+            "failed_checks", "has_prediction", "has_explanation")
+DEFAULT_SORT = (("created_at", "asc"),)
+# Bound parameters per IN (…): well under SQLite's and PostgreSQL's limits.
+_CHUNK = 500
+_SUMMARY_COLUMNS = [c for c in runs.c if c.name != "record"]
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs a query keeps; every field left at its default keeps all.
+
+    Attributes
+    ----------
+    learner, label : str
+        Keep runs whose learner (label) contains this text, in any case.
+    mode : str or None
+        Keep runs with this title (:func:`~attention_core.modes.run_title`).
+    failure_mode : str or None
+        Keep runs of this failure mode (a :data:`~attention_core.modes.FAILURE_MODES` name).
+    causal, has_prediction, has_explanation, has_failed_checks : bool or None
+    created_from, created_before : datetime or None
+        Timezone-aware; keep runs created at or after ``created_from`` and before
+        ``created_before`` (a local day is ``[its midnight, the next midnight)``).
+    ids : sequence of str or None
+        Keep only these run ids (at most 500; export by ids uses ``iter_*(ids=…)`` instead).
+    """
+
+    learner: str = ""
+    label: str = ""
+    mode: str | None = None
+    failure_mode: str | None = None
+    causal: bool | None = None
+    has_prediction: bool | None = None
+    has_explanation: bool | None = None
+    has_failed_checks: bool | None = None
+    created_from: datetime | None = None
+    created_before: datetime | None = None
+    ids: Sequence[str] | None = None
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """One page of a query: its runs (summaries, in the asked order) and how many runs match in all."""
+
+    runs: list[RunSummary]
+    total: int
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    """What importing one file's records did: ids by outcome, in the file's order.
+
+    ``refused`` are ids already in the store with different content (never overwritten).
+    """
+
+    imported: list[str]
+    skipped: list[str]
+    refused: list[str]
+
+
+def _record_row(record: ExperimentRecord, text: str, dialect: str) -> dict:
+    return {
+        "id": record.id, "created_at": record.created_datetime,
+        "learner": column_text(record.learner, dialect), "label": column_text(record.label, dialect),
+        "mode": record.title, "failure_mode": record.failure_mode,
+        "causal": record.causal, "mask_after_softmax": record.mask_after_softmax, "T": record.T,
+        "d_k": record.d_k, "d_model": record.d_model,
+        "total_future_weight": record.total_future_weight, "min_row_sum": record.min_row_sum,
+        "max_row_sum_error": record.max_row_sum_error, "failed_checks": ";".join(record.failed_checks),
+        "has_prediction": bool(record.prediction), "has_explanation": bool(record.explanation),
+        "prediction": column_text(record.prediction, dialect),
+        "explanation": column_text(record.explanation, dialect), "notes": column_text(record.notes, dialect),
+        "schema_version": record.schema_version, "record": text,
+    }
+
+
+def stored_record(text: str) -> ExperimentRecord:
+    """The record stored as ``text`` (parsed, not validated again: it was checked on its way in).
+
+    Raises
+    ------
+    RecordError
+        The text is not a record's JSON (a store edited by hand).
+    """
+    try:
+        return ExperimentRecord(**json.loads(text, parse_constant=_refuse_constant))
+    except (ValueError, TypeError) as error:
+        raise RecordError(f"a stored run is not a readable record ({error})") from None
+
+
+def _check_id(run_id: object) -> str:
+    if not isinstance(run_id, str) or not ID_PATTERN.fullmatch(run_id):
+        raise ValueError(f"not a run id: {run_id!r}")
+    return run_id
+
+
+def _plain_ids(run_ids: Iterable) -> list[str]:
+    """The run ids among ``run_ids``, once each, in order (anything else names no run)."""
+    return [i for i in dict.fromkeys(run_ids) if isinstance(i, str) and ID_PATTERN.fullmatch(i)]
+
+
+def _chunks(items: Sequence, size: int = _CHUNK) -> Iterator[Sequence]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+class RunStore:
+    """The runs of a workbench (or a class), in the database at ``url``.
+
+    Parameters
+    ----------
+    url : str
+        A SQLAlchemy URL: ``sqlite:///runs.db`` (a file; relative to the working directory) or
+        ``postgresql+psycopg://user:password@host/dbname``.
+    create : bool
+        Make the tables in an empty database (default). With ``False`` a missing SQLite file or
+        an empty database is refused (``export`` reads; it never creates a store).
+
+    Raises
+    ------
+    StoreOpenError
+        The URL is not SQLite/PostgreSQL, the file is missing (``create=False``), corrupt or
+        another program's database, the store was made by a newer workbench, or the server
+        cannot be reached. The message names the store (its password hidden) and says why.
+
+    Notes
+    -----
+    One engine (connection pool) per store; forked worker processes (``serve --num-procs``) drop
+    the connections they inherited and open their own.
+    """
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        self.url = parse_url(url)
+        self.where = shown(self.url)
+        if self.url.get_backend_name() == "sqlite" and not create and not Path(self.url.database).is_file():
+            raise StoreOpenError(f"Store not opened: there is no store at {self.where} (no such file).")
+        self.engine = make_engine(self.url)
+        self.dialect = self.engine.dialect.name
+        try:
+            self.version = schema.open_store(self.engine, create=create)
+        except schema.SchemaProblem as problem:
+            self.engine.dispose()
+            raise StoreOpenError(f"Store not opened: {self.where}: {problem}.") from None
+        except SQLAlchemyError as error:
+            self.engine.dispose()
+            raise store_error(error, self.url, "Store not opened", StoreOpenError) from None
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: (s := ref()) is not None and s.engine.dispose(close=False))
+
+    def __repr__(self) -> str:
+        return f"RunStore({self.where!r})"
+
+    def close(self) -> None:
+        """Close the store's connections (it opens new ones if used again)."""
+        self.engine.dispose()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- transactions ----------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self, what: str) -> Iterator[Connection]:
+        """A write transaction; a driver error becomes ``StoreError("<what>: …")``."""
+        try:
+            with self.engine.connect().execution_options(store_write=True) as conn, conn.begin():
+                yield conn
+        except IntegrityError:
+            raise
+        except SQLAlchemyError as error:
+            raise store_error(error, self.url, what) from None
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except SQLAlchemyError as error:
+            raise store_error(error, self.url, "Runs not read") from None
+
+    @staticmethod
+    def _changed(conn: Connection) -> None:
+        conn.execute(update(meta).where(meta.c.name == "changes").values(value=meta.c.value + 1))
+
+    # --- one run ---------------------------------------------------------------------------
+
+    def save(self, record: ExperimentRecord) -> None:
+        """Store ``record`` as a new run, durably (committed when this returns); never overwrite.
+
+        Raises
+        ------
+        StoreError
+            ``"Run not saved: …"``: a run with this id exists, or the store is read-only, full,
+            unreachable or damaged. Nothing is half-written.
+        """
+        row = _record_row(record, record.to_json(), self.dialect)
+        try:
+            with self._write("Run not saved") as conn:
+                conn.execute(runs.insert().values(**row))
+                self._changed(conn)
+        except IntegrityError:
+            raise StoreError(f"Run not saved: a run with id {record.id} already exists.") from None
+
+    def get(self, run_id: str) -> ExperimentRecord:
+        """The run called ``run_id``.
+
+        Raises
+        ------
+        ValueError
+            ``run_id`` is not ``[A-Za-z0-9_-]{1,64}``.
+        KeyError
+            No such run.
+        RecordError
+            The stored text is not a record (only a store edited by hand).
+        StoreError
+            The store cannot be read.
+        """
+        _check_id(run_id)
+        with self._read() as conn:
+            text = conn.execute(select(runs.c.record).where(runs.c.id == run_id)).scalar()
+        if text is None:
+            raise KeyError(run_id)
+        return stored_record(text)
+
+    def update_explanation(self, run_id: str, explanation: str | None) -> ExperimentRecord:
+        """Replace the explanation of run ``run_id``; everything else in the record stays.
+
+        Parameters
+        ----------
+        run_id : str
+        explanation : str or None
+            Already cleaned by the caller; ``None`` removes it. At most 2000 characters.
+
+        Returns
+        -------
+        ExperimentRecord
+            The run as now stored (its own schema version kept).
+
+        Raises
+        ------
+        ValueError
+            A bad id, or text a record cannot hold (:class:`RecordError`, naming the field).
+        KeyError
+            No such run.
+        StoreError
+            ``"Explanation not saved: …"``; the run is left as it was.
+        """
+        check_text("explanation", explanation)
+        _check_id(run_id)
+        with self._write("Explanation not saved") as conn:
+            text = conn.execute(select(runs.c.record).where(runs.c.id == run_id).with_for_update()).scalar()
+            if text is None:
+                raise KeyError(run_id)
+            record = stored_record(text)
+            data = record.to_dict()
+            data["explanation"] = explanation
+            record = ExperimentRecord(**data)
+            conn.execute(update(runs).where(runs.c.id == run_id).values(
+                explanation=column_text(explanation, self.dialect), has_explanation=bool(explanation),
+                record=record.to_json()))
+            self._changed(conn)
+        return record
+
+    # --- many runs -------------------------------------------------------------------------
+
+    def _where(self, f: RunFilter | None) -> list:
+        if f is None:
+            return []
+        where = []
+        for name in ("learner", "label"):
+            text = getattr(f, name).strip()
+            if text:
+                where.append(contains_any_case(runs.c[name], text, self.dialect))
+        for name in ("mode", "failure_mode"):
+            if getattr(f, name):
+                where.append(runs.c[name] == column_text(getattr(f, name), self.dialect))
+        for name in ("causal", "has_prediction", "has_explanation"):
+            if getattr(f, name) is not None:
+                where.append(runs.c[name] == bool(getattr(f, name)))
+        if f.has_failed_checks is not None:
+            where.append(runs.c.failed_checks != "" if f.has_failed_checks else runs.c.failed_checks == "")
+        if f.created_from is not None:
+            where.append(runs.c.created_at >= f.created_from)
+        if f.created_before is not None:
+            where.append(runs.c.created_at < f.created_before)
+        if f.ids is not None:
+            ids = list(f.ids)
+            if len(ids) > _CHUNK:
+                raise ValueError(f"a filter takes at most {_CHUNK} ids, got {len(ids)}")
+            where.append(runs.c.id.in_(_plain_ids(ids)))
+        return where
+
+    @staticmethod
+    def _order(sort: Sequence[tuple[str, str]]) -> list:
+        order = []
+        for name, direction in sort:
+            if name not in SORTABLE:
+                raise ValueError(f"cannot sort runs by {name!r}; sortable: {', '.join(SORTABLE)}")
+            if direction not in ("asc", "desc"):
+                raise ValueError(f"sort direction must be 'asc' or 'desc', not {direction!r}")
+            column = runs.c[name]
+            # The same place for missing numbers on both dialects (PostgreSQL puts NULL last, SQLite first).
+            order.append((column.asc() if direction == "asc" else column.desc()).nulls_last())
+        return [*order, runs.c.id.asc()]
+
+    def query(self, filters: RunFilter | None = None, *, sort: Sequence[tuple[str, str]] = DEFAULT_SORT,
+              limit: int | None = None, offset: int = 0) -> RunPage:
+        """The runs that pass ``filters``, sorted, one page of them, and how many pass in all.
+
+        Parameters
+        ----------
+        filters : RunFilter, optional
+        sort : sequence of (column, "asc" | "desc")
+            Columns from :data:`SORTABLE`; ties are broken by id. Default: oldest first.
+        limit, offset : int
+            The page (``ORDER BY … LIMIT … OFFSET``); ``limit=None`` gives every run.
+
+        Raises
+        ------
+        ValueError
+            An unknown sort column or direction, a negative limit or offset.
+        StoreError
+            The store cannot be read.
+        """
+        if (limit is not None and limit < 0) or offset < 0:
+            raise ValueError("limit and offset must be 0 or more")
+        where, order = self._where(filters), self._order(sort)
+        with self._read() as conn:
+            total = conn.execute(select(func.count()).select_from(runs).where(*where)).scalar_one()
+            statement = select(*_SUMMARY_COLUMNS).where(*where).order_by(*order).offset(offset)
+            if limit is not None:
+                statement = statement.limit(limit)
+            page = [RunSummary.from_row(row) for row in conn.execute(statement).mappings()]
+        return RunPage(page, total)
+
+    def count(self, filters: RunFilter | None = None) -> int:
+        """How many runs pass ``filters`` (all runs without)."""
+        with self._read() as conn:
+            return conn.execute(select(func.count()).select_from(runs).where(*self._where(filters))).scalar_one()
+
+    def modes(self) -> list[str]:
+        """The distinct run titles in the store (for a mode filter's choices), unordered."""
+        with self._read() as conn:
+            return [m for (m,) in conn.execute(select(runs.c.mode).distinct())]
+
+    def change_token(self) -> int:
+        """A number that changes whenever a run is saved, explained or imported (one indexed read).
+
+        An open page polls it and re-queries only when it moved.
+        """
+        with self._read() as conn:
+            return conn.execute(select(meta.c.value).where(meta.c.name == "changes")).scalar_one()
+
+    def existing_ids(self, run_ids: Iterable[str]) -> set[str]:
+        """Which of ``run_ids`` are in the store."""
+        wanted = _plain_ids(run_ids)
+        found: set[str] = set()
+        with self._read() as conn:
+            for chunk in _chunks(wanted):
+                found.update(conn.execute(select(runs.c.id).where(runs.c.id.in_(chunk))).scalars())
+        return found
+
+    def _stream(self, columns: list, filters: RunFilter | None, ids: Sequence[str] | None,
+                sort: Sequence[tuple[str, str]], batch: int) -> Iterator:
+        """Rows (mappings) of ``columns``: by ``ids`` in their order (missing ids left out), else
+        every run passing ``filters`` in ``sort`` order; fetched ``batch`` at a time."""
+        if ids is not None:
+            ids = _plain_ids(ids)
+            with self._read() as conn:
+                for chunk in _chunks(ids):
+                    got = {row["id"]: row for row in conn.execute(
+                        select(runs.c.id, *columns).where(runs.c.id.in_(chunk))).mappings()}
+                    yield from (got[i] for i in chunk if i in got)
+            return
+        statement = select(runs.c.id, *columns).where(*self._where(filters)).order_by(*self._order(sort))
+        with self._read() as conn:
+            result = conn.execution_options(stream_results=True, yield_per=batch).execute(statement)
+            yield from result.mappings()
+
+    def iter_texts(self, filters: RunFilter | None = None, *, ids: Sequence[str] | None = None,
+                   sort: Sequence[tuple[str, str]] = DEFAULT_SORT, batch: int = 1000) -> Iterator[str]:
+        """Each run's stored record text, exactly as ``export`` writes it, streamed.
+
+        By ``ids`` (in that order; ids not in the store are left out) or by ``filters`` and
+        ``sort`` (all runs, oldest first, without either).
+        """
+        for row in self._stream([runs.c.record], filters, ids, sort, batch):
+            yield row["record"]
+
+    def iter_records(self, filters: RunFilter | None = None, *, ids: Sequence[str] | None = None,
+                     sort: Sequence[tuple[str, str]] = DEFAULT_SORT, batch: int = 1000) -> Iterator[ExperimentRecord]:
+        """:meth:`iter_texts` as :class:`ExperimentRecord` objects."""
+        for text in self.iter_texts(filters, ids=ids, sort=sort, batch=batch):
+            yield stored_record(text)
+
+    def iter_summaries(self, filters: RunFilter | None = None, *, ids: Sequence[str] | None = None,
+                       sort: Sequence[tuple[str, str]] = DEFAULT_SORT, batch: int = 1000) -> Iterator[RunSummary]:
+        """Like :meth:`iter_records`, as summaries read from the columns (no JSON parsed): the CSV."""
+        columns = [c for c in _SUMMARY_COLUMNS if c.name != "id"]
+        for row in self._stream(columns, filters, ids, sort, batch):
+            yield RunSummary.from_row(row)
+
+    # --- import ----------------------------------------------------------------------------
+
+    def import_records(self, records: Sequence[ExperimentRecord]) -> ImportOutcome:
+        """Add ``records`` (already validated) in one transaction: all of them or none.
+
+        A run whose id is already in the store is skipped when its content is the same and
+        refused when it differs (the stored run is never overwritten); within ``records`` the
+        first of an id counts the same way.
+
+        Raises
+        ------
+        StoreError
+            ``"Runs not imported: …"``; nothing of ``records`` was added.
+        """
+        for attempt in range(3):
+            try:
+                return self._import_once(records)
+            except IntegrityError:
+                # Another process added one of these ids after we looked: look again.
+                if attempt == 2:
+                    raise StoreError("Runs not imported: other imports kept adding the same runs; "
+                                     "try again.") from None
+        raise AssertionError("unreachable")
+
+    def _import_once(self, records: Sequence[ExperimentRecord]) -> ImportOutcome:
+        imported, skipped, refused, rows = [], [], [], []
+        with self._write("Runs not imported") as conn:
+            stored: dict[str, object] = {}
+            ids = list(dict.fromkeys(r.id for r in records))
+            for chunk in _chunks(ids):
+                for run_id, text in conn.execute(select(runs.c.id, runs.c.record).where(runs.c.id.in_(chunk))):
+                    stored[run_id] = text
+            for record in records:
+                held = stored.get(record.id)
+                if held is None:
+                    text = record.to_json()
+                    rows.append(_record_row(record, text, self.dialect))
+                    stored[record.id] = record
+                    imported.append(record.id)
+                    continue
+                same = (held == record if isinstance(held, ExperimentRecord)
+                        else json.loads(held) == record.to_dict())
+                (skipped if same else refused).append(record.id)
+            for chunk in _chunks(rows):
+                conn.execute(runs.insert(), list(chunk))
+            if rows:
+                self._changed(conn)
+        return ImportOutcome(imported, skipped, refused)
+
+
+__all__ = ["DEFAULT_SORT", "SORTABLE", "ImportOutcome", "RunFilter", "RunPage", "RunStore", "StoreError",
+           "StoreOpenError", "stored_record"]

@@ -1,0 +1,207 @@
+"""The store's tables, their version, and the steps that bring an older store up to date.
+
+Two tables, named ``workbench_*`` so a class's PostgreSQL database can hold other things too:
+
+- ``workbench_runs``: one row per run. ``record`` is the run's strict-JSON experiment record,
+  exactly the text ``export`` writes; the other columns are copies of what the instructor page
+  filters, sorts, counts and draws by (and what the CSV holds), each taken from the record when
+  it is saved, indexed where a filter or a sort uses it.
+- ``workbench_meta``: ``store_version`` (the version of these tables) and ``changes`` (a counter
+  every save, explanation and import raises in its own transaction: the cheap "anything new?"
+  of an open instructor page).
+
+A store is opened by :func:`open_store`: a new, empty database gets the tables; a store at an
+older version is upgraded on the spot by the steps in :data:`UPGRADES`, in one transaction; a
+newer one, and a database holding other tables but not ours, are refused with a message. Version
+1 is the first release's.
+
+Left out: the queries (:mod:`app.store.runs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    inspect,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection, Engine
+
+from app.store.dialects import prepare_store
+
+metadata = MetaData()
+
+
+class UTCDateTime(TypeDecorator):
+    """An aware UTC datetime on both dialects (SQLite keeps no offset: stored as UTC, read as UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("a store time must be timezone-aware")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value, dialect):
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# BigInteger on PostgreSQL; SQLite's autoincrementing key must be declared INTEGER.
+_SEQ = BigInteger().with_variant(Integer(), "sqlite")
+
+runs = Table(
+    "workbench_runs", metadata,
+    Column("seq", _SEQ, primary_key=True, autoincrement=True),  # order of arrival in this store
+    Column("id", String(64), nullable=False, unique=True),
+    Column("created_at", UTCDateTime(), nullable=False),
+    Column("learner", String(100)),
+    Column("label", String(100)),
+    Column("mode", String(100), nullable=False),  # the run's title, run_title(): the mode filter
+    Column("failure_mode", String(32), nullable=False),
+    Column("causal", Boolean, nullable=False),
+    Column("mask_after_softmax", Boolean, nullable=False),
+    Column("T", Integer, nullable=False),
+    Column("d_k", Integer, nullable=False),
+    Column("d_model", Integer),
+    Column("total_future_weight", Float),
+    Column("min_row_sum", Float),
+    Column("max_row_sum_error", Float),
+    Column("failed_checks", String(2200), nullable=False),  # names joined by ";", "" when none
+    Column("has_prediction", Boolean, nullable=False),
+    Column("has_explanation", Boolean, nullable=False),
+    Column("prediction", Text),
+    Column("explanation", Text),
+    Column("notes", Text),
+    Column("schema_version", Integer, nullable=False),  # the record's, not the tables'
+    Column("record", Text, nullable=False),
+)
+
+# Every column a filter or a sort of the instructor page uses; created_at with id, the default
+# order. Text filters are "contains", which no B-tree index serves; their sorts are.
+_INDEXED = ("learner", "label", "mode", "failure_mode", "causal", "T", "d_k", "total_future_weight",
+            "min_row_sum", "failed_checks", "has_prediction", "has_explanation")
+Index("ix_workbench_runs_created_at_id", runs.c.created_at, runs.c.id)
+for _name in _INDEXED:
+    Index(f"ix_workbench_runs_{_name.lower()}", runs.c[_name])
+
+meta = Table(
+    "workbench_meta", metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", BigInteger, nullable=False),
+)
+
+TABLES = (runs.name, meta.name)
+
+
+def _create(conn: Connection) -> None:
+    """A new store: the current tables, at the current version."""
+    metadata.create_all(conn)
+    conn.execute(meta.insert(), [{"name": "store_version", "value": current_version()},
+                                 {"name": "changes", "value": 0}])
+
+
+# UPGRADES[n] brings a store at version n + 1 to version n + 2: a later release that changes the
+# tables appends a step (and changes the Table definitions above, which a new store is made
+# from), never editing an old step. tests/test_store.py upgrades a store through an added step.
+UPGRADES: list[Callable[[Connection], None]] = []
+
+
+def current_version() -> int:
+    """The version of the tables this workbench writes: 1, plus one per entry of :data:`UPGRADES`."""
+    return 1 + len(UPGRADES)
+
+
+class SchemaProblem(Exception):
+    """Why a database cannot be used as a store (a sentence without the store's name)."""
+
+
+def stored_version(conn: Connection) -> int | None:
+    """The store's version, ``None`` for an empty database; :class:`SchemaProblem` for a foreign one."""
+    names = set(inspect(conn).get_table_names())
+    if meta.name not in names:
+        if runs.name in names:
+            raise SchemaProblem(f"it has a {runs.name} table but no {meta.name} table: not a store "
+                                "this workbench made")
+        if names and conn.dialect.name == "sqlite":
+            shown = ", ".join(sorted(names)[:5]) + (", …" if len(names) > 5 else "")
+            raise SchemaProblem(f"it is another program's database (tables: {shown})")
+        return None
+    row = conn.execute(select(meta.c.value).where(meta.c.name == "store_version")).first()
+    if row is None:
+        raise SchemaProblem(f"its {meta.name} table has no store_version")
+    return int(row[0])
+
+
+def upgrade(conn: Connection, found: int | None) -> int:
+    """Make a new store (``found`` None) or run the steps from version ``found`` to the current one.
+
+    Returns the version now stored.
+
+    Raises
+    ------
+    SchemaProblem
+        ``found`` is newer than this workbench's version.
+    """
+    target = current_version()
+    if found is None:
+        _create(conn)
+        return target
+    if found > target:
+        raise SchemaProblem(
+            f"it was made by a newer attention-workbench (store version {found}; this one reads "
+            f"versions up to {target}): upgrade attention-workbench, or choose another --store")
+    for step in UPGRADES[found - 1:]:
+        step(conn)
+    if found < target:
+        conn.execute(update(meta).where(meta.c.name == "store_version").values(value=target))
+    return target
+
+
+def open_store(engine: Engine, *, create: bool) -> int:
+    """Check (and unless it is current, create or upgrade) the store behind ``engine``.
+
+    Returns the store's version. Raises :class:`SchemaProblem` for a foreign or newer database, or
+    with ``create=False`` for an empty one; driver errors (a corrupt file, a server that cannot
+    be reached) propagate as SQLAlchemy errors.
+    """
+    with engine.connect() as conn:
+        found = stored_version(conn)
+        conn.rollback()
+    if found is not None and found <= current_version():
+        prepare_store(engine)
+    if found == current_version():
+        return found
+    if found is None and not create:
+        raise SchemaProblem("it holds no runs yet (no store tables)")
+    # Check again inside a write transaction: two processes starting at once upgrade once.
+    with engine.connect().execution_options(store_write=True) as conn, conn.begin():
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7100151)")  # the upgrade's own lock
+        version = upgrade(conn, stored_version(conn))
+    prepare_store(engine)
+    return version
+
+
+__all__ = ["TABLES", "UPGRADES", "SchemaProblem", "UTCDateTime", "current_version", "meta", "metadata",
+           "open_store", "runs", "stored_version", "upgrade"]
