@@ -163,7 +163,7 @@ def test_the_page_lists_summaries_and_reads_full_records_only_to_compare(store):
 
 
 def test_a_groups_points_start_on_its_number_and_spread_around_it(tmp_path):
-    store = RunStore(tmp_path / "runs")
+    store = sqlite_store(tmp_path / "runs")
     for minutes in range(12):
         store.save(make_record("no_mask" if minutes == 5 else "correct", minutes=minutes))
     chart = ClassChartView(state=InstructorState(store=store))
@@ -233,17 +233,16 @@ def test_two_exports_in_one_second_get_different_file_names(store):
 
 
 def test_the_bundles_skip_reasons_are_sentences_naming_the_run(store):
-    (store.directory / "broken.json").write_text("{")
     s = InstructorState(store=store)
     gone = s.filtered[0].id
-    (store.directory / f"{gone}.json").unlink()  # gone between the listing and the export
-    skipped = json.loads(s.export("json"))["skipped"]
-    assert [entry["file"] for entry in skipped] == ["broken.json", f"{gone}.json"]
-    assert skipped[0]["reason"].startswith(
-        "Run broken was left out of this export: its file broken.json is not valid JSON: ")
-    assert skipped[1]["reason"] == (f"Run {gone} was left out of this export: its file {gone}.json "
-                                    "could not be read (No such file or directory).")
-    assert all(entry["reason"].endswith(".") for entry in skipped)
+    delete_run(store, gone)  # gone between the listing and the export
+    bundle = json.loads(s.export("json"))
+    assert [r["id"] for r in bundle["runs"]] == [r.id for r in s.filtered[1:]]
+    assert bundle["skipped"] == [{"file": gone, "reason": f"Run {gone} was left out of this export: it is no "
+                                                          "longer in the store (removed after the page listed it)."}]
+    s.problems = [("broken.json", "not valid JSON: Expecting value")]  # an import's bad file, say
+    assert json.loads(s.export("json"))["skipped"][0]["reason"] == (
+        "Run broken was left out of this export: its file broken.json is not valid JSON: Expecting value.")
 
 
 def test_problems_are_escaped(store):

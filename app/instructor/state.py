@@ -9,6 +9,7 @@ and the CSV give it. Left out: widgets and layout (the views in this package).
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -136,8 +137,24 @@ class InstructorState(param.Parameterized):
         return compared
 
     def export(self, fmt: str) -> str:
-        """The filtered runs as a JSON bundle (each record exactly as stored) or as CSV."""
+        """The filtered runs as a JSON bundle (each record exactly as stored) or as CSV.
+
+        A run listed but gone from the store by the time of the export is named in the bundle's
+        ``skipped``, as a sentence.
+        """
         if fmt == "json":
-            return export_json(self.store.iter_texts(ids=[r.id for r in self.filtered]),
-                               [(name, skip_sentence(name, reason)) for name, reason in self.problems])
+            wanted = [r.id for r in self.filtered]
+            found: set[str] = set()
+            skipped = [(name, skip_sentence(name, reason)) for name, reason in self.problems]
+
+            def texts():
+                for text in self.store.iter_texts(ids=wanted):
+                    found.add(json.loads(text)["id"])
+                    yield text
+                # Read by export_json after the last run, so the runs found decide.
+                skipped.extend((run_id, f"Run {run_id} was left out of this export: it is no longer in the "
+                                        "store (removed after the page listed it).")
+                               for run_id in wanted if run_id not in found)
+
+            return export_json(texts(), skipped)
         return export_csv(self.filtered)
