@@ -212,7 +212,7 @@ def test_runs_used_here_cover_every_input_mode_and_show_the_bug():
 def test_the_saved_runs_view_shows_the_chosen_runs_test_in_either_language(tmp_path):
     from app.learner.page import LearnerPage
 
-    page = LearnerPage(store=RunStore(tmp_path / "runs"))
+    page = LearnerPage(store=RunStore(sqlite_url(tmp_path / "runs.db")))
     s, view = page.state, page.runs.exercise_test
     assert (view.text, view.run, view.copy.disabled) == ("", None, True)
     s.param.update(prediction="token 2 cannot read token 3")
