@@ -2,12 +2,12 @@
 
 Each learner is a ``bokeh.client`` session (a real websocket session of the real server, which
 builds the whole learner page for it) driven from its own thread: it types a new ``Query 3``
-every few seconds (a cell of the page's input grid, sent as the grid's whole value as a browser
+every few seconds (a cell of the page's input grid, sent as that cell's edit as a browser
 sends it; ``Query 3, component 1`` at ``size="largest"``, where each learner first sets 8 tokens,
 values on and d_k = d_v = 4 through the page's own controls) and, every fifth edit, writes a
 prediction and presses ``Save run``, then waits until the page's Saved runs ticks (a
-CheckBoxGroup, one "Run N…" label per run) show the new run. An edit is timed from setting the
-grid's value in the client document until the client has received the new ``weights-source``
+CheckBoxGroup, one "Run N…" label per run) show the new run. An edit is timed from sending the
+cell's edit from the client document until the client has received the new ``weights-source``
 data, i.e. one full round trip through the server's recompute. Memory is the server's RSS;
 issue 13 allows 4 MiB per open page.
 
@@ -91,22 +91,24 @@ SIZES = {"default": None, "largest": (8, 4)}  # tokens, d_k = d_v; None: the pag
 
 
 def _grid_cell(doc, label: str):
-    """The input grid's data model holding the cell named ``label``, and the cell's place."""
+    """The input grid's model holding the cell named ``label``, and the cell's place."""
     from panel.models.esm import ReactiveESM
 
     for model in doc.select({"type": ReactiveESM}):
         for i, row in enumerate(getattr(model.data, "labels", None) or []):
             if label in row:
-                return model.data, i, row.index(label)
+                return model, i, row.index(label)
     raise LookupError(f"no grid cell is named {label!r}")
 
 
 def _type(doc, label: str, text: str) -> None:
-    """Type ``text`` into the cell ``label`` as the browser does: the grid's whole new value."""
-    data, i, j = _grid_cell(doc, label)
-    value = [list(row) for row in data.value]
-    value[i][j] = text
-    data.value = value
+    """Type ``text`` into the cell ``label`` as the browser does: that cell's edit, counted,
+    as a Bokeh event to the grid (``model.send_msg`` in app/shared/grid.py)."""
+    from panel.models.esm import DataEvent
+
+    model, _, _ = _grid_cell(doc, label)
+    edit = {"seq": model.data.acked + 1, "label": label, "text": text}
+    doc.callbacks.send_event(DataEvent(model, edit))
 
 
 def _largest_page(session, doc, size: str) -> None:

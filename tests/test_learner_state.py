@@ -56,11 +56,9 @@ def cell_text(page, label: str) -> str:
 
 
 def type_cell(page, label: str, text: str) -> None:
-    """Type ``text`` into the cell named ``label`` as the browser sends it: the grid's whole value."""
-    grid, i, j = find_cell(page, label)
-    value = [list(row) for row in grid.value]
-    value[i][j] = text
-    grid.value = value
+    """Type ``text`` into the cell named ``label`` as the browser sends it: that cell's edit."""
+    grid, _, _ = find_cell(page, label)
+    grid._handle_msg({"seq": grid.acked + 1, "label": label, "text": text})
 
 
 def readouts(page) -> str:

@@ -1,7 +1,7 @@
 """Vector and matrix inputs on the learner page, and a saved run opened again, without a browser.
 
 Each test builds a :class:`LearnerPage` over a runs directory of its own, sets what a widget would
-set (a grid's whole value, as the browser sends it) and asserts on the state, the views and the
+set (one cell's edit, as the browser sends it) and asserts on the state, the views and the
 records on disk. Seed 000's four-token trace and seed 003's √d_k lesson are the expected numbers.
 """
 
@@ -34,13 +34,11 @@ def learner(tmp_path):
 
 
 def type_cell(learner: LearnerPage, label: str, text: str) -> None:
-    """Type into the cell named ``label`` as the browser does: the grid sends its whole value."""
+    """Type into the cell named ``label`` as the browser does: the grid sends that cell's edit."""
     for grid in learner.inputs.grids:
-        for i, row in enumerate(grid.labels if grid.visible else []):
+        for row in grid.labels if grid.visible else []:
             if label in row:
-                value = [list(r) for r in grid.value]
-                value[i][row.index(label)] = text
-                grid.value = value
+                grid._handle_msg({"seq": grid.acked + 1, "label": label, "text": text})
                 return
     raise AssertionError(f"no visible cell is named {label!r}")
 
@@ -82,6 +80,28 @@ def test_changing_d_k_keeps_what_was_typed(learner):
     assert s.result.queries.tolist() == [1.0, 1.0, 1.0]  # one number per token again
     s.d_k = 3
     assert s.queries[1][:3] == ["1", "0.25", "0"] and s.result.queries[1].tolist() == [1.0, 0.25, 0.0]
+
+
+def test_an_edit_sent_before_a_preset_arrived_changes_only_its_cell_and_is_acknowledged(learner):
+    s, grid = learner.state, learner.inputs.grids[0]
+    # The browser drew the worked row; the learner clicks All equal, then types into Key 2 before
+    # the preset's numbers reach the page. The edit lands on the preset's grid, one cell only.
+    s.apply_preset("all_equal")
+    grid._handle_msg({"seq": 1, "label": "Key 2", "text": "abc"})
+    assert s.keys[:3] == [["2"] + ["0"] * 3, ["abc"] + ["0"] * 3, ["2"] + ["0"] * 3]
+    assert s.queries[0][0] == "1" and grid.acked == 1
+    assert list(s.field_errors) == ["Key 2"] and "'abc' is not a number" in s.field_errors["Key 2"]
+    assert grid.value[:3] == [["1", "2"], ["1", "abc"], ["1", "2"]]
+    # A cell the grid no longer has is dropped, but still acknowledged; so is a tick.
+    grid._handle_msg({"seq": 2, "label": "Key 7", "text": "5"})
+    assert grid.acked == 2 and "5" not in sum(s.keys, [])
+    grid._handle_msg({"seq": 3, "tick": 2, "checked": True})
+    assert s.padding[:3] == [False, False, True] and grid.acked == 3
+    # What the browser sends is untrusted: anything malformed is ignored.
+    for msg in (None, "x", {"label": "Key 1", "text": "7"}, {"seq": "4", "label": "Key 1", "text": "7"},
+                {"seq": 4, "label": "Key 1", "text": 7}, {"seq": 4, "tick": 99, "checked": True}):
+        grid._handle_msg(msg)
+    assert s.keys[0][0] == "2" and s.padding[:3] == [False, False, True]
 
 
 def test_bad_input_in_a_component_is_named_at_its_cell_and_keeps_the_last_result(learner):

@@ -259,10 +259,6 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
 
 def test_bad_input_shows_a_message_keeps_the_last_good_matrices_and_cannot_be_saved(server, page, watch):
     open_workbench(page, server)
-    # The page opens on the worked row's numbers: go elsewhere first, so the wait below is for
-    # the preset's own round trip, and nothing typed races it.
-    page.get_by_role("button", name="All equal").click()
-    wait_for_cell(page, "weights-source", 2, 2, lambda v: v is not None and abs(v - 0.5) < 5e-4)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     before = wait_for_cell(page, "weights-source", 2, 2, lambda v: v is not None and abs(v - 0.731) < 5e-4)
     for text, message in [("abc", "'abc' is not a number"), ("nan", "not a finite number"),
@@ -281,6 +277,77 @@ def test_bad_input_shows_a_message_keeps_the_last_good_matrices_and_cannot_be_sa
     type_number(page, "Key 3", "9")
     expect(page.get_by_role("alert")).to_have_count(0)
     expect(page.get_by_role("button", name="Save run")).to_be_enabled()
+
+
+# Holds back every message from the server while window.__held is an array (a slow connection,
+# made deterministic); window.__release() hands them to the page in order.
+HOLD_INCOMING_JS = """(() => {
+  window.__held = null;
+  const Original = window.WebSocket;
+  window.WebSocket = function (...args) {
+    const socket = new Original(...args);
+    let handler = null;
+    Object.defineProperty(socket, 'onmessage', {get: () => handler, set: f => { handler = f; }});
+    const deliver = e => handler && handler(e);
+    socket.addEventListener('message', e => {
+      if (window.__held !== null) window.__held.push(e); else deliver(e);
+    });
+    window.__release = () => {
+      const held = window.__held || [];
+      window.__held = null;
+      held.forEach(deliver);
+    };
+    return socket;
+  };
+  window.WebSocket.prototype = Original.prototype;
+  Object.assign(window.WebSocket, Original);
+})()"""
+
+# A held message that sets a grid's texts (the server's answer to a preset or a token count).
+HELD_GRID_VALUE_JS = """() => (window.__held || []).some(
+  e => typeof e.data === 'string' && /"attr": ?"value"/.test(e.data))"""
+
+
+def test_typing_while_a_presets_numbers_are_on_their_way_keeps_what_was_typed(server, page, watch):
+    page.add_init_script(HOLD_INCOMING_JS)
+    open_workbench(page, server)
+    page.evaluate("() => { window.__held = []; }")
+    page.get_by_role("button", name="All equal").click()
+    type_number(page, "Key 2", "abc")  # sent after the click, before its answer is in the page
+    page.wait_for_function(HELD_GRID_VALUE_JS)
+    page.evaluate("() => window.__release()")
+    expect(page.get_by_label("Key 3", exact=True)).to_have_value("2")  # the preset's (was 9)
+    expect(page.get_by_label("Key 2", exact=True)).to_have_value("abc")
+    expect(page.get_by_role("alert").filter(has_text="Key 2")).to_contain_text("'abc' is not a number")
+    expect(page.get_by_role("button", name="Save run")).to_be_disabled()
+    type_number(page, "Key 2", "2")
+    expect(page.get_by_role("alert")).to_have_count(0)
+    wait_for_cell(page, "weights-source", 2, 2, lambda v: v is not None and abs(v - 0.5) < 5e-4)
+
+
+def test_a_cell_being_typed_in_keeps_focus_caret_and_text_when_the_grid_changes_around_it(
+        server, page, watch):
+    page.add_init_script(HOLD_INCOMING_JS)
+    open_workbench(page, server)
+    query = page.get_by_label("Query 1", exact=True)
+    query.evaluate("e => { e.dataset.marked = 'yes'; }")
+    page.evaluate("() => { window.__held = []; }")
+    tokens = page.get_by_label("Tokens", exact=True)
+    tokens.fill("4")
+    tokens.press("Enter")
+    query.click()
+    query.press("Control+A")
+    page.keyboard.type("7")  # typed, not sent: the grid grows a row while the cell has focus
+    page.wait_for_function(HELD_GRID_VALUE_JS)
+    page.evaluate("() => window.__release()")
+    expect(page.get_by_label("Key 4", exact=True)).to_be_visible()
+    expect(query).to_be_focused()
+    expect(query).to_have_value("7")
+    assert query.evaluate("e => e.dataset.marked") == "yes"  # the same <input>, not a new one
+    page.keyboard.type("5")  # the caret stayed at the end of what was typed
+    expect(query).to_have_value("75")
+    page.keyboard.press("Enter")
+    wait_for_cell(page, "scores-source", 1, 1, lambda v: v == 75.0)  # query 1 · key 1 = 75 × 1
 
 
 def test_token_count_keeps_what_was_typed(server, page, watch):
