@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import subprocess
@@ -179,3 +180,40 @@ def test_export_and_import_do_not_load_panel(runs, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, timeout=60)
     assert b"PANEL False False" in done.stderr, done.stderr
     assert b"skipped 3 already in the store" in done.stdout, done.stdout
+
+
+def test_import_takes_files_folders_and_bundles_reports_each_and_exits_1_only_when_nothing_was_read(
+        tmp_path, capsys):
+    url = sqlite_url(tmp_path / "class.db")
+    laptop = tmp_path / "laptop" / "runs"
+    laptop.mkdir(parents=True)
+    records = [make_record(minutes=m, learner="Ada") for m in range(4)]
+    for r in records[:2]:
+        (laptop / f"{r.id}.json").write_text(r.to_json())
+    (laptop / ".summary-index.json").write_text("{}")  # an old index: hidden, left alone
+    (laptop / "notes.json").write_text("{not json")
+    bundle = tmp_path / "class-runs.json"
+    with RunStore(url) as store:
+        store.save(records[0])
+    from app.store import export_json
+
+    bundle.write_text(export_json([records[0], dataclasses.replace(records[1], learner="Mallory"), records[2]]))
+    naive = records[3].to_dict() | {"created_at": "2025-01-31T09:18:02.123456"}
+    other = tmp_path / "other-tool.json"
+    other.write_text(json.dumps(naive))
+    assert main(["import", "--store", url, str(tmp_path / "laptop"), str(bundle), str(other),
+                 str(tmp_path / "missing.json")]) == 0
+    out = capsys.readouterr().out
+    assert f"{laptop / records[0].id}.json: imported 0, skipped 1 already in the store" in out
+    assert f"{laptop / records[1].id}.json: imported 1" in out
+    assert f"{laptop / 'notes.json'}: not read: not valid JSON" in out
+    assert f"{bundle}: imported 1, skipped 1 already in the store, refused 1 whose id is in the store with " \
+           f"different content ({records[1].id})" in out
+    assert "created_at 2025-01-31T09:18:02.123456 has no UTC offset; imported as UTC" in out
+    assert f"{tmp_path / 'missing.json'}: not read: no such file or folder" in out
+    assert out.rstrip().splitlines()[-1].startswith(
+        "imported 3 runs, skipped 2 already in the store, refused 1 (same id, different content), 0 not valid, "
+        "2 of 6 files not read")
+    with RunStore(url) as store:
+        assert [r.learner for r in store.iter_records()] == ["Ada"] * 4
+    assert main(["import", "--store", url, str(tmp_path / "missing.json"), str(laptop / "notes.json")]) == 1

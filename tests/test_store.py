@@ -10,9 +10,15 @@ import csv
 import dataclasses
 import io
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect
@@ -434,3 +440,68 @@ def test_records_older_than_now_sort_by_their_utc_time_not_their_text(store):
     early = dict(make_record(minutes=0).to_dict(), id="early", created_at="2025-01-31T10:00:00+02:00")
     store.import_records([ExperimentRecord.from_dict(early), make_record(minutes=0)])
     assert [r.id for r in store.query().runs][0] == "early"
+
+
+# --- reliability: several processes, and a writer killed mid-save ---------------------------
+
+
+TESTS = Path(__file__).resolve().parent
+WRITER = TESTS / "store_writer.py"
+
+
+def writer_env() -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+
+
+def test_four_processes_saving_fifty_runs_each_lose_nothing(store_url, tmp_path):
+    # Without the busy timeout and IMMEDIATE transactions, SQLite's writers fail with "database is locked".
+    RunStore(store_url).close()  # made once, so the writers race on saves, not on creating tables
+    go = tmp_path / "go"
+    writers = [subprocess.Popen([sys.executable, str(WRITER), store_url, "50", str(go)], env=writer_env(),
+                                stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    go.touch()
+    results = [w.communicate(timeout=300) for w in writers]
+    assert [w.returncode for w in writers] == [0, 0, 0, 0], [err[-2000:] for _, err in results]
+    with RunStore(store_url) as store:
+        assert store.count() == 200
+        records = list(store.iter_records())
+        assert len({r.id for r in records}) == 200
+        assert sorted({r.learner for r in records}) == sorted(f"writer {w.pid}" for w in writers)
+        assert store.change_token() == 200
+
+
+def test_a_writer_killed_mid_save_loses_no_committed_run_and_the_store_opens(store_url, tmp_path):
+    RunStore(store_url).close()
+    done = tmp_path / "committed.txt"
+    writer = subprocess.Popen([sys.executable, str(WRITER), store_url, "0", "-", str(done)], env=writer_env())
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not done.exists() or len(done.read_text().split()) < 20):
+            time.sleep(0.01)
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=30)
+    assert writer.returncode == -signal.SIGKILL
+    committed = done.read_text().split()
+    assert len(committed) >= 20
+    with RunStore(store_url) as store:  # opens: nothing half-written to recover by hand
+        texts = list(store.iter_texts())
+        ids = {json.loads(t)["id"] for t in texts}
+        assert set(committed) <= ids and len(ids) - len(committed) <= 1  # at most the one in flight
+        for text in texts[:3]:  # jsonschema is slow on 16×16×64 contributions: a sample suffices
+            check_strict(ExperimentRecord.from_json(text))
+        for text in texts:
+            json.loads(text, parse_constant=refuse_constant)
+        store.save(make_record())  # and takes new runs
+
+
+def test_an_invalid_record_in_a_bundle_is_reported_and_the_others_imported(store):
+    good = make_record()
+    bad = dict(make_record(minutes=1).to_dict())
+    bad["inputs"] = dict(bad["inputs"], queries=["1", 2, 3])
+    bundle = json.dumps({"format": "attention-workbench-runs", "runs": [bad, good.to_dict()], "skipped": []})
+    report = import_data(store, "bundle.json", bundle.encode())
+    assert report.read and report.imported == [good.id]
+    assert [where for where, _ in report.invalid] == ["runs[0]"]
+    assert "inputs.queries" in report.invalid[0][1]
+    assert report.lines()[1].startswith("bundle.json runs[0]: not imported: not an experiment record: inputs.queries")
