@@ -129,6 +129,18 @@ def test_worked_row_and_broken_mode_as_the_seed_says(state):
     assert set(r.failed_checks) == {"mask", "row_sums"}
 
 
+def test_saved_runs_name_failed_checks_by_the_titles_the_checklist_shows(state):
+    from app.learner.runs import runs_columns
+
+    state.apply_preset("worked_row")
+    state.prediction = "Row 2 loses its future weight."
+    state.save_run()
+    state.mask_after_softmax = True
+    state.save_run()
+    assert runs_columns(state.saved)["failed checks"] == [
+        "none", "Mask applied before softmax; Row sums equal 1"]
+
+
 def test_the_broken_checkbox_and_the_failure_mode_are_one_setting(page, state):
     state.failure_mode = "mask_after_softmax"
     assert state.mask_after_softmax and page.inputs.toggles[2].value == ["Mask after softmax (broken)"]

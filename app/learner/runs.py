@@ -23,6 +23,7 @@ from app.learner.state import LearnerState
 from app.shared.compare import ComparisonView
 from app.shared.heatmap import format_number
 from app.store import StoreError, export_csv, export_json
+from attention_core.checks import CHECK_TITLES
 
 EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
                     "violate it?")  # seed 003's explain checkpoint
@@ -61,7 +62,7 @@ def runs_columns(records) -> dict[str, list[str]]:
         "mode": [r.title for r in records],
         "future-token weight": [number(r.total_future_weight) for r in records],
         "smallest row sum": [number(r.min_row_sum) for r in records],
-        "failed checks": [", ".join(r.failed_checks) or "none" for r in records],
+        "failed checks": ["; ".join(CHECK_TITLES.get(n, n) for n in r.failed_checks) or "none" for r in records],
         "explanation": [r.explanation or "—" for r in records],
     }
 
