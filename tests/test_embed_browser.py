@@ -305,6 +305,7 @@ def test_learner_text_from_the_course_page_is_shown_literally_and_cut_to_its_lim
     wait_to_hear(page, "experiment-recorded", 1)
     [message] = heard(page, "experiment-recorded")
     assert message["data"]["instanceId"] == "lesson-10"
+    assert message["data"]["url"] == f"{app_origin(server)}/?run={message['data']['run']['id']}"
     saved = {r["id"]: r for r in server.records()}[message["data"]["run"]["id"]]
     assert saved["learner"] == "L" * TEXT_LIMITS["learner"]
     assert saved["prediction"] == "It cannot."

@@ -41,7 +41,7 @@ HOST_FIELDS = ("learner", "prediction")
 MAP_SIZE = 176  # two maps side by side (each 140 px wider than this) in a 640 px column
 TITLE = "Self-attention workbench (embedded)"
 
-_BRIDGE_ESM = """
+_BRIDGE_ESM = r"""
 export function render({ model, view }) {
   // The parent's origin: Chromium and Safari list it, Firefox leaves the referrer's.
   function parentOrigin() {
@@ -56,8 +56,12 @@ export function render({ model, view }) {
   function post() {
     const message = model.message, origin = trustedParent()
     if (!origin || !message || !message.run) return
-    const url = new URL('./?run=' + encodeURIComponent(message.run.id), window.location.href).href
-    window.parent.postMessage({...message, url}, origin)
+    // The full workbench beside this page: /embed → /, behind any path prefix.
+    const url = new URL(window.location.href)
+    url.pathname = url.pathname.replace(/embed\/?$/, '')
+    url.search = '?run=' + encodeURIComponent(message.run.id)
+    url.hash = ''
+    window.parent.postMessage({...message, url: url.href}, origin)
   }
   function listen(event) {
     if (window.parent === window || event.source !== window.parent) return
