@@ -176,6 +176,10 @@ def test_text_from_the_course_page_is_cut_to_its_limit_and_says_so(embed):
     embed.take_host_text({"learner": "L" * 101})
     assert state.learner == "L" * 100 and "learner of 101 characters" in embed.host_message
     assert host_text("short", "learner") == ("short", "")
+    # Bidirectional overrides would mirror the rest of the line ("Prediction" read "noitciderP").
+    assert host_text("\u202eAda\u2066 L\x07\n", "learner") == ("Ada L\n", "")
+    embed.take_host_text({"learner": "\u202eevil", "prediction": "\u202eseen"})
+    assert (state.learner, state.prediction) == ("evil", "seen")
 
 
 def test_what_the_host_passed_is_shown_as_text_never_html():

@@ -33,6 +33,7 @@ from panel.custom import JSComponent
 from app.learner.checks import InvariantsView
 from app.learner.page import LearnerPage
 from app.learner.record import STATUS_CSS
+from app.shared.parsing import displayable
 from attention_core.records import TEXT_LIMITS, ExperimentRecord
 
 DEFAULT_INSTANCE = "attention-workbench"  # seed 003's explorable id
@@ -121,9 +122,10 @@ def recorded_event(record: ExperimentRecord, instance_id: str = DEFAULT_INSTANCE
 
 
 def host_text(text: str, field: str) -> tuple[str, str]:
-    """Text the course page passed for ``field`` ("learner" or "prediction"), at most its
+    """Text the course page passed for ``field`` ("learner" or "prediction"), without the
+    characters learner text never keeps (:func:`~app.shared.parsing.displayable`), at most its
     ``TEXT_LIMITS`` characters, and what the page says when it was longer (else "")."""
-    limit = TEXT_LIMITS[field]
+    text, limit = displayable(text), TEXT_LIMITS[field]
     if len(text) <= limit:
         return text, ""
     return text[:limit], (f"The course page passed a {field} of {len(text)} characters; the first "

@@ -76,6 +76,14 @@ def _refuse(field: str, reason: str) -> float:
     raise ValueError(f"{field}: {reason}")
 
 
+def displayable(text: str) -> str:
+    """``text`` without control characters other than newline and tab, and without the
+    bidirectional embedding, override and isolate controls (they could make a name display as
+    another)."""
+    return "".join(ch for ch in text if ch in "\n\t" or (
+        unicodedata.category(ch) not in ("Cc", "Cs") and ch not in _BIDI_CONTROLS))
+
+
 def clean_text(text: str | None, field: str) -> str | None:
     """Check one free-text field (learner, label, prediction, explanation, notes).
 
@@ -96,10 +104,7 @@ def clean_text(text: str | None, field: str) -> str | None:
     """
     if text is None:
         return None
-    kept = "".join(
-        ch for ch in text
-        if ch in "\n\t" or (unicodedata.category(ch) not in ("Cc", "Cs") and ch not in _BIDI_CONTROLS)
-    ).strip()
+    kept = displayable(text).strip()
     limit = TEXT_LIMITS[field]
     if len(kept) > limit:
         raise ValueError(f"{field.capitalize()} is {len(kept)} characters long; the limit is {limit}")
