@@ -41,8 +41,8 @@ def save_broken_run(page: Page, server) -> ExperimentRecord:
         expect(page.get_by_role("status").filter(has_text="Saved run “mine”")).to_be_visible()
     except AssertionError as error:  # a server-side exception in a save's watchers shows only there
         raise AssertionError(f"{error}\nserver log:\n{server.log.read_text()[-4000:]}") from None
-    (path,) = server.runs_dir.glob("*.json")
-    record = ExperimentRecord.from_json(path.read_text())
+    (text,) = server.texts()
+    record = ExperimentRecord.from_json(text)
     assert record.failure_mode == "mask_after_softmax" and record.min_row_sum < 0.5
     assert record.inputs["queries"] == [float(q) for q in QUERIES]
     return record
