@@ -136,9 +136,10 @@ def _where(path) -> str:
 def _first_error(data: Any) -> RecordError | None:
     from jsonschema.exceptions import best_match
 
-    error = best_match(_validator().iter_errors(data))
-    if error is None:
+    validator = _validator(inline=True)
+    if validator.is_valid(data):
         return None
+    error = best_match(validator.iter_errors(data))
     message = error.message if len(error.message) <= 200 else error.message[:200] + "…"
     return RecordError(f"not an experiment record: {_where(error.absolute_path)}: {message}")
 
@@ -213,11 +214,29 @@ def _refuse_constant(token: str) -> None:
 
 
 @cache
-def _validator() -> Any:
+def _validator(inline: bool = False) -> Any:
+    """The schema's validator; ``inline``: with every local ``$ref`` replaced by what it names
+    (the same rules: the schema has no recursion), which spares jsonschema a reference lookup at
+    every number of every matrix, most of its time on a record."""
     import jsonschema  # lazily: attention_core needs only numpy at import time
 
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    return jsonschema.Draft202012Validator(schema)
+    return jsonschema.Draft202012Validator(_inlined(schema, schema["$defs"]) if inline else schema)
+
+
+def _inlined(node: Any, defs: dict) -> Any:
+    if isinstance(node, list):
+        return [_inlined(x, defs) for x in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        target = _inlined(defs[ref.removeprefix("#/$defs/")], defs)
+        rest = {k: _inlined(v, defs) for k, v in node.items() if k != "$ref"}
+        if set(rest) & set(target) - {"description"}:
+            return {"allOf": [target], **rest}  # keep both when a keyword would collide
+        return {**target, **rest}
+    return {k: _inlined(v, defs) for k, v in node.items()}
 
 
 def validate_record(data: Any) -> None:

@@ -348,7 +348,10 @@ def run(workdir: Path, levels: tuple[int, ...], phase_s: float, wait_cleanup: bo
         for learner in learners:
             learner.join(timeout=30)
         result["saves"] = sum(x.saves for x in learners)
-        result["runs_on_disk"] = sum(1 for _ in runs_dir.glob("*.json"))
+        from app.store import RunStore, sqlite_url
+
+        with RunStore(sqlite_url(runs_dir / "runs.db")) as store:
+            result["runs_on_disk"] = store.count()
         result["rss_just_closed_mib"] = _settle(server.pid, 2.0)
         if wait_cleanup:
             result["rss_after_close_mib"] = _settle(server.pid, cleanup_s)

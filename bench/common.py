@@ -137,9 +137,11 @@ def wait_listening(server: Server, timeout: float = 60.0) -> float:
 
 
 def start_workbench(runs_dir: Path, log: Path) -> Server:
-    """``attention-workbench serve`` exactly as a learner starts it, on 127.0.0.1."""
+    """``attention-workbench serve`` exactly as a learner starts it, on 127.0.0.1, over the SQLite
+    store ``runs_dir/runs.db`` (the directory is made)."""
     port = free_port()
-    server = spawn([str(CLI), "serve", "--runs-dir", str(runs_dir), "--port", str(port),
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    server = spawn([str(CLI), "serve", "--store", f"sqlite:///{runs_dir.absolute() / 'runs.db'}", "--port", str(port),
                     "--address", "127.0.0.1"], log, port)
     wait_listening(server)
     return server

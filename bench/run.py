@@ -1,7 +1,7 @@
 """``make bench``: every benchmark beside its baseline, a table, and bench/results.json.
 
 Usage: ``python bench/run.py [--quick] [--only NAME ...] [--largest] [--output PATH]``. ``--quick`` is a
-smoke run (about two minutes: fewer repetitions, 10 learners, no 100,000-run store, no wait for
+smoke run (about two minutes: fewer repetitions, 10 learners, no 100,000-run store, 1,000 files imported, no wait for
 the server's session cleanup); the default is the honest run (under ten minutes on 2 cores).
 Servers bind 127.0.0.1 and pages abort any request that would leave them.
 """
@@ -88,39 +88,42 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
                      _mark(r["checks"]["rss_after_close_ratio"]["pass"])))
     r = results.get("store")
     if r:
-        for n, row in r["by_runs"].items():
-            ok = r["pass"] if n == "10000" else None
-            rows.append((f"store {int(n):,} runs: list cold / warm (s)",
-                         f"{row['list_cold_s']['median']:.3f} / {row['list_warm_s']['median']:.3f}",
-                         f"read all files {row['floor_s']['median']:.3f}", "", ""))
-            if "summaries_cold_s" in row:
-                rows.append((f"store {int(n):,} runs: summaries no index / cold / warm (s)",
-                             f"{row['summaries_first_s']['median']:.3f} / "
-                             f"{row['summaries_cold_s']['median']:.3f} / "
-                             f"{row['summaries_warm_s']['median']:.3f}",
-                             f"read all files {row['floor_s']['median']:.3f}",
-                             "cold ≤ 1 s at 10,000" if n == "10000" else "",
-                             _mark(ok) if n == "10000" else ""))
-            rows.append((f"store {int(n):,} runs: export JSON / CSV (s)",
-                         f"{row['export_json_s']['median']:.3f} / {row['export_csv_s']['median']:.3f}",
-                         "", "", ""))
-        for n, row in r["by_runs"].items():
-            page = row.get("instructor")
-            floor = ""
-            if isinstance(page, dict):
-                shown = (f"{page['first_s']:.2f} / {_f(page['later_s']['median'], '{:.2f}')}")
-                if "floor_later_s" in page:
-                    shown += f" (class picture {_f(page['chart_later_s']['median'], '{:.2f}')})"
-                    floor = (f"template + 20-row Tabulator: {page['floor_first_s']:.2f} / "
-                             f"{_f(page['floor_later_s']['median'], '{:.2f}')}")
-                if "bare_later_s" in page:
-                    floor += (f"; bare Panel page: {page['bare_first_s']:.2f} / "
-                              f"{_f(page['bare_later_s']['median'], '{:.2f}')}")
-            else:
-                shown = page or "not yet measurable"
-            rows.append((f"instructor page {int(n):,} runs: first (cold) / later page (s)", shown, floor,
-                         "≤ 1 s at 10,000" if n == "10000" else "",
-                         _mark(r.get("instructor_pass")) if n == "10000" else ""))
+        for dialect, by_runs in r["by_dialect"].items():
+            for n, row in by_runs.items():
+                where = f"store {dialect} {int(n):,} runs"
+                save = row["save"]
+                ratio = save["p50_ms"] / save["floor_p50_ms"]
+                rows.append((f"{where}: save p50 / p95 under {save['learners']} learners (ms)",
+                             f"{save['p50_ms']:.1f} / {save['p95_ms']:.1f}",
+                             f"one saver alone p50 {save['floor_p50_ms']:.1f} (×{ratio:.1f})",
+                             "", ""))
+                floor = row["export_floor_s"]["median"]
+                big = n == "100000"
+                rows.append((f"{where}: export JSON / CSV (s)",
+                             f"{row['export_json_s']['median']:.2f} / {row['export_csv_s']['median']:.2f}",
+                             f"SELECT record, written: {floor:.2f} (×{row['export_json_s']['median'] / floor:.1f} / "
+                             f"×{row['export_csv_s']['median'] / floor:.1f}); per run "
+                             f"{row['export_json_s']['median'] / int(n) * 1e6:.0f} / "
+                             f"{row['export_csv_s']['median'] / int(n) * 1e6:.0f} µs",
+                             "≤ 5 s, linear" if big else "",
+                             _mark(r["checks"].get(f"{dialect}_export_100k", {}).get("pass")) if big else ""))
+                rows.append((f"{where}: newest 20 + count / filtered / change token (ms)",
+                             f"{row['page_s']['median'] * 1000:.1f} / {row['page_filtered_s']['median'] * 1000:.1f}"
+                             f" / {row['change_token_s']['median'] * 1000:.2f}", "", "", ""))
+                page = row.get("instructor")
+                if isinstance(page, dict):
+                    rows.append((f"instructor page {where}: first / later page (s)",
+                                 f"{page['first_s']:.2f} / {_f(page['later_s']['median'], '{:.2f}')} (class picture "
+                                 f"{_f(page['chart_later_s']['median'], '{:.2f}')})",
+                                 f"template + 20-row Tabulator {page['floor_first_s']:.2f} / "
+                                 f"{_f(page['floor_later_s']['median'], '{:.2f}')}; bare Panel page "
+                                 f"{page['bare_first_s']:.2f} / {_f(page['bare_later_s']['median'], '{:.2f}')}",
+                                 "", ""))
+        for dialect, imp in r["import"].items():
+            rows.append((f"import {imp['files']:,} record files into {dialect} (s)", f"{imp['import_s']:.1f}",
+                         f"read + parse the files {imp['floor_read_parse_s']:.2f} (×"
+                         f"{imp['import_s'] / imp['floor_read_parse_s']:.0f}); {imp['per_file_ms']:.2f} ms a file",
+                         "", ""))
     r = results.get("cold_start")
     if r:
         w, b = r["workbench_s"], r["baseline_s"]
@@ -155,7 +158,8 @@ def main(argv=None) -> int:
         steps = {
             "core": lambda: core.run(repeats=10 if quick else 100, number=100),
             "store": lambda: store_scale.run(
-                work, (1_000, 10_000) if quick else (1_000, 10_000, 100_000), 2 if quick else 5),
+                work, (1_000, 10_000) if quick else (1_000, 10_000, 100_000), 2 if quick else 3,
+                import_files=1_000 if quick else 10_000),
             "cold_start": lambda: cold_start.run(work, 2 if quick else 5),
             "grid": grid_cost.run,
             "latency": lambda: browser_latency.run(

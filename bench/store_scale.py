@@ -1,118 +1,226 @@
-"""How the run store grows: listing, exports and the instructor page at 1,000 … 100,000 runs.
+"""How the run store grows: saves, queries, exports and imports at 1,000 … 100,000 runs, on
+SQLite and on PostgreSQL, each beside the least its work must cost, in the same run.
 
-Record files are made fast: one real :class:`ExperimentRecord` is built from the seed's worked
-row, then its JSON is written again and again with a new ``id`` and ``created_at`` (and a learner
-name), which is exactly what a class of saved runs looks like on disk.
+A store of ``n`` runs is filled in one transaction from one real record (seed 003's worked row)
+with new ids, times and learner names. Then, for each dialect and size:
 
-Each size is timed in a fresh subprocess (``list_cold``: a new ``RunStore`` over a directory that
-is in the page cache; ``list_warm``: the same store listing again), so one size's cache does not
-help the next. ``os.listdir`` + reading every file's bytes, the least any full listing must do,
-is timed beside it as the floor. The summary listing the instructor page and the server use is
-timed three ways: ``summaries_first`` with no summary index (every file parsed, the index
-written), ``summaries_cold`` a new store finding that index (a server restart), and
-``summaries_warm`` the same store again, made to stat every file (an open page's refresh tick
-after a learner saved; a tick with the directory unchanged costs one ``stat``).
+- ``save``: 100 concurrent learners (threads of one process, each saving 3 runs after a common
+  start, as one server's sessions do) — p50 / p95 of a save — beside the floor: the same saves
+  one at a time, nobody else saving.
+- ``query``: what the instructor page asks: the count and the newest 20 runs; the same with a
+  learner filter; the change token it polls every 2 s.
+- ``export``: the JSON bundle (stored texts) and the CSV (columns) of every run, written to a
+  file, beside the floor: ``SELECT record`` through the driver, written to a file as is.
+- ``import``: 10,000 record files (a class's downloads) into a new store, beside the floor:
+  reading and parsing the same files.
 
-The instructor page is timed in Chromium until it shows the run count, alternately with the
-floor any Panel page of its kind imposes (bench/instructor_floor.py: the same template, a 20-row
-Tabulator and the count; and with ``--bare`` the count alone), and until its class picture holds
-every point.
+The instructor page in Chromium (ready, and the class picture) is timed at 10,000 runs on SQLite
+beside bench/instructor_floor.py, as before the database.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
+import statistics
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from common import summary
 
-from attention_core import scaled_dot_product_attention
-from attention_core.records import ExperimentRecord
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-MEASURE = r"""
-import json, os, sys, time
-from attention_core.store import RunStore, export_csv, export_json
-from attention_core.summaries import INDEX_NAME
-directory, repeats = sys.argv[1], int(sys.argv[2])
-out = {"floor_s": [], "list_cold_s": [], "list_warm_s": [], "export_json_s": [], "export_csv_s": [],
-       "summaries_first_s": [], "summaries_cold_s": [], "summaries_warm_s": []}
-for _ in range(repeats):
-    t = time.perf_counter()
-    for name in os.listdir(directory):
-        if name.startswith("."):  # the summary index
-            continue
-        with open(os.path.join(directory, name), "rb") as f:
-            f.read()
-    out["floor_s"].append(time.perf_counter() - t)
-    t = time.perf_counter()
-    store = RunStore(directory, create=False)
-    listing = store.list()
-    out["list_cold_s"].append(time.perf_counter() - t)
-    t = time.perf_counter()
-    listing = store.list()
-    out["list_warm_s"].append(time.perf_counter() - t)
-    t = time.perf_counter()
-    export_json(listing.records, listing.problems)
-    out["export_json_s"].append(time.perf_counter() - t)
-    t = time.perf_counter()
-    export_csv(listing.records)
-    out["export_csv_s"].append(time.perf_counter() - t)
-    runs, problems = len(listing.records), len(listing.problems)
-    del listing, store  # a server holds no full listing: its objects would slow the GC below
-    try:
-        os.unlink(os.path.join(directory, INDEX_NAME))
-    except FileNotFoundError:
-        pass
-    t = time.perf_counter()
-    RunStore(directory, create=False).list_summaries()
-    out["summaries_first_s"].append(time.perf_counter() - t)
-    t = time.perf_counter()
-    store = RunStore(directory, create=False)
-    summaries = store.list_summaries()
-    out["summaries_cold_s"].append(time.perf_counter() - t)
-    store._last_summaries = None  # as on the first tick after a save: stat every file again
-    t = time.perf_counter()
-    summaries = store.list_summaries()
-    out["summaries_warm_s"].append(time.perf_counter() - t)
-out["runs"] = runs
-out["problems"] = problems
-out["summary_runs"] = len(summaries.records)
-print(json.dumps(out))
-"""
+from app.store import RunFilter, RunStore, iter_export_csv, iter_export_json, sqlite_url  # noqa: E402
+from app.store.importing import import_paths  # noqa: E402
+from app.store.schema import runs as runs_table  # noqa: E402
+from attention_core import scaled_dot_product_attention  # noqa: E402
+from attention_core.records import ExperimentRecord  # noqa: E402
+
+START = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
+LEARNERS = 100
+SAVES_EACH = 3
 
 
-def write_runs(directory: Path, n: int) -> None:
-    """``n`` record files in ``directory`` (adds to what is there), about 20 µs each."""
-    directory.mkdir(parents=True, exist_ok=True)
-    have = sum(1 for e in os.scandir(directory) if not e.name.startswith("."))
+def _template() -> dict:
     result = scaled_dot_product_attention([1, 1, 1], [1, 2, 9], [10, 20, 100])
-    start = datetime(2025, 1, 6, 9, 0, tzinfo=UTC)
-    template = ExperimentRecord.from_result(
+    return ExperimentRecord.from_result(
         result, learner="learner", label="worked row", prediction="row 2 cannot read token 3",
-        record_id="TEMPLATE", created_at=start).to_dict()
-    for i in range(have, n):
-        when = start + timedelta(seconds=i)
-        run_id = f"{when:%Y%m%dT%H%M%S%fZ}-{i:016x}"
-        template.update(id=run_id, created_at=when.isoformat(timespec="microseconds"),
-                        learner=f"learner {i % 120}")
-        (directory / f"{run_id}.json").write_text(
-            json.dumps(template, allow_nan=False, ensure_ascii=False), encoding="utf-8")
+        record_id="TEMPLATE", created_at=START).to_dict()
 
 
-def measure(directory: Path, repeats: int) -> dict:
-    proc = subprocess.run([sys.executable, "-c", MEASURE, str(directory), str(repeats)],
-                          capture_output=True, text=True, check=True)
-    raw = json.loads(proc.stdout)
-    row = {k: summary(v) for k, v in raw.items() if k.endswith("_s")}
-    row["runs"], row["problems"] = raw["runs"], raw["problems"]
-    if raw["summary_runs"] != raw["runs"]:
-        raise RuntimeError(f"summary listing found {raw['summary_runs']} runs, full {raw['runs']}")
+def records(first: int, last: int, prefix: str = "") -> list[ExperimentRecord]:
+    """Runs ``first`` … ``last - 1``, one second apart."""
+    template, out = _template(), []
+    for i in range(first, last):
+        when = START + timedelta(seconds=i)
+        template.update(id=f"{prefix}{when:%Y%m%dT%H%M%S%fZ}-{i:016x}",
+                        created_at=when.isoformat(timespec="microseconds"), learner=f"learner {i % 120}")
+        out.append(ExperimentRecord(**json.loads(json.dumps(template))))
+    return out
+
+
+def fill(store: RunStore, n: int) -> float:
+    """Bring ``store`` to ``n`` runs (it grows from size to size); seconds taken."""
+    have = store.count()
+    t = time.perf_counter()
+    for start in range(have, n, 10_000):
+        store.import_records(records(start, min(n, start + 10_000)))
+    return time.perf_counter() - t
+
+
+def _save_latencies(store: RunStore, batch: list[ExperimentRecord], learners: int) -> list[float]:
+    latencies: list[float] = []
+    lock, barrier = threading.Lock(), threading.Barrier(learners)
+    errors: list[Exception] = []
+
+    def learner(k: int) -> None:
+        mine = batch[k::learners]
+        barrier.wait()
+        for record in mine:
+            t = time.perf_counter()
+            try:
+                store.save(record)
+            except Exception as error:  # reported below: a bench must not hide a failed save
+                errors.append(error)
+                return
+            with lock:
+                latencies.append(time.perf_counter() - t)
+
+    threads = [threading.Thread(target=learner, args=(k,)) for k in range(learners)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} saves failed, e.g. {errors[0]}")
+    return latencies
+
+
+def saves(store: RunStore, n: int) -> dict:
+    batch = records(0, LEARNERS * SAVES_EACH, prefix=f"s{n}-")
+    floor = []
+    for record in batch[:30]:
+        t = time.perf_counter()
+        store.save(record)
+        floor.append(time.perf_counter() - t)
+    concurrent = _save_latencies(store, batch[30:], LEARNERS)
+    ms = [x * 1000 for x in concurrent]
+    q = statistics.quantiles(ms, n=20)
+    return {"p50_ms": statistics.median(ms), "p95_ms": q[18], "saves": len(ms), "learners": LEARNERS,
+            "floor_p50_ms": statistics.median(x * 1000 for x in floor)}
+
+
+def _timed(fn, repeats: int) -> dict:
+    out = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return summary(out)
+
+
+def _write(path: Path, pieces) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for piece in pieces:
+            f.write(piece)
+
+
+def _floor_export(store: RunStore, path: Path) -> None:
+    """The least an export costs: every stored text through the driver, written as it is."""
+    from sqlalchemy import select
+
+    with store.engine.connect() as conn, open(path, "w", encoding="utf-8") as f:
+        result = conn.execution_options(stream_results=True, yield_per=1000).execute(select(runs_table.c.record))
+        for (text,) in result:
+            f.write(text)
+            f.write(",\n")
+
+
+def measure(store: RunStore, n: int, workdir: Path, repeats: int) -> dict:
+    out_file = workdir / "export.out"
+    row: dict = {"runs": store.count()}
+    row["export_json_s"] = _timed(lambda: _write(out_file, iter_export_json(store.iter_texts())), repeats)
+    row["export_csv_s"] = _timed(lambda: _write(out_file, iter_export_csv(store.iter_summaries())), repeats)
+    row["export_floor_s"] = _timed(lambda: _floor_export(store, out_file), repeats)
+    out_file.unlink(missing_ok=True)
+    newest = [("created_at", "desc")]
+    row["page_s"] = _timed(lambda: store.query(sort=newest, limit=20), repeats * 3)
+    row["page_filtered_s"] = _timed(lambda: store.query(RunFilter(learner="learner 7"), sort=newest, limit=20),
+                                    repeats * 3)
+    row["change_token_s"] = _timed(store.change_token, repeats * 10)
+    row["save"] = saves(store, n)
     return row
+
+
+def imports(url: str, workdir: Path, files: int) -> dict:
+    """``files`` record files imported into the (new) store at ``url``, beside reading them."""
+    folder = workdir / f"downloads-{files}"
+    if not folder.exists():
+        folder.mkdir()
+        for record in records(0, files, prefix="i-"):
+            (folder / f"{record.id}.json").write_text(record.to_json(), encoding="utf-8")
+    t = time.perf_counter()
+    for path in folder.iterdir():
+        json.loads(path.read_bytes())
+    floor = time.perf_counter() - t
+    with RunStore(url) as store:
+        t = time.perf_counter()
+        report = import_paths(store, [folder])
+        took = time.perf_counter() - t
+        if report.total("imported") != files or store.count() != files:
+            raise RuntimeError(f"imported {report.total('imported')} of {files}: {report.summary()}")
+    return {"files": files, "import_s": took, "floor_read_parse_s": floor, "per_file_ms": took / files * 1000}
+
+
+def _postgres():
+    from postgres_server import start_postgres
+
+    try:
+        return start_postgres()
+    except (FileNotFoundError, RuntimeError) as error:
+        print(f"bench: no PostgreSQL ({error}); SQLite only", file=sys.stderr)
+        return None
+
+
+def run(workdir: Path, sizes: tuple[int, ...], repeats: int, import_files: int = 10_000,
+        instructor_at: int | None = 10_000) -> dict:
+    pg = _postgres()
+    dialects = {"sqlite": sqlite_url(workdir / "store-runs" / "runs.db")}
+    (workdir / "store-runs").mkdir(exist_ok=True)
+    if pg is not None:
+        dialects["postgresql"] = pg.new_database()
+    result: dict = {"by_dialect": {}, "import": {}}
+    try:
+        for name, url in dialects.items():
+            rows = {}
+            with RunStore(url) as store:
+                for n in sorted(sizes):
+                    made = fill(store, n)
+                    reps = repeats if n <= 10_000 else max(1, repeats // 2)
+                    rows[str(n)] = {**measure(store, n, workdir, reps), "fill_s": made}
+                    print(f"bench: store {name} {n:,} runs measured", file=sys.stderr, flush=True)
+                    if name == "sqlite" and n == instructor_at:
+                        rows[str(n)]["instructor"] = instructor_ready(workdir / "store-runs", workdir,
+                                                                      store.count(), 1 + repeats)
+            result["by_dialect"][name] = rows
+            target = sqlite_url(workdir / "import.db") if name == "sqlite" else pg.new_database()
+            result["import"][name] = imports(target, workdir, import_files)
+    finally:
+        if pg is not None:
+            pg.stop()
+    checks = {}
+    for name, rows in result["by_dialect"].items():
+        big = rows.get("100000")
+        if big:
+            checks[f"{name}_export_100k"] = {
+                "json_s": big["export_json_s"]["median"], "csv_s": big["export_csv_s"]["median"],
+                "pass": big["export_json_s"]["median"] <= 5 and big["export_csv_s"]["median"] <= 5}
+    result["checks"] = checks
+    result["target"] = "export JSON and CSV at 100,000 runs <= 5 s, linear in runs"
+    result["pass"] = all(c["pass"] for c in checks.values()) if checks else None
+    return result
 
 
 READY_JS = """(n) => {
@@ -148,21 +256,13 @@ def _start_floor(n: int, log: Path, bare: bool = False):
     return server
 
 
-def instructor_ready(directory: Path, workdir: Path, n: int, loads: int) -> dict | str:
-    """Seconds from opening ``/instructor`` until it shows ``n`` runs: first page after the server
-    started (the store is listed cold), then ``loads - 1`` more pages (the shared cache is warm).
-
-    Every page is a new browser context (nothing cached: every script is fetched and compiled
-    again). Beside it, alternately, the floor: bench/instructor_floor.py, the same template with a
-    20-row Tabulator and the run count, timed the same way, and its ``--bare`` page, the count
-    alone in a ``pn.Column`` (``bare_*``): the least any Panel page costs here. ``chart_s`` is when the page's class
-    picture holds all ``n`` points (it is drawn after the first paint); each page is closed only
-    then, so no page's work spills into the next one's time.
+def instructor_ready(directory: Path, workdir: Path, n: int, loads: int) -> dict:
+    """Seconds from opening ``/instructor`` until it shows ``n`` runs: the first page after the
+    server started, then ``loads - 1`` more pages, each in a new browser context (nothing
+    cached). Beside it, alternately, the floor: bench/instructor_floor.py (the same template with
+    a 20-row Tabulator and the count) and its ``--bare`` page (the count alone). ``chart_s`` is
+    when the class picture holds all ``n`` points; each page is closed only then.
     """
-    try:
-        import app.instructor  # noqa: F401
-    except ImportError:
-        return "not yet measurable (no app/instructor.py)"
     from common import launch_chromium, loopback_only, start_workbench
     from playwright.sync_api import sync_playwright
 
@@ -197,25 +297,11 @@ def instructor_ready(directory: Path, workdir: Path, n: int, loads: int) -> dict
             "bare_later_s": summary(bares[1:])}
 
 
-def run(workdir: Path, sizes: tuple[int, ...], repeats: int, instructor_max: int = 10_000) -> dict:
-    directory = workdir / "store-runs"
-    rows = {}
-    for n in sorted(sizes):
-        t = time.perf_counter()
-        write_runs(directory, n)
-        made = time.perf_counter() - t
-        reps = repeats if n <= 10_000 else max(1, repeats // 3)
-        rows[str(n)] = {**measure(directory, reps), "generate_s": made}
-        if n <= instructor_max:
-            rows[str(n)]["instructor"] = instructor_ready(directory, workdir, n, 1 + repeats)
-        else:
-            rows[str(n)]["instructor"] = f"not measured above {instructor_max:,} runs (time budget)"
-    ten_k = rows.get("10000")
-    # The page lists summaries: a cold summary listing (index present, as after a restart) is
-    # what stands between a request and the page; a full listing is for the CLI export.
-    ready = ten_k["summaries_cold_s"]["p95"] if ten_k else None
-    page = ten_k.get("instructor") if ten_k else None
-    page_ok = page["first_s"] <= 1.0 if isinstance(page, dict) else None
-    return {"by_runs": rows,
-            "target": "10,000 runs: summary listing (cold) <= 1 s; instructor page ready <= 1 s",
-            "pass": ready is not None and ready <= 1.0, "instructor_pass": page_ok}
+if __name__ == "__main__":  # python bench/store_scale.py [SIZE ...]: this bench alone, printed as JSON
+    import tempfile
+
+    chosen = tuple(int(a) for a in sys.argv[1:]) or (1_000, 10_000)
+    with tempfile.TemporaryDirectory(prefix="store-bench-") as tmp:
+        print(json.dumps(run(Path(tmp), chosen, 3, import_files=min(10_000, max(chosen)), instructor_at=None),
+                         indent=1))
+

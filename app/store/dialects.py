@@ -134,8 +134,27 @@ def prepare_store(engine: Engine) -> None:
 def _sqlite_begin(connection) -> None:
     # IMMEDIATE takes the write lock at BEGIN, waiting out the busy timeout: a deferred
     # transaction that read first and then wrote would fail at once with "database is locked".
-    immediate = connection.get_execution_options().get("store_write", False)
-    connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    options = connection.get_execution_options()
+    if options.get("store_write", False):
+        # FULL: the WAL is synced at every commit (a saved run survives a power cut); NORMAL for
+        # an import's files, synced at the checkpoint or at the next FULL commit (see relaxed_commit).
+        level = "NORMAL" if options.get("store_relaxed", False) else "FULL"
+        connection.exec_driver_sql(f"PRAGMA synchronous = {level}")
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        connection.exec_driver_sql("BEGIN")
+
+
+def relaxed_commit(connection) -> None:
+    """Let this write transaction commit without waiting for the disk (an import's file: atomic,
+    and durable at the import's closing commit, which waits for everything before it).
+
+    SQLite: ``synchronous = NORMAL`` (set as the transaction begins, from the connection's
+    ``store_relaxed`` option); PostgreSQL: ``SET LOCAL synchronous_commit = off``. Neither can
+    corrupt the store or half-apply a transaction; a power cut may undo the last few such commits.
+    """
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql("SET LOCAL synchronous_commit = off")
 
 
 def _contains(haystack: str | None, needle: str) -> bool:
@@ -213,5 +232,5 @@ def store_error(error: Exception, url: URL, what: str, cls: type[StoreError] = S
 
 
 __all__ = ["BUSY_TIMEOUT_S", "DEFAULT_STORE", "STORE_ENV", "StoreError", "StoreOpenError", "column_text",
-           "contains_any_case", "make_engine", "parse_url", "prepare_store", "resolve_store_url", "shown",
-           "sqlite_url", "store_error"]
+           "contains_any_case", "make_engine", "parse_url", "prepare_store", "relaxed_commit", "resolve_store_url",
+           "shown", "sqlite_url", "store_error"]

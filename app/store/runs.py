@@ -32,6 +32,7 @@ from app.store.dialects import (
     contains_any_case,
     make_engine,
     parse_url,
+    relaxed_commit,
     shown,
     store_error,
 )
@@ -207,10 +208,14 @@ class RunStore:
     # --- transactions ----------------------------------------------------------------------
 
     @contextmanager
-    def _write(self, what: str) -> Iterator[Connection]:
-        """A write transaction; a driver error becomes ``StoreError("<what>: …")``."""
+    def _write(self, what: str, *, relaxed: bool = False) -> Iterator[Connection]:
+        """A write transaction; a driver error becomes ``StoreError("<what>: …")``. ``relaxed``:
+        commit without waiting for the disk (:func:`~app.store.dialects.relaxed_commit`)."""
         try:
-            with self.engine.connect().execution_options(store_write=True) as conn, conn.begin():
+            options = {"store_write": True, "store_relaxed": relaxed}
+            with self.engine.connect().execution_options(**options) as conn, conn.begin():
+                if relaxed:
+                    relaxed_commit(conn)
                 yield conn
         except IntegrityError:
             raise
@@ -449,12 +454,13 @@ class RunStore:
 
     # --- import ----------------------------------------------------------------------------
 
-    def import_records(self, records: Sequence[ExperimentRecord]) -> ImportOutcome:
+    def import_records(self, records: Sequence[ExperimentRecord], *, relaxed: bool = False) -> ImportOutcome:
         """Add ``records`` (already validated) in one transaction: all of them or none.
 
         A run whose id is already in the store is skipped when its content is the same and
         refused when it differs (the stored run is never overwritten); within ``records`` the
-        first of an id counts the same way.
+        first of an id counts the same way. ``relaxed``: commit without waiting for the disk
+        (many files in a row; call :meth:`sync` after the last).
 
         Raises
         ------
@@ -463,7 +469,7 @@ class RunStore:
         """
         for attempt in range(3):
             try:
-                return self._import_once(records)
+                return self._import_once(records, relaxed)
             except IntegrityError:
                 # Another process added one of these ids after we looked: look again.
                 if attempt == 2:
@@ -471,9 +477,15 @@ class RunStore:
                                      "try again.") from None
         raise AssertionError("unreachable")
 
-    def _import_once(self, records: Sequence[ExperimentRecord]) -> ImportOutcome:
-        imported, skipped, refused, rows = [], [], [], []
+    def sync(self) -> None:
+        """Wait until every commit so far is on disk: one ordinary commit, which waits for all
+        before it (after :meth:`import_records` with ``relaxed=True``)."""
         with self._write("Runs not imported") as conn:
+            self._changed(conn)
+
+    def _import_once(self, records: Sequence[ExperimentRecord], relaxed: bool) -> ImportOutcome:
+        imported, skipped, refused, rows = [], [], [], []
+        with self._write("Runs not imported", relaxed=relaxed) as conn:
             stored: dict[str, object] = {}
             ids = list(dict.fromkeys(r.id for r in records))
             for chunk in _chunks(ids):
