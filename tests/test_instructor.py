@@ -28,6 +28,7 @@ from app.instructor import (
     mode_order,
     shorten,
 )
+from app.instructor.table import SHOWN, column_widths
 from app.shared.compare import ComparisonView
 from app.store import RunStore, RunSummary, export_csv, export_json
 from attention_core import scaled_dot_product_attention
@@ -98,7 +99,8 @@ def test_table_rows_are_newest_first_plain_text_and_selection_maps_to_ids(store)
     assert list(frame["label"]) == ["open", "broken", "first"]
     for column in ("learner", "label", "mode", "prediction", "explanation", "created (local)"):
         assert view.table.formatters[column] == {"type": "textarea"}  # escaped text, wrapped
-    assert view.table.layout == "fit_columns" and set(view.table.widths) == set(COLUMNS) - {"id"}
+    assert view.table.layout == "fit_columns" and list(view.table.widths) == SHOWN
+    assert view.table.hidden_columns == ["id", *(c for c in COLUMNS[1:] if c not in SHOWN)]
     assert view.table.pagination == "remote"
     view.table.selection = [0, 2]
     assert s.selected_ids == [s.records[2].id, s.records[0].id]
@@ -121,6 +123,23 @@ def test_the_chart_reads_per_learner_too(store):
     assert chart.chosen.data["group"] == ["Ada"]
     chart.group_by = "mode"
     assert chart.colors.factors[0] == "Correct, causal" and chart.chosen.data["group"] == ["No mask"]
+
+
+def test_the_instructor_chooses_the_columns_and_the_shown_ones_share_the_width(store):
+    view = RunsTableView(state=InstructorState(store=store))
+    assert view.columns.value == SHOWN and list(view.columns.options) == COLUMNS[1:]
+    view.columns.value = ["d_model", *SHOWN[:-1]]  # ticked first: still shown in the table's order
+    assert view.table.hidden_columns == ["id", "created (UTC)", "causal", "mask after softmax", "explanation"]
+    assert list(view.table.widths) == [c for c in COLUMNS if c in view.columns.value]
+
+
+@pytest.mark.parametrize("shown", [SHOWN, COLUMNS[1:], ["mode"], ["open", "d_k", "failed checks"]])
+def test_column_widths_are_whole_per_cents_that_fill_the_same_share(shown):
+    widths = column_widths(shown)
+    assert list(widths) == shown
+    assert all(re.fullmatch(r"\d+%", w) for w in widths.values())  # Tabulator reads them with parseInt
+    assert sum(int(w[:-1]) for w in widths.values()) == 92
+    assert column_widths([]) == {}
 
 
 def test_chart_has_one_point_per_filtered_run_grouped_by_mode_and_tap_selects(store):

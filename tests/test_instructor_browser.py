@@ -121,6 +121,14 @@ def filter_learner(page: Page, text: str) -> None:
     box.press("Enter")
 
 
+def show_columns(page: Page, *names: str) -> None:
+    """Tick ``names`` under "Columns shown" (opened if it is closed)."""
+    if not page.get_by_label(names[0], exact=True).is_visible():
+        page.get_by_role("button", name="Columns shown").click()
+    for name in names:
+        page.get_by_label(name, exact=True).check()
+
+
 def table_rows(page: Page):
     return page.locator(".tabulator-row")
 
@@ -397,15 +405,16 @@ def test_version_1_and_2_runs_side_by_side_with_d_k_and_d_model(tmp_path, page):
         open_instructor(page, running)
         expect(page.get_by_test_id("runs-total")).to_have_text("5")
         headers = page.locator(".tabulator-col-title")
-        expect(headers.filter(has_text=re.compile(r"^d_k$"))).to_have_count(1)
-        expect(headers.filter(has_text=re.compile(r"^d_model$"))).to_have_count(1)
-        # Cells in the order of the columns: tokens, d_k, d_model.
-        cells = ("row => ['tokens', 'd_k', 'd_model']"
-                 ".map(f => row.querySelector(`[tabulator-field='${f}']`).innerText.trim())")
+        expect(headers.filter(has_text=re.compile(r"^d_k$"))).to_be_visible()
+        expect(headers.filter(has_text=re.compile(r"^d_model$"))).to_be_hidden()  # until chosen
+        show_columns(page, "d_model")
+        expect(headers.filter(has_text=re.compile(r"^d_model$"))).to_be_visible()
+        # Cells of the columns tokens, d_k, d_model.
         trace_row = table_rows(page).filter(has_text="seed 000 trace")
-        assert trace_row.evaluate(cells) == ["4", "2", "2"]
         v1_vector = table_rows(page).filter(has_text="d_k = 2, padded")
-        assert v1_vector.evaluate(cells) == ["4", "2", "-"]
+        for row, values in ((trace_row, ["4", "2", "2"]), (v1_vector, ["4", "2", "-"])):
+            for field, value in zip(["tokens", "d_k", "d_model"], values, strict=True):
+                expect(row.locator(f"[tabulator-field='{field}']")).to_have_text(value)
         # A version-1 run compared with the version-2 run: same T, so a difference map too.
         trace_row.locator("input[type='checkbox']").check()
         v1_vector.locator("input[type='checkbox']").check()
@@ -450,3 +459,70 @@ def test_a_server_restart_is_announced_and_the_table_marked_stale(tmp_path, page
         expect(page.get_by_test_id("runs-total")).to_have_text("3")
     finally:
         own.stop()
+
+
+# Every cell of the runs table shown, and every header: cut (its content wider than its box), or
+# the table wider than its holder (a sideways scroll bar).
+TABLE_FIT_JS = """holder => {
+  const cut = [...holder.parentElement.querySelectorAll('.tabulator-row .tabulator-cell, .tabulator-col-title')]
+    .filter(c => c.offsetParent !== null && c.textContent.trim() && c.scrollWidth > c.clientWidth)
+    .map(c => `${c.closest('[tabulator-field]')?.getAttribute('tabulator-field')}: ${c.textContent}`);
+  return {overflow: holder.scrollWidth - holder.clientWidth, cut: [...new Set(cut)]};
+}"""
+
+
+def table_fit(page: Page) -> dict:
+    return page.locator(".tabulator-tableholder").first.evaluate(TABLE_FIT_JS)
+
+
+def wide_runs(runs: Path) -> None:
+    """A class whose newest page holds the widest cells: every mode's title, causal and
+    bidirectional (the longest titles), every check that fails, long names and text."""
+    from attention_core import scaled_dot_product_attention
+    from attention_core.modes import FAILURE_MODES
+
+    store = RunStore(runs)
+    for n, (mode, causal) in enumerate((m, c) for m in FAILURE_MODES for c in (True, False)):
+        result = scaled_dot_product_attention([1.0, 2.0, 0.5], [1.0, 2.0, 9.0], [10.0, 20.0, 100.0],
+                                              causal=causal, failure_mode=mode)
+        store.save(ExperimentRecord.from_result(
+            result, learner=f"Maximilian Longname-{n}", label="after the break, second try",
+            prediction="Row sums stay 1 with the mask before softmax, every row.",
+            explanation="The future cells get weight zero so each row sums to one."))
+
+
+def test_the_runs_table_fits_1280_and_1500_px_and_the_instructor_chooses_its_columns(tmp_path, page):
+    wide_runs(tmp_path / "runs")
+    running = start_server(tmp_path / "runs", tmp_path / "server.log", env=NO_PASSWORD)
+    try:
+        watch = watched(page, running)
+        page.set_viewport_size({"width": 1280, "height": 720})
+        open_instructor(page, running)
+        expect(table_rows(page)).to_have_count(14)
+        for width in (1280, 1500):
+            page.set_viewport_size({"width": width, "height": 720})
+            page.wait_for_function(f"() => document.documentElement.clientWidth === {width}")
+            expect(page.locator(".tabulator-col-title").filter(has_text="explanation")).to_be_visible()
+            # Mode, the numbers and the failed checks need no sideways scrolling, and no cell is cut.
+            assert table_fit(page) == {"overflow": 0, "cut": []}, width
+            table = page.locator(".tabulator").first.bounding_box()
+            assert table["x"] >= 0 and table["x"] + table["width"] <= width
+        failed = table_rows(page).filter(has_text="Mask after softmax (broken), nothing to mask")
+        expect(failed.locator("[tabulator-field='mode']")).to_be_visible()
+        # The instructor adds the columns left out at first, and drops one.
+        headers = page.locator(".tabulator-col-title")
+        expect(headers.filter(has_text=re.compile(r"^created \(UTC\)$"))).to_be_hidden()
+        show_columns(page, "created (UTC)", "causal")
+        expect(headers.filter(has_text=re.compile(r"^created \(UTC\)$"))).to_be_visible()
+        expect(headers.filter(has_text=re.compile(r"^causal$"))).to_be_visible()
+        page.get_by_label("prediction", exact=True).uncheck()
+        expect(headers.filter(has_text=re.compile(r"^prediction$"))).to_be_hidden()
+        # More columns share the width: still no sideways scrolling.
+        page.locator(".tabulator-tableholder").first.evaluate(
+            "h => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+        assert table_fit(page)["overflow"] == 0
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "instructor-columns-1500.png"))
+        watch.assert_clean()
+    finally:
+        running.stop()

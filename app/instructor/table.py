@@ -26,13 +26,37 @@ _TEXT_COLUMNS = ("created (local)", "created (UTC)", "learner", "label", "mode",
 COLUMNS = ["id", "open", "created (local)", "created (UTC)", "learner", "label", "causal",
            "mask after softmax", "mode", "tokens", "d_k", "d_model", "total future-token weight",
            "smallest row sum", "failed checks", "prediction", "explanation"]
-# Each shown column's share of the table's width: the table fits the page (headers and cells
-# wrap) instead of pushing the last columns past its right edge at 1280 px.
-# The shares leave room for the expand and tick columns.
-WIDTHS = {"open": "5%", "created (local)": "5%", "created (UTC)": "5%", "learner": "6%",
-          "label": "6%", "causal": "5%", "mask after softmax": "6%", "mode": "8%", "tokens": "5%", "d_k": "4%",
-          "d_model": "5%", "total future-token weight": "7%", "smallest row sum": "6%",
-          "failed checks": "7%", "prediction": "7%", "explanation": "7%"}
+# The columns an instructor can show (all but the hidden id), and those shown at first: they fit a
+# 1280 px window without sideways scrolling or a cut cell; the rest (UTC time, causal and mask
+# after softmax, which the mode's title says, d_model) are a tick away in "Columns shown".
+CHOOSABLE = COLUMNS[1:]
+SHOWN = ["open", "created (local)", "learner", "label", "mode", "tokens", "d_k",
+         "total future-token weight", "smallest row sum", "failed checks", "prediction", "explanation"]
+# Each column's share of the table's width in per cent when the columns first shown are shown:
+# each fits its header and its cells at 1280 px. Another choice of columns scales them to fit.
+_SHARES = {"open": 6, "created (local)": 8, "created (UTC)": 8, "learner": 7, "label": 6, "causal": 6,
+           "mask after softmax": 7, "mode": 9, "tokens": 7, "d_k": 5, "d_model": 7,
+           "total future-token weight": 7, "smallest row sum": 8, "failed checks": 10, "prediction": 9,
+           "explanation": 10}
+# Per cent of the table's width for these columns: the rest is the expand and tick columns (40 px
+# each), Tabulator's cell borders, and its 1 px filler column, which a wider table pushed out of
+# sight behind a sideways scroll bar.
+_CONTENT_SHARE = 92
+
+
+def column_widths(shown: list[str]) -> dict[str, str]:
+    """Tabulator widths of the ``shown`` columns, so the table fits the page at any choice.
+
+    Whole per cents (Tabulator reads a width with ``parseInt``, so "5.8%" would be 5 %) in
+    :data:`_SHARES`' proportions, together :data:`_CONTENT_SHARE` (largest remainders round up).
+    """
+    total = sum(_SHARES[c] for c in shown) or 1
+    exact = {c: _CONTENT_SHARE * _SHARES[c] / total for c in shown}
+    whole = {c: int(x) for c, x in exact.items()}
+    left = _CONTENT_SHARE - sum(whole.values()) if shown else 0
+    for c in sorted(shown, key=lambda c: whole[c] - exact[c])[:left]:
+        whole[c] += 1
+    return {c: f"{w}%" for c, w in whole.items()}
 
 
 def open_link(record: RunSummary | ExperimentRecord) -> str:
@@ -76,6 +100,14 @@ dd { margin: 0 0 0 12px; white-space: pre-wrap; overflow-wrap: anywhere; max-wid
 """
 
 
+# "Open run" wraps in a narrow column instead of being cut to "Open…" (Tabulator's cells do not
+# wrap); with many columns shown a long word breaks rather than being cut.
+_TABLE_CSS = """
+:host .tabulator { font-size: 13px; }
+.tabulator-row .tabulator-cell[tabulator-field="open"] { white-space: normal; }
+.tabulator-col-title { font-size: 12px; }
+.tabulator-col-title, .tabulator-cell { overflow-wrap: anywhere; }
+"""
 _COUNT_CSS = ".stale { background: #eceff1; color: #37474f; padding: 8px 12px; border-radius: 4px; }"
 
 
@@ -117,9 +149,14 @@ class FiltersView(pn.viewable.Viewer):
 
 
 class RunsTableView(pn.viewable.Viewer):
-    """The filtered runs in a paginated, sortable Tabulator; ticking a row selects the run."""
+    """The filtered runs in a paginated, sortable Tabulator; ticking a row selects the run.
+
+    Which columns it shows is the instructor's choice (``shown``, the "Columns shown" boxes); the
+    shown ones share the table's width, so it fits the page whatever is chosen.
+    """
 
     state = param.ClassSelector(class_=InstructorState)
+    shown = param.ListSelector(default=SHOWN, objects=CHOOSABLE, doc="The columns the table shows.")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -127,8 +164,9 @@ class RunsTableView(pn.viewable.Viewer):
         self._replacing = False
         self.table = pn.widgets.Tabulator(
             runs_frame([], self.state), name="Runs of the class", show_index=False,
-            selectable="checkbox", disabled=True, hidden_columns=["id"], pagination="remote",
-            page_size=PAGE_SIZE, sizing_mode="stretch_width", layout="fit_columns", widths=WIDTHS,
+            selectable="checkbox", disabled=True, hidden_columns=self._hidden(), pagination="remote",
+            page_size=PAGE_SIZE, sizing_mode="stretch_width", layout="fit_columns",
+            widths=column_widths(self._in_order()),
             formatters={
                 # "textarea" is Tabulator's plain text (HTML-escaped) that wraps within the column.
                 **{c: {"type": "textarea"} for c in _TEXT_COLUMNS},
@@ -138,14 +176,30 @@ class RunsTableView(pn.viewable.Viewer):
                 "d_model": NumberFormatter(format="0", text_align="right"),
             },
             configuration={"columnDefaults": {"headerWordWrap": True}},
-            stylesheets=[":host .tabulator { font-size: 13px; }"],
+            stylesheets=[_TABLE_CSS],
             row_content=self._details, embed_content=False,
         )
         self.count = pn.pane.HTML("", name="runs-count", stylesheets=[_COUNT_CSS])
+        self.columns = pn.widgets.CheckBoxGroup.from_param(
+            self.param.shown, name="Columns shown", inline=True, sizing_mode="stretch_width",
+            stylesheets=[".bk-input-group { flex-wrap: wrap; column-gap: 4px; }"])
+        self.chooser = pn.Card(self.columns, title="Columns shown", collapsed=True, sizing_mode="stretch_width",
+                               margin=(5, 10))
         self.state.param.watch(self._update, ["filtered", "timezone"])
         self.state.param.watch(self._sync_selection, "selected_ids")
         self.table.param.watch(self._selected, "selection")
         self._update()
+
+    def _in_order(self) -> list[str]:
+        """The shown columns in the table's order (the boxes give them in the order ticked)."""
+        return [c for c in CHOOSABLE if c in self.shown]
+
+    def _hidden(self) -> list[str]:
+        return ["id", *(c for c in CHOOSABLE if c not in self.shown)]
+
+    @param.depends("shown", watch=True)
+    def _show_columns(self) -> None:
+        self.table.param.update(hidden_columns=self._hidden(), widths=column_widths(self._in_order()))
 
     def _details(self, row: pd.Series):
         record = next((r for r in self.state.records if r.id == row["id"]), None)
@@ -186,4 +240,4 @@ class RunsTableView(pn.viewable.Viewer):
         self._sync_selection()
 
     def __panel__(self):
-        return pn.Column(self.count, self.table, sizing_mode="stretch_width")
+        return pn.Column(self.count, self.chooser, self.table, sizing_mode="stretch_width")
