@@ -163,10 +163,10 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     expect(table_rows(page)).to_contain_text("correct again")
     page.get_by_role("button", name="Clear filters").click()
     filter_learner(page, tag)
-    page.get_by_label("Mode").select_option("Mask after softmax (broken)")
+    page.get_by_label("Mode", exact=True).select_option("Mask after softmax (broken)")
     expect(table_rows(page)).to_have_count(1)
     expect(table_rows(page)).to_contain_text(f"Grace {tag}")
-    page.get_by_label("Mode").select_option("All modes")
+    page.get_by_label("Mode", exact=True).select_option("All modes")
     expect(page.get_by_test_id("runs-shown")).to_have_text("3")
 
     # The class picture: one point per run shown, grouped by mode.
