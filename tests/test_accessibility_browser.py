@@ -7,25 +7,15 @@ injected into the served page; it reads open shadow roots, where Bokeh and Panel
 from __future__ import annotations
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
-from workbench_server import open_learner_page
+from workbench_server import blocking_violations, open_learner_page
 
 from app.learner.state import EXPOSING_PRESETS, PRESETS
 from attention_core.modes import FAILURE_MODES
 
-BLOCKING = {"critical", "serious"}
-
 
 def open_page(page: Page, server) -> None:
     open_learner_page(page, server.url, at_1280=True)
-
-
-def blocking_violations(page: Page) -> list[str]:
-    results = Axe().run(page)
-    return [f"{v['id']} ({v['impact']}): {v['help']} at "
-            + "; ".join(" > ".join(map(str, n["target"])) for n in v["nodes"][:3])
-            for v in results.response["violations"] if v["impact"] in BLOCKING]
 
 
 @pytest.mark.parametrize("name", list(FAILURE_MODES))

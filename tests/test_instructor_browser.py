@@ -23,9 +23,10 @@ import pytest
 from class_runs import write_runs
 from playwright.sync_api import Page, expect
 from store_helpers import sqlite_store
-from workbench_server import ROOT, PageWatch, start_server
+from workbench_server import ROOT, PageWatch, blocking_violations, start_server
 
 from app.auth import PASSWORD_ENV
+from app.instructor.table import PAGE_SIZE
 from app.store.importing import import_paths
 from attention_core import self_attention
 from attention_core.records import ExperimentRecord
@@ -481,14 +482,14 @@ def wide_runs(runs: Path) -> None:
     from attention_core import scaled_dot_product_attention
     from attention_core.modes import FAILURE_MODES
 
-    store = RunStore(runs)
-    for n, (mode, causal) in enumerate((m, c) for m in FAILURE_MODES for c in (True, False)):
-        result = scaled_dot_product_attention([1.0, 2.0, 0.5], [1.0, 2.0, 9.0], [10.0, 20.0, 100.0],
-                                              causal=causal, failure_mode=mode)
-        store.save(ExperimentRecord.from_result(
-            result, learner=f"Maximilian Longname-{n}", label="after the break, second try",
-            prediction="Row sums stay 1 with the mask before softmax, every row.",
-            explanation="The future cells get weight zero so each row sums to one."))
+    with sqlite_store(runs) as store:
+        for n, (mode, causal) in enumerate((m, c) for m in FAILURE_MODES for c in (True, False)):
+            result = scaled_dot_product_attention([1.0, 2.0, 0.5], [1.0, 2.0, 9.0], [10.0, 20.0, 100.0],
+                                                  causal=causal, failure_mode=mode)
+            store.save(ExperimentRecord.from_result(
+                result, learner=f"Maximilian Longname-{n}", label="after the break, second try",
+                prediction="Row sums stay 1 with the mask before softmax, every row.",
+                explanation="The future cells get weight zero so each row sums to one."))
 
 
 def test_the_runs_table_fits_1280_and_1500_px_and_the_instructor_chooses_its_columns(tmp_path, page):
@@ -523,6 +524,43 @@ def test_the_runs_table_fits_1280_and_1500_px_and_the_instructor_chooses_its_col
         assert table_fit(page)["overflow"] == 0
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOTS / "instructor-columns-1500.png"))
+        watch.assert_clean()
+    finally:
+        running.stop()
+
+
+def test_axe_finds_no_critical_or_serious_violation_on_the_instructor_page(tmp_path, page):
+    wide_runs(tmp_path / "runs")
+    write_runs(tmp_path / "runs", 10)  # on 31 January 2025, for the date filter
+    running = start_server(tmp_path / "runs", tmp_path / "server.log", env=NO_PASSWORD)
+    try:
+        watch = watched(page, running)
+        page.set_viewport_size({"width": 1280, "height": 720})
+        open_instructor(page, running)
+        expect(table_rows(page)).to_have_count(PAGE_SIZE)
+        # Tabulator's grid owns only rows and row groups once the page has fixed its roles.
+        expect(page.locator(".tabulator-tableholder")).to_have_attribute("role", "rowgroup")
+        assert blocking_violations(page) == []
+        # Every control used: a date range chosen in its labelled field's calendar, columns chosen, two
+        # runs ticked (a link on a ticked row), one row's full text, the comparison, page 2.
+        page.get_by_label("Created between (local dates)").click()
+        today = page.locator(".flatpickr-day.today")
+        today.click()
+        today.click()  # from today to today: the wide runs, saved just now
+        expect(page.get_by_test_id("runs-shown")).to_have_text("14")
+        page.get_by_role("button", name="Clear filters").click()
+        expect(page.get_by_test_id("runs-shown")).to_have_text("24")
+        show_columns(page, "created (UTC)", "d_model")
+        for n in (0, 1):
+            table_rows(page).nth(n).locator("input[type='checkbox']").check()
+        table_rows(page).first.get_by_role("gridcell", name="►").click()
+        expect(page.get_by_label(re.compile("Full text of run"))).to_be_visible()
+        expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_be_visible()
+        assert blocking_violations(page) == []
+        page.locator(".tabulator-page[data-page='2']").click()
+        expect(table_rows(page)).to_have_count(24 - PAGE_SIZE)
+        expect(page.locator(".tabulator-footer")).to_have_attribute("role", "row")
+        assert blocking_violations(page) == []
         watch.assert_clean()
     finally:
         running.stop()

@@ -145,3 +145,20 @@ def open_learner_page(page, url: str, *, at_1280: bool = False) -> None:
     page.goto(url)
     expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
     page.wait_for_function(_LEARNER_PAGE_READY)
+
+
+BLOCKING = {"critical", "serious"}
+
+
+def blocking_violations(page) -> list[str]:
+    """axe-core's critical and serious violations on ``page`` as it is now, one line each.
+
+    axe-core comes inside the ``axe-playwright-python`` package (no download at test time); it
+    reads open shadow roots, where Bokeh and Panel draw.
+    """
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    return [f"{v['id']} ({v['impact']}): {v['help']} at "
+            + "; ".join(" > ".join(map(str, n["target"])) for n in v["nodes"][:3])
+            for v in results.response["violations"] if v["impact"] in BLOCKING]

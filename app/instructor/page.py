@@ -13,12 +13,13 @@ from datetime import UTC, datetime
 
 import panel as pn
 import param
+from bokeh.models import CustomJS
 
 from app.auth import LOGOUT_PATH
 from app.instructor.chart import CHART_HEIGHT, ClassChartView
 from app.instructor.learners import LearnersView
 from app.instructor.state import InstructorState, zone
-from app.instructor.table import FiltersView, RunsTableView
+from app.instructor.table import PAGE_ARIA_JS, FiltersView, RunsTableView
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
 from app.shared.widgets import like_the_first_paint
@@ -188,10 +189,13 @@ class InstructorPage(pn.viewable.Viewer):
         _set()
 
     def serve_session(self) -> InstructorPage:
-        """Set this browser session up for the page: its disconnect notice. Returns the page."""
+        """Set this browser session up for the page: its disconnect notice and the runs table's
+        and date picker's ARIA fixes (see ``PAGE_ARIA_JS``). Returns the page."""
         # After a server restart the page would keep a stale table whose filters and exports
         # silently do nothing: say so, as the learner page does.
         announce_lost_connection(DISCONNECTED, STALE_COUNT_JS)
+        if pn.state.curdoc is not None:
+            pn.state.curdoc.js_on_event("document_ready", CustomJS(code=PAGE_ARIA_JS))
         return self
 
     def template(self) -> pn.template.BootstrapTemplate:

@@ -101,12 +101,60 @@ dd { margin: 0 0 0 12px; white-space: pre-wrap; overflow-wrap: anywhere; max-wid
 
 
 # "Open run" wraps in a narrow column instead of being cut to "Open…" (Tabulator's cells do not
-# wrap); with many columns shown a long word breaks rather than being cut.
+# wrap); with many columns shown a long word breaks rather than being cut; a ticked row's link is
+# white on its blue (the browser's link blue on it has a contrast of 1.8).
 _TABLE_CSS = """
 :host .tabulator { font-size: 13px; }
 .tabulator-row .tabulator-cell[tabulator-field="open"] { white-space: normal; }
 .tabulator-col-title { font-size: 12px; }
 .tabulator-col-title, .tabulator-cell { overflow-wrap: anywhere; }
+.tabulator-row.tabulator-selected a { color: #ffffff; }
+"""
+# Run in the browser once the page is ready: two fixes of third-party markup that axe-core rates
+# critical, applied whenever the widget (re)draws (each one's shadow root is watched; Tabulator
+# builds its table after the document is ready and rebuilds rows and pager as it pages).
+# - Tabulator's root has role="grid" but holds its focusable scroll box (.tabulator-tableholder,
+#   tabindex=0) and its pager's buttons as direct children, where a grid may only own rows and row
+#   groups (aria-required-children; tabulator-tables/tabulator#4151). The scroll box becomes the
+#   body's row group (the row group inside it presentational), the pager a row with one cell, and
+#   an opened row's details (Panel's row_content) a cell of its row.
+# - Bokeh's date pickers show the field flatpickr adds (altInput), which their <label for> does
+#   not name (label): it gets the label's text as its aria-label.
+# Nothing moves and nothing else changes.
+PAGE_ARIA_JS = """
+const set = (el, name, value) => { if (el && el.getAttribute(name) !== value) el.setAttribute(name, value) }
+const fixGrid = (grid) => {
+  const holder = grid.querySelector(':scope > .tabulator-tableholder')
+  set(holder, 'role', 'rowgroup')
+  set(holder && holder.querySelector(':scope > .tabulator-table'), 'role', 'none')
+  const footer = grid.querySelector(':scope > .tabulator-footer')
+  set(footer, 'role', 'row')
+  set(footer && footer.querySelector(':scope > .tabulator-footer-contents'), 'role', 'gridcell')
+  for (const details of grid.querySelectorAll('.tabulator-row > :not(.tabulator-cell)'))
+    set(details, 'role', 'gridcell')
+}
+const fixPicker = (home) => {
+  const label = home.querySelector('label')
+  for (const field of home.querySelectorAll('input.form-control:not([type=hidden])'))
+    if (label) set(field, 'aria-label', label.textContent.trim())
+}
+const fixes = {
+  'bk-panel-models-tabulator-DataTabulator': (home) => home.querySelectorAll('.tabulator[role=grid]').forEach(fixGrid),
+  'bk-DateRangePicker': fixPicker,
+}
+const watch = (home, fix) => {
+  new MutationObserver(() => fix(home)).observe(home, {childList: true, subtree: true})
+  fix(home)
+}
+const walk = (root) => {
+  for (const el of root.querySelectorAll('*')) {
+    if (el.shadowRoot) {
+      for (const [cls, fix] of Object.entries(fixes)) if (el.classList.contains(cls)) watch(el.shadowRoot, fix)
+      walk(el.shadowRoot)
+    }
+  }
+}
+walk(document)
 """
 _COUNT_CSS = ".stale { background: #eceff1; color: #37474f; padding: 8px 12px; border-radius: 4px; }"
 
@@ -131,6 +179,8 @@ class FiltersView(pn.viewable.Viewer):
                                                        width=180)
         self.label = pn.widgets.TextInput.from_param(s.param.label, name="Label contains", width=180)
         self.mode = pn.widgets.Select.from_param(s.param.mode, name="Mode", width=330)
+        # Bokeh's picker (Panel's DatetimeRangePicker drops a range of one day); its typed field
+        # is named by PAGE_ARIA_JS.
         self.dates = pn.widgets.DateRangePicker(name="Created between (local dates)", width=230)
         self.dates.param.watch(self._set_dates, "value")
         self.clear = pn.widgets.Button(name="Clear filters", button_type="light", margin=(27, 10, 10, 10))
