@@ -20,6 +20,7 @@ from app.instructor.chart import CHART_HEIGHT, ClassChartView
 from app.instructor.learners import LearnersView
 from app.instructor.state import InstructorState, zone
 from app.instructor.table import PAGE_ARIA_JS, FiltersView, RunsTableView
+from app.instructor.upload import UploadView
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
 from app.shared.widgets import like_the_first_paint
@@ -143,8 +144,10 @@ class InstructorPage(pn.viewable.Viewer):
         if "state" not in params:
             params["state"] = InstructorState(store=store)
         super().__init__(**params)
-        self.class_chart: ClassChartView | None = None  # these three once the browser drew the rest
+        self.class_chart: ClassChartView | None = None  # these once the browser drew the rest
         self.exports: ExportView | None = None
+        # Built with the first paint: FilePond, added to a page already shown, takes no file.
+        self.upload = UploadView(state=self.state)
         self.comparison: ComparisonPanel | None = None
         self.learners: LearnersView | None = None
         # The class picture's space (heading and one row of figures) is kept, so the table does
@@ -159,6 +162,7 @@ class InstructorPage(pn.viewable.Viewer):
             pn.pane.HTML("<h3>Runs</h3>"),
             RunsTableView(state=self.state),
             self.below,
+            self.upload,
             sizing_mode="stretch_width",
         )
         pn.state.onload(self._rest)
@@ -217,4 +221,6 @@ class InstructorPage(pn.viewable.Viewer):
 
 def create_instructor(store: RunStore) -> pn.template.BootstrapTemplate:
     """Build one session's instructor page over the server's ``store``, in its template."""
+    # The upload's FilePond scripts (and the disconnect notice's), asked for before the page is built.
+    pn.extension("filedropper", "tabulator", notifications=True)
     return InstructorPage(store).serve_session().template()

@@ -1,0 +1,97 @@
+"""Bring runs in from the instructor page: record files and export bundles, uploaded.
+
+The rules are the ``import`` command's, by the same function (:func:`app.store.importing.import_data`,
+one transaction per file): each record validated, a run already in the store with the same
+content skipped, the same id with different content refused (never overwritten), a bad file
+reported with its reason while the others still go in. What happened is summed up on the page,
+file by file. Learners' runs come from ``panel serve`` on their own machines: their downloads
+(*Download my runs*) and exports are these files.
+
+Panel's ``FileDropper`` sends a file in chunks (a whole file in one WebSocket message would close
+a connection at Bokeh's message limit) and refuses a file over the size limit in the browser,
+with FilePond's message, before sending it; the server checks the size again.
+"""
+
+from __future__ import annotations
+
+import html
+
+import panel as pn
+import param
+
+from app.instructor.state import InstructorState
+from app.store import StoreError
+from app.store.importing import FileReport, ImportReport, import_data
+
+MAX_UPLOAD_MB = 50  # per file: a class's export bundle of 10,000 runs is ~30 MB
+
+
+def upload_summary(report: ImportReport, limit: int = 40) -> str:
+    """What an upload did, as escaped HTML: the totals in one sentence, then each file's lines
+    (what it added, skipped and refused, and why a file or a record was not taken)."""
+    lines = [line for f in report.files for line in f.lines()]
+    shown = "".join(f"<li>{html.escape(line)}</li>" for line in lines[:limit])
+    more = f"<li>… and {len(lines) - limit} more lines</li>" if len(lines) > limit else ""
+    kind = "refused" if report.nothing_read or report.total("refused") or report.total("invalid") else "done"
+    return (f"<div class='import {kind}' role='status' data-testid='import-summary'>"
+            f"<p><b>Upload: {html.escape(report.summary())}.</b></p><ul>{shown}{more}</ul></div>")
+
+
+_SUMMARY_CSS = """
+.import { padding: 8px 12px; border-radius: 4px; unicode-bidi: isolate; }
+.done { background: #e6f4ea; color: #1b5e20; } .refused { background: #fff4e5; color: #663c00; }
+ul { margin: 4px 0 0 0; padding-left: 20px; } li { overflow-wrap: anywhere; }
+"""
+
+
+class UploadView(pn.viewable.Viewer):
+    """Upload record files and export bundles into the store; a summary of each upload."""
+
+    state = param.ClassSelector(class_=InstructorState)
+    max_mb = param.Integer(default=MAX_UPLOAD_MB, bounds=(1, None), doc="Largest file taken, in MB.")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.dropper = pn.widgets.FileDropper(
+            name="Import runs", multiple=True, accepted_filetypes=[".json", "application/json"],
+            max_file_size=f"{self.max_mb}MB", sizing_mode="stretch_width", height=120)
+        self.summary = pn.pane.HTML("", name="import-summary", stylesheets=[_SUMMARY_CSS],
+                                    sizing_mode="stretch_width")
+        self._reports: dict[str, FileReport] = {}  # each listed file's import, by name
+        self.dropper.param.watch(self._uploaded, "value")
+
+    def _uploaded(self, event) -> None:
+        # FilePond sends the files one by one, and keeps them listed (and in value, a dict Panel
+        # fills in place, so event.old is no guide): each new file is imported once, and the
+        # summary covers every file in the list; one removed from it may be dropped again.
+        files = event.new or {}
+        self._reports = {name: report for name, report in self._reports.items() if name in files}
+        added = {name: data for name, data in files.items() if name not in self._reports}
+        if added:
+            self._reports.update((report.name, report) for report in self.take(added).files)
+            self.summary.object = upload_summary(ImportReport(list(self._reports.values())))
+            self.state.refresh()  # the new runs in the table and the class picture at once
+
+    def take(self, files: dict[str, bytes | str]) -> ImportReport:
+        """Import ``files`` (name → content) into the store, each in its own transaction."""
+        report = ImportReport()
+        limit = self.max_mb * 1024 * 1024
+        for name, data in files.items():
+            raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+            if len(raw) > limit:
+                report.files.append(FileReport(name, error=f"larger than the {self.max_mb} MB an upload may be; "
+                                                          "import it with `attention-workbench import` instead"))
+                continue
+            try:
+                report.files.append(import_data(self.state.store, name, raw))
+            except StoreError as error:
+                report.files.append(FileReport(name, error=f"the store could not be written ({error})"))
+        return report
+
+    def __panel__(self):
+        return pn.Column(
+            pn.pane.HTML("<h3>Import runs</h3><p>Drop learners' downloads (record files) or export bundles "
+                         f"(JSON, at most {self.max_mb} MB each) here: the same rules as "
+                         "<code>attention-workbench import</code>. A run already here is skipped; a "
+                         "different run with the same id is refused, never overwritten.</p>"),
+            self.dropper, self.summary, sizing_mode="stretch_width")

@@ -1,0 +1,111 @@
+"""Runs brought in by upload on the instructor page: the import command's rules, a summary, a size limit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from store_helpers import make_record, sqlite_store
+
+from app.instructor import InstructorState
+from app.instructor.upload import UploadView, upload_summary
+from app.store import export_json
+
+
+@pytest.fixture
+def store(tmp_path):
+    with sqlite_store(tmp_path) as store:
+        store.save(make_record("correct", minutes=0, learner="Ada", label="already here"))
+        yield store
+
+
+def test_an_upload_imports_records_and_bundles_and_says_what_it_did(store):
+    view = UploadView(state=InstructorState(store=store))
+    assert len(view.state.records) == 1
+    here = view.state.store.get(view.state.records[0].id)
+    new = [make_record("no_mask", minutes=m, learner="Lin", label=f"from home {m}") for m in (1, 2)]
+    changed = json.loads(here.to_json()) | {"label": "edited elsewhere"}
+    files = {
+        "lin-run.json": new[0].to_json().encode("utf-8"),
+        "class-runs.json": export_json([new[1], here]),  # a str, as FilePond gives text files
+        "same-id.json": json.dumps(changed).encode("utf-8"),
+        "notes.json": b"{not json",
+    }
+    report = view.take(files)
+    assert [(f.name, f.imported, f.skipped, f.refused) for f in report.files if f.read] == [
+        ("lin-run.json", [new[0].id], [], []), ("class-runs.json", [new[1].id], [here.id], []),
+        ("same-id.json", [], [], [here.id])]
+    assert report.files[3].error.startswith("not valid JSON")
+    summary = upload_summary(report)
+    assert ("Upload: imported 2 runs, skipped 1 already in the store, refused 1 (same id, different "
+            "content), 0 not valid, 1 of 4 files not read.") in summary
+    assert "notes.json: not read: not valid JSON" in summary
+    assert f"refused 1 whose id is in the store with different content ({here.id})" in summary
+    assert store.get(here.id).label == "already here"  # never overwritten
+
+
+def test_an_upload_shows_its_runs_at_once_and_escapes_what_it_quotes(store):
+    view = UploadView(state=InstructorState(store=store))
+    record = make_record("mask_after_softmax", minutes=5, learner="Grace", label="<b>home</b>")
+    view.dropper.value = {"<img src=x>.json": record.to_json().encode("utf-8")}
+    assert [r.label for r in view.state.filtered][-1] == "<b>home</b>"  # no wait for the next tick
+    assert "&lt;img src=x&gt;.json: imported 1" in view.summary.object
+    assert "<img" not in view.summary.object
+    # Another file added to the list (Panel fills the same dict): only the new one is taken.
+    other = make_record("correct", minutes=6, learner="Grace", label="second")
+    view.dropper.value["second.json"] = other.to_json().encode("utf-8")
+    view.dropper.param.trigger("value")
+    assert "Upload: imported 2 runs" in view.summary.object  # every file in the list
+    assert "second.json: imported 1" in view.summary.object and view.summary.object.count("imported 1") == 2
+
+
+def test_a_file_over_the_size_limit_is_refused_with_a_message(store):
+    view = UploadView(state=InstructorState(store=store), max_mb=1)
+    assert view.dropper.max_file_size == "1MB"  # the browser refuses it first, with FilePond's message
+    big = make_record(minutes=7).to_json().encode("utf-8") + b" " * (1024 * 1024)
+    report = view.take({"big.json": big})
+    assert report.files[0].error == ("larger than the 1 MB an upload may be; import it with "
+                                     "`attention-workbench import` instead")
+    assert len(view.state.store.query().runs) == 1
+
+
+def test_upload_in_a_real_browser_then_the_size_limit(tmp_path, page):
+    from playwright.sync_api import expect
+    from test_instructor_browser import NO_PASSWORD, open_instructor, table_rows, watched
+    from workbench_server import blocking_violations, start_server
+
+    home = [make_record("no_mask", minutes=m, learner="Lin", label=f"at home {m}") for m in (1, 2)]
+    files = tmp_path / "from-learners"
+    files.mkdir()
+    (files / "lin-run.json").write_text(home[0].to_json(), encoding="utf-8")
+    (files / "lin-bundle.json").write_text(export_json(home), encoding="utf-8")
+    (files / "broken.json").write_text("{", encoding="utf-8")
+    running = start_server(tmp_path / "class", tmp_path / "server.log", env=NO_PASSWORD)
+    try:
+        watch = watched(page, running)
+        page.set_viewport_size({"width": 1280, "height": 720})
+        open_instructor(page, running)
+        expect(page.get_by_test_id("runs-total")).to_have_text("0")
+        picker = page.locator("input[type=file]")
+        picker.set_input_files([str(files / n) for n in ("lin-run.json", "lin-bundle.json", "broken.json")])
+        summary = page.get_by_test_id("import-summary")
+        expect(summary).to_contain_text("Upload: imported 2 runs, skipped 1 already in the store")
+        expect(summary).to_contain_text("broken.json: not read: not valid JSON")
+        expect(page.get_by_test_id("runs-total")).to_have_text("2")  # in the table without a reload
+        expect(table_rows(page).filter(has_text="at home 2")).to_have_count(1)
+        assert blocking_violations(page) == []
+        # Over the limit: refused in the browser with a message, nothing sent.
+        big = tmp_path / "huge-bundle.json"
+        with open(big, "wb") as f:
+            f.truncate(51 * 1024 * 1024)
+        picker.set_input_files(str(big))
+        expect(page.get_by_text("File is too large", exact=True)).to_be_visible()
+        expect(page.locator(".filepond--file-status-sub").filter(has_text="Maximum file size is")) \
+            .to_contain_text("50")
+        expect(summary).not_to_contain_text("huge-bundle.json")
+        expect(page.get_by_test_id("runs-total")).to_have_text("2")
+        page.get_by_role("heading", name="Import runs").scroll_into_view_if_needed()
+        page.screenshot(path=str(tmp_path / "upload.png"))
+        watch.assert_clean()
+    finally:
+        running.stop()
