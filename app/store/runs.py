@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import threading
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -189,8 +191,17 @@ class RunStore:
         except SQLAlchemyError as error:
             self.engine.dispose()
             raise store_error(error, self.url, "Store not opened", StoreOpenError) from None
+        # SQLite takes one writer at a time; this process's writers queue here, in order, instead
+        # of in SQLite's busy handler, which sleeps up to 100 ms between tries.
+        self._write_lock = threading.Lock() if self.dialect == "sqlite" else None
         ref = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: (s := ref()) is not None and s.engine.dispose(close=False))
+        os.register_at_fork(after_in_child=lambda: (s := ref()) is not None and s._after_fork())
+
+    def _after_fork(self) -> None:
+        """In a forked worker: connections of its own, and a write queue of its own."""
+        self.engine.dispose(close=False)
+        if self._write_lock is not None:
+            self._write_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"RunStore({self.where!r})"
@@ -213,7 +224,8 @@ class RunStore:
         commit without waiting for the disk (:func:`~app.store.dialects.relaxed_commit`)."""
         try:
             options = {"store_write": True, "store_relaxed": relaxed}
-            with self.engine.connect().execution_options(**options) as conn, conn.begin():
+            with self._write_lock or nullcontext(), self.engine.connect().execution_options(**options) as conn, \
+                    conn.begin():
                 if relaxed:
                     relaxed_commit(conn)
                 yield conn
@@ -232,7 +244,8 @@ class RunStore:
 
     @staticmethod
     def _changed(conn: Connection) -> None:
-        conn.execute(update(meta).where(meta.c.name == "changes").values(value=meta.c.value + 1))
+        shard = f"changes:{random.randrange(schema.CHANGE_SHARDS)}"
+        conn.execute(update(meta).where(meta.c.name == shard).values(value=meta.c.value + 1))
 
     # --- one run ---------------------------------------------------------------------------
 
@@ -401,7 +414,8 @@ class RunStore:
         An open page polls it and re-queries only when it moved.
         """
         with self._read() as conn:
-            return conn.execute(select(meta.c.value).where(meta.c.name == "changes")).scalar_one()
+            total = select(func.sum(meta.c.value)).where(meta.c.name.startswith("changes:"))
+            return int(conn.execute(total).scalar_one())
 
     def existing_ids(self, run_ids: Iterable[str]) -> set[str]:
         """Which of ``run_ids`` are in the store."""

@@ -6,9 +6,10 @@ Two tables, named ``workbench_*`` so a class's PostgreSQL database can hold othe
   exactly the text ``export`` writes; the other columns are copies of what the instructor page
   filters, sorts, counts and draws by (and what the CSV holds), each taken from the record when
   it is saved, indexed where a filter or a sort uses it.
-- ``workbench_meta``: ``store_version`` (the version of these tables) and ``changes`` (a counter
-  every save, explanation and import raises in its own transaction: the cheap "anything new?"
-  of an open instructor page).
+- ``workbench_meta``: ``store_version`` (the version of these tables) and ``changes:0`` …
+  ``changes:15``, counters of which every save, explanation and import raises one in its own
+  transaction; their sum is the cheap "anything new?" of an open instructor page. Sixteen rows, not
+  one, so concurrent saves on PostgreSQL do not queue on one row's lock.
 
 A store is opened by :func:`open_store`: a new, empty database gets the tables; a store at an
 older version is upgraded on the spot by the steps in :data:`UPGRADES`, in one transaction; a
@@ -45,6 +46,7 @@ from sqlalchemy.engine import Connection, Engine
 from app.store.dialects import prepare_store
 
 metadata = MetaData()
+CHANGE_SHARDS = 16
 
 
 class UTCDateTime(TypeDecorator):
@@ -118,7 +120,7 @@ def _create(conn: Connection) -> None:
     """A new store: the current tables, at the current version."""
     metadata.create_all(conn)
     conn.execute(meta.insert(), [{"name": "store_version", "value": current_version()},
-                                 {"name": "changes", "value": 0}])
+                                 *({"name": f"changes:{k}", "value": 0} for k in range(CHANGE_SHARDS))])
 
 
 # UPGRADES[n] brings a store at version n + 1 to version n + 2: a later release that changes the
