@@ -498,7 +498,9 @@ def test_the_workbench_works_by_keyboard_alone(server, page, watch):
     # The failure mode is chosen by keyboard too: focus the select and step through its options.
     page.get_by_label("Tokens").focus()
     tab_to("Failure mode")
+    expect(page.get_by_label("Failure mode")).to_be_focused()
     page.keyboard.press("ArrowDown")
+    expect(page.get_by_label("Failure mode")).to_have_value("Mask after softmax (broken)")
     expect(page.get_by_label("Mask after softmax (broken)", exact=True)).to_be_checked()
     expect(page.locator("table.readouts")).to_contain_text("0.00125")
 
