@@ -4,11 +4,11 @@ The same text fields as the learner page in the size benchmarked (counted in the
 one Panel TextInput per number the page's input grids show, named as the page names its cells
 (``Query i`` at width 1, else ``Query i, component c``; ``Key …``, ``Value …``) for the
 ``--tokens`` shown, ``--width`` (d_k = d_v) and values; the ``Tokens`` and ``Row`` IntInputs;
-the ``Prediction`` and ``Explanation`` TextAreaInputs and the ``Learner`` and ``Label``
-TextInputs. One Bokeh figure whose ``ColumnDataSource`` named ``echo-source`` receives what was
-typed in a number field, and nothing else: no attention, no heat maps, no readouts, no
-checkboxes. Served by ``pn.serve`` with the options app/server.py uses, so the edit-to-update
-latency of the page can be read against it. The defaults are the "Worked row (seed 003)"
+the ``Prediction``, ``Explanation`` and ``Generated test`` (issue 16) TextAreaInputs and the
+``Learner`` and ``Label`` TextInputs. One Bokeh figure whose ``ColumnDataSource`` named
+``echo-source`` receives what was typed in a number field, and nothing else: no attention, no
+heat maps, no readouts, no checkboxes. Served by ``pn.serve`` with the options app/server.py
+uses, so the edit-to-update latency of the page can be read against it. The defaults are the "Worked row (seed 003)"
 preset (3 tokens, one number each, values on); ``--tokens 8 --width 4`` is the largest page.
 """
 
@@ -52,7 +52,8 @@ def create_baseline(tokens: int = 3, width: int = 1) -> pn.viewable.Viewable:
         pn.widgets.TextAreaInput(name="Prediction", height=80, width=620),
         pn.Row(pn.widgets.TextInput(name="Learner", width=300),
                pn.widgets.TextInput(name="Label", width=300)),
-        pn.widgets.TextAreaInput(name="Explanation", height=80, width=620))
+        pn.widgets.TextAreaInput(name="Explanation", height=80, width=620),
+        pn.widgets.TextAreaInput(name="Generated test", height=200, width=620))
     return pn.Row(sidebar, form)
 
 
