@@ -30,7 +30,7 @@ from app.instructor import (
 )
 from app.instructor.table import SHOWN, column_widths
 from app.shared.compare import ComparisonView
-from app.store import RunStore, RunSummary, export_csv, export_json
+from app.store import RunFilter, RunStore, RunSummary, export_csv, export_json
 from attention_core import scaled_dot_product_attention
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import ExperimentRecord
@@ -65,6 +65,25 @@ def test_filters_by_learner_label_mode_and_local_dates(store):
     assert [r.label for r in s.filtered] == ["first"]
     s.param.update(start=date(2025, 2, 1), end=None)
     assert [r.label for r in s.filtered] == ["broken", "open"]
+
+
+def test_filters_are_one_store_query_not_python_over_every_run(store, monkeypatch):
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    s = InstructorState(store=store)
+    asked = []
+    query = store.query
+    monkeypatch.setattr(store, "query", lambda filters=None, **kw: asked.append(filters) or query(filters, **kw))
+    s.param.update(learner=" ADA ", mode="No mask", start=date(2025, 2, 1), end=date(2025, 2, 1),
+                   timezone="Europe/Berlin")
+    berlin = ZoneInfo("Europe/Berlin")
+    assert asked[-1] == RunFilter(learner="ADA", mode="No mask", created_from=datetime(2025, 2, 1, tzinfo=berlin),
+                                  created_before=datetime(2025, 2, 2, tzinfo=berlin))
+    assert [r.label for r in s.filtered] == ["open"]
+    asked.clear()
+    s.param.update(learner="", mode=ALL_MODES, start=None, end=None)
+    assert asked == [] and s.filtered == s.records  # no filter: the runs already read
 
 
 def test_refresh_brings_new_runs_and_explanations_and_keeps_unchanged_listings(store, monkeypatch):

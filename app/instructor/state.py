@@ -2,20 +2,22 @@
 
 The runs are :class:`~app.store.RunSummary` objects (no matrices), re-read from the store only
 when its change token moved (:meth:`~app.store.RunStore.change_token`, one indexed read per
-tick): the page needs full records only to compare two runs and to export JSON, and reads just
-those. A run is named by its title (:func:`attention_core.modes.run_title`), the name every page
-and the CSV give it. Left out: widgets and layout (the views in this package).
+tick); the filters are one store query (:meth:`run_filter`, SQL on indexed columns) and the mode
+choices the store's distinct titles. The page needs full records only to compare two runs and to
+export JSON, and reads just those. A run is named by its title
+(:func:`attention_core.modes.run_title`), the name every page and the CSV give it. Left out:
+widgets and layout (the views in this package).
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import param
 
-from app.store import RunStore, RunSummary, export_csv, export_json
+from app.store import RunFilter, RunStore, RunSummary, export_csv, export_json
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import ExperimentRecord, RecordError
 
@@ -82,7 +84,7 @@ class InstructorState(param.Parameterized):
             return
         records = self.store.query().runs
         self._token = token
-        modes = mode_order({r.title for r in records})
+        modes = mode_order(self.store.modes())
         self.param.mode.objects = [ALL_MODES, *modes]
         if self.mode not in self.param.mode.objects:
             self.mode = ALL_MODES
@@ -91,30 +93,31 @@ class InstructorState(param.Parameterized):
     def local_time(self, record: RunSummary | ExperimentRecord) -> datetime:
         return record.created_datetime.astimezone(zone(self.timezone))
 
+    def run_filter(self) -> RunFilter | None:
+        """The filters as the store's query takes them, or None when they keep every run.
+
+        A local day is ``[its midnight, the next midnight)`` in the browser's zone.
+        """
+        learner, label = self.learner.strip(), self.label.strip()
+        mode = None if self.mode == ALL_MODES else self.mode
+        if not (learner or label or mode or self.start or self.end):
+            return None
+        here = zone(self.timezone)
+        return RunFilter(
+            learner=learner, label=label, mode=mode,
+            created_from=datetime.combine(self.start, time(), tzinfo=here) if self.start else None,
+            created_before=(datetime.combine(self.end + timedelta(days=1), time(), tzinfo=here)
+                            if self.end else None))
+
     @param.depends("records", "learner", "label", "mode", "start", "end", "timezone",
                    watch=True, on_init=True)
     def _filter(self) -> None:
-        learner, label = self.learner.strip().casefold(), self.label.strip().casefold()
-        # Parameters read once, not per run: each read goes through param's descriptors.
-        mode, start, end, here = self.mode, self.start, self.end, zone(self.timezone)
-        kept = []
-        for r in self.records:
-            if learner and learner not in (r.learner or "").casefold():
-                continue
-            if label and label not in (r.label or "").casefold():
-                continue
-            if mode != ALL_MODES and r.title != mode:
-                continue
-            if start is not None or end is not None:
-                day = r.created_datetime.astimezone(here).date()
-                if (start and day < start) or (end and day > end):
-                    continue
-            kept.append(r)
+        # A query (WHERE on the store's indexed columns), not Python over every run.
+        wanted = self.run_filter()
+        kept = self.records if wanted is None else self.store.query(wanted).runs
         # Unchanged runs (a refresh with nothing new, a zone change without date filters): keep
         # the list, so the table and the chart are not rebuilt.
-        same = len(kept) == len(self.filtered) and all(
-            a is b for a, b in zip(kept, self.filtered, strict=True))
-        if not same:
+        if [r.id for r in kept] != [r.id for r in self.filtered]:
             self.filtered = kept
 
     def select(self, run_id: str) -> None:
