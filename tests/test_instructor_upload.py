@@ -40,6 +40,9 @@ def test_an_upload_imports_records_and_bundles_and_says_what_it_did(store):
     assert ("Upload: imported 2 runs, skipped 1 already in the store, refused 1 (same id, different "
             "content), 0 not valid, 1 of 4 files not read.") in summary
     assert "notes.json: not read: not valid JSON" in summary
+    assert "class='import refused'" in summary  # not the green of an upload that all went in
+    done = view.take({"again.json": new[0].to_json().encode("utf-8")})
+    assert "class='import done'" in upload_summary(done)
     assert f"refused 1 whose id is in the store with different content ({here.id})" in summary
     assert store.get(here.id).label == "already here"  # never overwritten
 

@@ -32,7 +32,7 @@ def upload_summary(report: ImportReport, limit: int = 40) -> str:
     lines = [line for f in report.files for line in f.lines()]
     shown = "".join(f"<li>{html.escape(line)}</li>" for line in lines[:limit])
     more = f"<li>… and {len(lines) - limit} more lines</li>" if len(lines) > limit else ""
-    kind = "refused" if report.nothing_read or report.total("refused") or report.total("invalid") else "done"
+    kind = "refused" if report.unread or report.total("refused") or report.total("invalid") else "done"
     return (f"<div class='import {kind}' role='status' data-testid='import-summary'>"
             f"<p><b>Upload: {html.escape(report.summary())}.</b></p><ul>{shown}{more}</ul></div>")
 
@@ -54,7 +54,7 @@ class UploadView(pn.viewable.Viewer):
         super().__init__(**params)
         self.dropper = pn.widgets.FileDropper(
             name="Import runs", multiple=True, accepted_filetypes=[".json", "application/json"],
-            max_file_size=f"{self.max_mb}MB", sizing_mode="stretch_width", height=120)
+            max_file_size=f"{self.max_mb}MB", sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("", name="import-summary", stylesheets=[_SUMMARY_CSS],
                                     sizing_mode="stretch_width")
         self._reports: dict[str, FileReport] = {}  # each listed file's import, by name
