@@ -70,7 +70,10 @@ class UploadView(pn.viewable.Viewer):
         if added:
             self._reports.update((report.name, report) for report in self.take(added).files)
             self.summary.object = upload_summary(ImportReport(list(self._reports.values())))
-            self.state.refresh()  # the new runs in the table and the class picture at once
+            # The new runs in the table and the class picture at once, in a tick of their own as
+            # the periodic refresh does: updated inside the upload's own event, Tabulator's remote
+            # page sometimes stayed empty until a later change.
+            pn.state.execute(self.state.refresh, schedule=True)
 
     def take(self, files: dict[str, bytes | str]) -> ImportReport:
         """Import ``files`` (name → content) into the store, each in its own transaction."""
