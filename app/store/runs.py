@@ -192,7 +192,7 @@ class RunStore:
             self.engine.dispose()
             raise store_error(error, self.url, "Store not opened", StoreOpenError) from None
         # SQLite takes one writer at a time; this process's writers queue here, in order, instead
-        # of in SQLite's busy handler, which sleeps up to 100 ms between tries.
+        # of in SQLite's busy handler, which sleeps ever longer between tries and serves no order.
         self._write_lock = threading.Lock() if self.dialect == "sqlite" else None
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: (s := ref()) is not None and s._after_fork())
