@@ -11,6 +11,8 @@ missing PostgreSQL fails them.
 from __future__ import annotations
 
 import os
+import sys
+import types
 
 import pytest
 from find_browser import HOW_TO_FIX, find_chromium
@@ -86,6 +88,22 @@ def store_url(request, tmp_path) -> str:
     if request.param == "sqlite":
         return sqlite_url(tmp_path / "runs.db")
     return request.getfixturevalue("postgres_server").new_database()
+
+
+@pytest.fixture
+def fake_server(monkeypatch) -> list[dict]:
+    """The command line's ``serve`` replaced by a recorder: each call's keyword arguments, with
+    the environment variables that would change them cleared."""
+    from app import auth
+    from app.framing import EMBED_ORIGINS_ENV
+
+    calls = []
+    fake = types.ModuleType("app.server")
+    fake.serve = lambda **kwargs: calls.append(kwargs)
+    monkeypatch.setitem(sys.modules, "app.server", fake)
+    for name in (auth.PASSWORD_ENV, auth.PASSWORD_FILE_ENV, EMBED_ORIGINS_ENV):
+        monkeypatch.delenv(name, raising=False)
+    return calls
 
 
 @pytest.fixture

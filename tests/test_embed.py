@@ -56,20 +56,7 @@ def test_every_other_path_may_never_be_framed(path):
     assert framing_headers(path, ["https://a.example"]) == CLOSED_HEADERS
 
 
-@pytest.fixture
-def serve_calls(monkeypatch):
-    import sys
-    import types
-
-    calls = []
-    fake = types.ModuleType("app.server")
-    fake.serve = lambda **kwargs: calls.append(kwargs)
-    monkeypatch.setitem(sys.modules, "app.server", fake)
-    monkeypatch.delenv(EMBED_ORIGINS_ENV, raising=False)
-    return calls
-
-
-def test_cli_embed_origins_repeatable_or_from_the_environment_none_by_default(serve_calls, monkeypatch, tmp_path):
+def test_cli_embed_origins_repeatable_or_from_the_environment_none_by_default(fake_server, monkeypatch, tmp_path):
     runs = ["--runs-dir", str(tmp_path)]
     assert main(["serve", *runs]) == 0
     assert main(["serve", *runs, "--embed-origin", "https://A.example/", "--embed-origin",
@@ -77,14 +64,14 @@ def test_cli_embed_origins_repeatable_or_from_the_environment_none_by_default(se
     monkeypatch.setenv(EMBED_ORIGINS_ENV, "https://c.example, http://d:81")
     assert main(["serve", *runs]) == 0
     assert main(["serve", *runs, "--embed-origin", "https://e.example"]) == 0  # the option wins
-    assert [c["embed_origins"] for c in serve_calls] == [
+    assert [c["embed_origins"] for c in fake_server] == [
         [], ["https://a.example", "http://localhost:8000"], ["https://c.example", "http://d:81"],
         ["https://e.example"]]
 
 
-def test_cli_refuses_a_bad_embed_origin_before_serving(serve_calls, capsys, tmp_path):
+def test_cli_refuses_a_bad_embed_origin_before_serving(fake_server, capsys, tmp_path):
     assert main(["serve", "--runs-dir", str(tmp_path), "--embed-origin", "*"]) == 2
-    assert "--embed-origin '*' is not an origin" in capsys.readouterr().err and serve_calls == []
+    assert "--embed-origin '*' is not an origin" in capsys.readouterr().err and fake_server == []
 
 
 def _headers(url: str, path: str) -> tuple[int, http.client.HTTPMessage]:

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import types
 
 import pytest
 from playwright.sync_api import expect
@@ -51,17 +50,6 @@ def test_a_missing_or_non_regular_password_file_is_refused(tmp_path):
         auth.read_password_file(tmp_path / "nope")
     with pytest.raises(ValueError, match="is not a regular file"):
         auth.read_password_file(tmp_path)
-
-
-@pytest.fixture
-def fake_server(monkeypatch):
-    calls = []
-    fake = types.ModuleType("app.server")
-    fake.serve = lambda **kwargs: calls.append(kwargs)
-    monkeypatch.setitem(sys.modules, "app.server", fake)
-    monkeypatch.delenv(auth.PASSWORD_ENV, raising=False)
-    monkeypatch.delenv(auth.PASSWORD_FILE_ENV, raising=False)
-    return calls
 
 
 def test_cli_reads_the_password_from_a_file_given_by_option_or_environment(fake_server, monkeypatch, tmp_path):

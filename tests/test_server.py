@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import time
-import types
 
 import pytest
 from workbench_server import ROOT, start_server
@@ -58,16 +57,6 @@ def test_serve_options_use_panels_basic_auth_for_the_instructor_only():
     assert len(options["cookie_secret"]) >= 32
     assert options["cookie_secret"] != auth.serve_options("x")["cookie_secret"]
     assert auth.LOGIN_TEMPLATE.is_file()
-
-
-@pytest.fixture
-def fake_server(monkeypatch):
-    calls = []
-    fake = types.ModuleType("app.server")
-    fake.serve = lambda **kwargs: calls.append(kwargs)
-    monkeypatch.setitem(sys.modules, "app.server", fake)
-    monkeypatch.delenv(auth.PASSWORD_ENV, raising=False)
-    return calls
 
 
 def test_cli_refuses_a_network_address_without_a_password_and_says_why(fake_server, capsys):
