@@ -35,18 +35,26 @@ CHECK_UNUSED_SESSIONS_MS = 10_000
 
 
 def _served_locally(factory):
-    """Wrap a page factory so its stylesheets always come from this server, never a CDN.
+    """Wrap a page factory so its stylesheets and scripts always come from this server, never a
+    CDN, on a relative path that also holds for the page asked for with a trailing slash.
 
     Panel records where the page's CSS lives while it answers the page request. With
     ``--num-procs`` the page's websocket can reach another worker, which then builds the session
     without that request and falls back to Panel's CDN, which a classroom offline cannot reach.
-    Both routes sit at the top level, so the relative static path is the same for each.
+    Every route sits at the top level, so the relative static path is the same for each; but
+    Bokeh also answers ``/embed/`` with the ``/embed`` page, one folder deeper, while Panel counts
+    the relative path from the route, so there every Panel script missed and nothing rendered.
     """
     from panel.io.resources import LOCAL_DIST
 
     def build():
-        pn.state.curdoc.template_variables["dist_url"] = LOCAL_DIST
-        return factory()
+        doc = pn.state.curdoc
+        page = factory()  # first: the page's Location resets the relative path as it syncs
+        path = getattr(doc.session_context and doc.session_context.request, "path", None) or ""
+        if path != "/" and path.endswith("/"):
+            pn.state.rel_path = ".."
+        doc.template_variables["dist_url"] = (f"{pn.state.rel_path}/" if pn.state.rel_path else "") + LOCAL_DIST
+        return page
     return build
 
 

@@ -381,3 +381,24 @@ def test_a_parent_the_server_does_not_trust_is_neither_heard_nor_told(server, pa
     expect(frame.get_by_test_id("embed-learner")).to_have_count(0)  # no learner: Mallory was ignored
     assert heard(page) == []
     assert problems == []
+
+
+def test_the_embed_asked_for_with_a_trailing_slash_renders_and_works_as_embed(server, hosts, page, problems):
+    # A course page that writes /embed/ got a blank frame: Panel's scripts were asked for from
+    # /embed/static/extensions/…, which nothing serves.
+    frame, inner = open_host(page, hosts[0].page(f"{app_origin(server)}/embed/?prediction=It%20cannot."))
+    assert inner.url.startswith(f"{app_origin(server)}/embed/?")
+    expect(frame.get_by_test_id("embed-prediction")).to_have_text("It cannot.")
+    frame.get_by_label("Failure mode").select_option(label="Mask after softmax (broken)")
+    expect(frame.get_by_test_id("invariants").locator("[data-check='row_sums']")).to_contain_text("FAIL")
+    frame.get_by_role("button", name="Save run").click()
+    expect(frame.get_by_role("status").filter(has_text="Saved run #1")).to_be_visible()
+    wait_to_hear(page, "experiment-recorded", 1)
+    [message] = heard(page, "experiment-recorded")
+    assert message["data"]["url"] == f"{app_origin(server)}/?run={message['data']['run']['id']}"
+    # The saved runs' table (drawn after the page) finds its scripts and styles too.
+    tab(frame, "Saved runs").click()
+    expect(frame.get_by_role("link", name="Open run 1 in the workbench")).to_be_visible()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "embed-trailing-slash-1280x720.png"))
+    assert problems == []
