@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import csv
 import io
+import random
+import sys
 from datetime import UTC, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from store_helpers import T0
+from store_helpers import T0, sqlite_store
 
 from app.instructor.learners import (
     COLUMNS,
     LearnersView,
+    class_checkpoints,
     learner_checkpoints,
     learners_csv,
     table_rows,
 )
-from attention_core import scaled_dot_product_attention
+from app.store import RunFilter, RunStore
+from app.store.dialects import WHITESPACE
+from attention_core import FAILURE_MODES, scaled_dot_product_attention
 from attention_core.records import ExperimentRecord
 
 
@@ -89,10 +94,68 @@ def test_runs_without_a_learner_name_are_counted_apart():
     assert [r.learner for r in learners] == ["Ada", "Grace"] and unnamed == 2
 
 
-def test_the_view_filters_to_who_is_missing_what_and_exports_csv():
+# Spellings of one learner (spaces, case, casefold's ß), no name at all, and text that is only
+# whitespace (which str.strip() drops: the store must tell it from text the same way).
+NAMES = ["Ada", " ada", "ADA ", "Grace", "grace\t", "Straße", "STRASSE", "Émile", "émile", "Lin",
+         None, "", "   ", "\u3000\x85"]
+TEXTS = [None, "", " ", "\u3000\x85\u2028", "\t\n", "x", " Row 2 keeps its sum. ", "\u00a0p\u00a0"]
+
+
+def varied_runs(count: int, seed: int) -> list[ExperimentRecord]:
+    """``count`` runs of every failure mode, causal or not, T 1 to 3, by the names above, one
+    minute apart in a shuffled order (so a store cannot rely on the order runs arrive in)."""
+    rng = random.Random(seed)
+    minutes = rng.sample(range(count * 3), count)
+    return [run(rng.choice(NAMES), rng.choice(list(FAILURE_MODES)), causal=rng.random() < 0.7,
+                T=rng.choice([1, 2, 3]), minutes=m, prediction=rng.choice(TEXTS),
+                explanation=rng.choice(TEXTS))
+            for m in minutes]
+
+
+def oldest_first(runs):
+    return sorted(runs, key=lambda r: r.created_datetime)
+
+
+def test_whitespace_is_what_python_strips():
+    assert WHITESPACE == "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
+
+
+def test_the_stores_group_by_counts_as_python_does_over_every_run(store_url):
+    runs = varied_runs(160, seed=15)
+    with RunStore(store_url) as store:
+        store.import_records(runs)
+        class_list = ["Lin", "  Nobody ", "straße"]
+        expected = learner_checkpoints(oldest_first(runs), class_list)
+        assert class_checkpoints(store.learner_runs(), class_list) == expected
+        learners, unnamed = expected
+        assert unnamed > 0 and any(r.other_modes for r in learners) and any(r.experimented_at for r in learners)
+        assert [r.learner.casefold() for r in learners] == ["ada", "grace", "lin", "nobody", "strasse", "émile"]
+        # one stored spelling is one entry; blank names are only counted
+        tally = store.learner_runs()
+        assert sorted(r.learner for r in tally.learners) == sorted({n for n in NAMES if n and n.strip()}
+                                                                   & {r.learner for r in runs})
+        assert tally.unnamed == unnamed
+        # the same filters as the runs table
+        kept = RunFilter(learner="ada", created_before=T0 + timedelta(minutes=240))
+        assert class_checkpoints(store.learner_runs(kept)) == learner_checkpoints(oldest_first(
+            r for r in runs if "ada" in (r.learner or "").casefold() and r.created_datetime < kept.created_before))
+
+
+def test_whitespace_only_text_is_no_prediction_or_explanation_in_the_store_either(store_url):
+    runs = [run("Ada", prediction="\u3000\x85", explanation=" \t", minutes=1),
+            run("Ada", prediction=" p ", minutes=2), run("Ada", explanation="\u2028e", minutes=3)]
+    with RunStore(store_url) as store:
+        store.import_records(runs)
+        (ada,), unnamed = class_checkpoints(store.learner_runs())
+    assert (ada.runs, ada.predicted_at, ada.explained_at, unnamed) == (3, at(2), at(3), 0)
+
+
+def test_the_view_filters_to_who_is_missing_what_and_exports_csv(tmp_path):
     runs = [run("Ada", "correct", prediction="p"), run("Ada", "mask_after_softmax"),
             run("Grace", "mask_after_softmax", explanation="e"), run(None)]
-    view = LearnersView(lambda: runs, lambda: UTC, class_list="Ada\nGrace\nLin\n")
+    store = sqlite_store(tmp_path)
+    store.import_records(runs)
+    view = LearnersView(store, lambda: UTC, class_list="Ada\nGrace\nLin\n")
     assert list([r["learner"] for r in view.rows]) == ["Ada", "Grace", "Lin"]
     assert "1 run without a learner name counted apart" in view.summary.object
     view.show = "Missing experiment"
@@ -109,3 +172,6 @@ def test_the_view_filters_to_who_is_missing_what_and_exports_csv():
     view.class_list = ""
     view.show = "Anyone"
     assert list([r["learner"] for r in view.rows]) == ["Ada", "Grace"]
+    store.save(run("Lin", "correct", minutes=5))
+    view.refresh()
+    assert list([r["learner"] for r in view.rows]) == ["Ada", "Grace", "Lin"]

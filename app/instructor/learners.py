@@ -10,7 +10,12 @@ Seed 003 names four checkpoints. Three leave evidence in the runs a learner save
 (The fourth, **implement**, happens in the learner's editor, not here.) Each checkpoint says when
 it was reached: the time of the run that completed it. Learners on the class list who saved
 nothing get a row too, so "who is missing what" includes them; runs without a learner name are
-counted apart, never hidden. Left out: widgets (``LearnersView`` below is the only view).
+counted apart, never hidden.
+
+The view counts with the store's ``GROUP BY`` (:meth:`~app.store.RunStore.learner_runs`, a row
+per learner text) and merges spellings here (:func:`class_checkpoints`);
+:func:`learner_checkpoints` counts the same from runs in Python, the reference the store's query
+is tested against. Left out: widgets (``LearnersView`` below is the only view).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from datetime import datetime
 
 import panel as pn
 import param
+
+from app.store import LearnerTally, RunStore
 
 CHECKPOINTS = ("predict", "experiment", "explain")
 ANYONE = "Anyone"
@@ -63,8 +70,26 @@ class LearnerCheckpoints:
         return " and ".join(lacking)
 
 
-def _earliest(current: datetime | None, at: datetime) -> datetime:
-    return at if current is None or at < current else current
+def _earliest(current: datetime | None, at: datetime | None) -> datetime | None:
+    return at if current is None or (at is not None and at < current) else current
+
+
+def _class_book(class_list: Iterable[str]):
+    """An empty book of learners holding the class list's names, and its ``entry(name)``: the
+    learner ``name`` is (surrounding spaces dropped, case ignored), added as first seen."""
+    learners: dict[str, LearnerCheckpoints] = {}
+
+    def entry(name: str) -> LearnerCheckpoints:
+        return learners.setdefault(name.strip().casefold(), LearnerCheckpoints(name.strip()))
+
+    for name in class_list:
+        if name.strip():
+            entry(name)
+    return learners, entry
+
+
+def _by_name(learners: dict[str, LearnerCheckpoints]) -> list[LearnerCheckpoints]:
+    return sorted(learners.values(), key=lambda r: r.learner.casefold())
 
 
 def learner_checkpoints(runs: Iterable, class_list: Iterable[str] = ()) -> tuple[list[LearnerCheckpoints], int]:
@@ -85,14 +110,7 @@ def learner_checkpoints(runs: Iterable, class_list: Iterable[str] = ()) -> tuple
         One entry per learner name (runs matched by their name with surrounding spaces dropped
         and case ignored, shown as first seen), sorted by name; and the count of unnamed runs.
     """
-    learners: dict[str, LearnerCheckpoints] = {}
-
-    def entry(name: str) -> LearnerCheckpoints:
-        return learners.setdefault(name.strip().casefold(), LearnerCheckpoints(name.strip()))
-
-    for name in class_list:
-        if name.strip():
-            entry(name)
+    learners, entry = _class_book(class_list)
     unnamed = 0
     for run in runs:
         if not (run.learner or "").strip():
@@ -111,7 +129,36 @@ def learner_checkpoints(runs: Iterable, class_list: Iterable[str] = ()) -> tuple
             row.mask_after_softmax_at = _earliest(row.mask_after_softmax_at, at)
         else:  # every other way to run it, by the name the pages give it ("…, nothing to mask")
             row.other_modes.add(run.title)
-    return sorted(learners.values(), key=lambda r: r.learner.casefold()), unnamed
+    return _by_name(learners), unnamed
+
+
+def class_checkpoints(tally: LearnerTally, class_list: Iterable[str] = ()) -> tuple[list[LearnerCheckpoints], int]:
+    """:func:`learner_checkpoints` from the store's counts per learner text instead of every run.
+
+    Parameters
+    ----------
+    tally : LearnerTally
+        From :meth:`~app.store.RunStore.learner_runs`: one entry per stored learner text.
+    class_list : iterable of str
+        Names expected in the class; each gets a row even without a run.
+
+    Returns
+    -------
+    (list of LearnerCheckpoints, int)
+        As :func:`learner_checkpoints`: spellings of one name merged (surrounding spaces dropped,
+        case ignored), shown as in the earliest run (two spellings first used at the same
+        instant: the one first in code-point order); and the count of unnamed runs.
+    """
+    learners, entry = _class_book(class_list)
+    for group in tally.learners:  # earliest first: the first spelling seen is the one shown
+        row = entry(group.learner)
+        row.runs += group.runs
+        row.predicted_at = _earliest(row.predicted_at, group.predicted_at)
+        row.explained_at = _earliest(row.explained_at, group.explained_at)
+        row.correct_causal_at = _earliest(row.correct_causal_at, group.correct_causal_at)
+        row.mask_after_softmax_at = _earliest(row.mask_after_softmax_at, group.mask_after_softmax_at)
+        row.other_modes |= group.other_modes
+    return _by_name(learners), tally.unnamed
 
 
 def _when(at: datetime | None, tz) -> str:
@@ -159,16 +206,17 @@ table.learners td.missing { color: #8a1c1c; }
 class LearnersView(pn.viewable.Viewer):
     """The learners table: checkpoints per learner, a class list, a filter, a CSV download.
 
-    ``runs`` is a callable giving the runs to count (the state's current, unfiltered runs), and
-    ``timezone`` the instructor's zone; ``refresh()`` recounts, e.g. when new runs arrive.
+    ``store`` holds the runs to count (all of them, whatever the page's filters), and
+    ``timezone`` is a callable giving the instructor's zone; ``refresh()`` recounts (one store
+    query, :meth:`~app.store.RunStore.learner_runs`), e.g. when new runs arrive.
     """
 
     class_list = param.String(default="", doc="Names expected in the class, one per line.")
     show = param.Selector(default=ANYONE, objects=[ANYONE, *MISSING], doc="Which learners to list.")
 
-    def __init__(self, runs, timezone, **params):
+    def __init__(self, store: RunStore, timezone, **params):
         super().__init__(**params)
-        self._runs, self._timezone = runs, timezone
+        self._store, self._timezone = store, timezone
         self.table = pn.pane.HTML("", stylesheets=[_TABLE_CSS], sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("")
         self.download = pn.widgets.FileDownload(
@@ -179,7 +227,7 @@ class LearnersView(pn.viewable.Viewer):
 
     def _rows(self) -> list[dict]:
         names = self.class_list.splitlines()
-        learners, self._unnamed = learner_checkpoints(self._runs(), names)
+        learners, self._unnamed = class_checkpoints(self._store.learner_runs(), names)
         if self.show != ANYONE:
             learners = [r for r in learners if r.reached(MISSING[self.show]) is None]
         return table_rows(learners, self._timezone())

@@ -176,7 +176,7 @@ class InstructorPage(pn.viewable.Viewer):
             self.class_chart = ClassChartView(state=self.state)
             self.exports = ExportView(state=self.state)
             self.comparison = ComparisonPanel(state=self.state)
-            self.learners = LearnersView(lambda: self.state.records, lambda: zone(self.state.timezone))
+            self.learners = LearnersView(self.state.store, lambda: zone(self.state.timezone))
             self.state.param.watch(lambda *events: self.learners.refresh(), ["records", "timezone"])
             self.chart.append(self.class_chart)
             self.below.objects = [self.exports, self.comparison, self.learners]

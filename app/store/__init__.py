@@ -19,6 +19,11 @@ The interface (what the pages, the command line and the tests use)::
     page.runs                                    # list[RunSummary] (no matrices), this page
     page.total                                   # how many runs pass the filters in all
     store.count(filters); store.modes()          # a count; the distinct run titles
+    tally = store.learner_runs(filters)          # GROUP BY learner, mode: LearnerTally(learners, unnamed)
+    tally.learners                               # list[LearnerRuns]: per stored learner text, its
+                                                 #   runs and first run with a prediction, with an
+                                                 #   explanation, correct causal, mask after softmax
+                                                 #   (causal, T > 1); the titles of its other runs
 
     store.change_token()                         # int that moves on every save/explanation/import
     store.iter_texts(filters | ids=[...])        # stored JSON text per run, streamed (export)
@@ -50,10 +55,19 @@ from app.store.exports import (
     iter_export_csv,
     iter_export_json,
 )
-from app.store.runs import DEFAULT_SORT, SORTABLE, ImportOutcome, RunFilter, RunPage, RunStore
+from app.store.runs import (
+    DEFAULT_SORT,
+    SORTABLE,
+    ImportOutcome,
+    LearnerRuns,
+    LearnerTally,
+    RunFilter,
+    RunPage,
+    RunStore,
+)
 from app.store.summary import RunSummary
 
 __all__ = ["CSV_COLUMNS", "DEFAULT_SORT", "DEFAULT_STORE", "EXPORT_FORMAT", "SORTABLE", "STORE_ENV",
-           "ImportOutcome", "RunFilter", "RunPage", "RunStore", "RunSummary", "StoreError", "StoreOpenError",
-           "export_csv", "export_json", "iter_export_csv", "iter_export_json", "resolve_store_url",
-           "sqlite_url"]
+           "ImportOutcome", "LearnerRuns", "LearnerTally", "RunFilter", "RunPage", "RunStore", "RunSummary",
+           "StoreError", "StoreOpenError", "export_csv", "export_json", "iter_export_csv", "iter_export_json",
+           "resolve_store_url", "sqlite_url"]

@@ -3,8 +3,9 @@
 The rest of :mod:`app.store` is plain SQLAlchemy Core and runs unchanged on both: this module
 makes the engine (SQLite: a busy timeout, foreign keys on, write transactions begun
 ``IMMEDIATE``, and the WAL journal once the file is known to be a store), writes "contains, in
-any case" the same way on both, keeps text PostgreSQL cannot hold out of its columns, and turns
-a driver's error into a sentence a learner or an instructor can act on.
+any case" and "more than whitespace" the same way on both, keeps text PostgreSQL cannot hold
+out of its columns, and turns a driver's error into a sentence a learner or an instructor can
+act on.
 
 Left out: the tables (:mod:`app.store.schema`), the queries (:mod:`app.store.runs`).
 """
@@ -170,6 +171,19 @@ def contains_any_case(column: ColumnElement, text: str, dialect_name: str) -> Co
     return func.strpos(func.lower(column), func.lower(column_text(text, dialect_name))) > 0
 
 
+# What Python's str.strip() drops (every character whose isspace() is true); a test keeps it so.
+WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+              "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
+def has_text(column: ColumnElement, dialect_name: str) -> ColumnElement:
+    """A condition: ``column`` holds something besides whitespace, as ``bool(text.strip())`` says
+    in Python (NULL: false). SQLite's ``trim(X, Y)`` and PostgreSQL's ``btrim`` both drop any
+    character of :data:`WHITESPACE` from both ends (a UTF-8 database: a character, not a byte)."""
+    trim = func.trim if dialect_name == "sqlite" else func.btrim
+    return trim(column, WHITESPACE) != ""
+
+
 def column_text(text: str | None, dialect_name: str) -> str | None:
     """``text`` as a column of ``dialect_name`` can hold it: PostgreSQL's text cannot hold NUL, so
     a NUL becomes U+FFFD there (in the filter and sort copies only: the record keeps it)."""
@@ -231,6 +245,6 @@ def store_error(error: Exception, url: URL, what: str, cls: type[StoreError] = S
     return result
 
 
-__all__ = ["BUSY_TIMEOUT_S", "DEFAULT_STORE", "STORE_ENV", "StoreError", "StoreOpenError", "column_text",
-           "contains_any_case", "make_engine", "parse_url", "prepare_store", "relaxed_commit", "resolve_store_url",
-           "shown", "sqlite_url", "store_error"]
+__all__ = ["BUSY_TIMEOUT_S", "DEFAULT_STORE", "STORE_ENV", "WHITESPACE", "StoreError", "StoreOpenError",
+           "column_text", "contains_any_case", "has_text", "make_engine", "parse_url", "prepare_store",
+           "relaxed_commit", "resolve_store_url", "shown", "sqlite_url", "store_error"]

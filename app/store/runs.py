@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, case, func, not_, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.sql import ColumnElement
 
 from app.store import schema
 from app.store.dialects import (
@@ -32,6 +33,7 @@ from app.store.dialects import (
     StoreOpenError,
     column_text,
     contains_any_case,
+    has_text,
     make_engine,
     parse_url,
     relaxed_commit,
@@ -94,6 +96,49 @@ class RunPage:
 
 
 @dataclass(frozen=True)
+class LearnerRuns:
+    """What the runs saved under one learner string show (the learners view's counts).
+
+    Times are aware UTC datetimes, each the ``created_at`` of the earliest run of that kind
+    (``None``: no such run). The kinds are seed 003's checkpoints, as
+    :func:`app.instructor.learners.learner_checkpoints` counts them.
+
+    Attributes
+    ----------
+    learner : str
+        The learner text exactly as stored (one learner typed in two ways is two entries).
+    runs : int
+    first_at : datetime
+        Its earliest run.
+    predicted_at, explained_at : datetime or None
+        A run with a prediction (an explanation) that is not only whitespace.
+    correct_causal_at : datetime or None
+        A correct run with the causal mask.
+    mask_after_softmax_at : datetime or None
+        A "mask after softmax" run with a future cell to mask (causal, T > 1).
+    other_modes : frozenset of str
+        The titles (:func:`~attention_core.modes.run_title`) of its runs that are neither of the two.
+    """
+
+    learner: str
+    runs: int
+    first_at: datetime
+    predicted_at: datetime | None
+    explained_at: datetime | None
+    correct_causal_at: datetime | None
+    mask_after_softmax_at: datetime | None
+    other_modes: frozenset[str]
+
+
+@dataclass(frozen=True)
+class LearnerTally:
+    """:meth:`RunStore.learner_runs`: one entry per learner string, and the runs without a name."""
+
+    learners: list[LearnerRuns]
+    unnamed: int
+
+
+@dataclass(frozen=True)
 class ImportOutcome:
     """What importing one file's records did: ids by outcome, in the file's order.
 
@@ -133,6 +178,13 @@ def stored_record(text: str) -> ExperimentRecord:
         return ExperimentRecord(**json.loads(text, parse_constant=_refuse_constant))
     except (ValueError, TypeError) as error:
         raise RecordError(f"a stored run is not a readable record ({error})") from None
+
+
+_FIRST_TIMES = ("first_at", "predicted_at", "explained_at", "correct_causal_at", "mask_after_softmax_at")
+
+
+def _earliest(times: Iterable[datetime | None]) -> datetime | None:
+    return min((t for t in times if t is not None), default=None)
 
 
 def _check_id(run_id: object) -> str:
@@ -408,6 +460,55 @@ class RunStore:
         with self._read() as conn:
             return [m for (m,) in conn.execute(select(runs.c.mode).distinct())]
 
+    def learner_runs(self, filters: RunFilter | None = None) -> LearnerTally:
+        """Per distinct learner text: its runs and when it first reached each of seed 003's
+        checkpoints; one ``GROUP BY learner, mode`` query (a scan of the runs, whatever their
+        number), its few groups then added up per learner here.
+
+        Runs whose learner is missing or only whitespace are counted in ``unnamed``. Names are
+        not merged here: the learners view merges spellings (surrounding spaces, case) over
+        these few entries.
+
+        Returns
+        -------
+        LearnerTally
+            ``learners`` sorted by ``first_at``, then learner text.
+
+        Raises
+        ------
+        StoreError
+            The store cannot be read.
+        """
+        c = runs.c
+        correct_causal = and_(c.failure_mode == "correct", c.causal)
+        contrast = and_(c.failure_mode == "mask_after_softmax", c.causal, c.T > 1)
+
+        def first(condition: ColumnElement) -> ColumnElement:
+            return func.min(case((condition, c.created_at)))
+
+        statement = select(
+            c.learner, c.mode, func.count().label("runs"), func.min(c.created_at).label("first_at"),
+            first(and_(c.has_prediction, has_text(c.prediction, self.dialect))).label("predicted_at"),
+            first(and_(c.has_explanation, has_text(c.explanation, self.dialect))).label("explained_at"),
+            first(correct_causal).label("correct_causal_at"),
+            first(contrast).label("mask_after_softmax_at"),
+            func.count(case((not_(or_(correct_causal, contrast)), 1))).label("others"),
+        ).where(*self._where(filters)).group_by(c.learner, c.mode)
+        with self._read() as conn:
+            rows = conn.execute(statement).mappings().all()
+        unnamed, named = 0, {}
+        for row in rows:
+            if (row["learner"] or "").strip():
+                named.setdefault(row["learner"], []).append(row)
+            else:
+                unnamed += row["runs"]
+        learners = [LearnerRuns(
+            learner=learner, runs=sum(g["runs"] for g in groups),
+            **{name: _earliest(g[name] for g in groups) for name in _FIRST_TIMES},
+            other_modes=frozenset(g["mode"] for g in groups if g["others"]),
+        ) for learner, groups in named.items()]
+        return LearnerTally(sorted(learners, key=lambda r: (r.first_at, r.learner)), unnamed)
+
     def change_token(self) -> int:
         """A number that changes whenever a run is saved, explained or imported (one indexed read).
 
@@ -523,5 +624,5 @@ class RunStore:
         return ImportOutcome(imported, skipped, refused)
 
 
-__all__ = ["DEFAULT_SORT", "SORTABLE", "ImportOutcome", "RunFilter", "RunPage", "RunStore", "StoreError",
-           "StoreOpenError", "stored_record"]
+__all__ = ["DEFAULT_SORT", "SORTABLE", "ImportOutcome", "LearnerRuns", "LearnerTally", "RunFilter", "RunPage",
+           "RunStore", "StoreError", "StoreOpenError", "stored_record"]
