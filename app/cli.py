@@ -247,8 +247,9 @@ def _serve(args: argparse.Namespace, url: str, runs_dir: Path | None) -> int:
         print(f"attention-workbench serve: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     store_option = "" if url == "sqlite:///runs.db" else f"--store {url}"
-    notice = unimported_runs_notice(store, runs_dir if runs_dir is not None else Path("runs"), store_option)
-    if notice:
+    folder = runs_dir if runs_dir is not None else Path("runs")
+    notice = unimported_runs_notice(store, folder, store_option)
+    if notice and _first_time(store, f"import hint for {folder.absolute()}"):
         print(f"attention-workbench: {notice}", file=sys.stderr)
     # Importing Panel and Bokeh makes ~190,000 objects that live as long as the process; with
     # the collector on, CPython walks them again and again while they are made (~0.4 s, a sixth
@@ -278,6 +279,17 @@ def _serve(args: argparse.Namespace, url: str, runs_dir: Path | None) -> int:
     finally:
         gc.enable()
     return EXIT_OK
+
+
+def _first_time(store, what: str) -> bool:
+    """Whether ``store`` has not yet noted ``what``; noting it now (a store that cannot be
+    written cannot remember: then every time)."""
+    from app.store import StoreError
+
+    try:
+        return store.note_once(what)
+    except StoreError:
+        return True
 
 
 def _listen_message(address: str, port: int, error: OSError) -> str:

@@ -154,6 +154,13 @@ def test_serve_tells_once_how_to_import_an_earlier_runs_folder(monkeypatch, tmp_
     err = capsys.readouterr().err
     assert err.count("attention-workbench import runs") == 1
     assert "runs holds 3 run files from an earlier workbench" in err
+    assert main(["serve"]) == 0
+    assert "import" not in capsys.readouterr().err  # told once: the store remembers it told
+    other = sqlite_url(tmp_path / "class.db")  # another store lacks them too: told there, once
+    assert main(["serve", "--store", other]) == 0
+    assert f"`attention-workbench import runs --store {other}`" in capsys.readouterr().err
+    assert main(["serve", "--store", other]) == 0
+    assert "import" not in capsys.readouterr().err
     assert main(["import", "runs"]) == 0
     assert "imported 3 runs" in capsys.readouterr().out
     assert main(["serve"]) == 0

@@ -41,6 +41,10 @@ from app.store.importing import import_data
 from attention_core.records import ExperimentRecord
 
 
+def store_url_of(store: RunStore) -> str:
+    return store.url.render_as_string(hide_password=False)
+
+
 @pytest.fixture
 def store(store_url) -> RunStore:
     with RunStore(store_url) as opened:
@@ -250,6 +254,16 @@ def test_change_token_moves_on_every_save_explanation_and_import(store):
 
 
 # --- exports -----------------------------------------------------------------------------
+
+
+def test_note_once_is_true_only_the_first_time_in_any_process_and_moves_no_token(store):
+    token = store.change_token()
+    assert store.note_once("import hint for /home/ada/runs") is True
+    assert store.note_once("import hint for /home/ada/runs") is False
+    with RunStore(store_url_of(store)) as other:  # another server process on the same store
+        assert other.note_once("import hint for /home/ada/runs") is False
+        assert other.note_once("import hint for /srv/\udcff/runs") is True  # a path not in UTF-8
+    assert store.change_token() == token and store.count() == 0
 
 
 def test_json_export_is_byte_for_byte_the_stored_records(class_store):

@@ -26,6 +26,7 @@ The interface (what the pages, the command line and the tests use)::
                                                  #   (causal, T > 1); the titles of its other runs
 
     store.change_token()                         # int that moves on every save/explanation/import
+    store.note_once(what)                        # True the first time `what` is noted in this store
     store.iter_texts(filters | ids=[...])        # stored JSON text per run, streamed (export)
     store.iter_records(...); store.iter_summaries(...)   # the same as records / summaries
     store.import_records(records)                # one transaction: ImportOutcome(imported, skipped, refused)

@@ -11,10 +11,12 @@ exact text they were stored as; reading one back parses that text without valida
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
 import threading
+import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -517,6 +519,26 @@ class RunStore:
         with self._read() as conn:
             total = select(func.sum(meta.c.value)).where(meta.c.name.startswith("changes:"))
             return int(conn.execute(total).scalar_one())
+
+    def note_once(self, what: str) -> bool:
+        """Record in the store that ``what`` happened; True the first time, in any process.
+
+        For what the workbench says once per store (the hint to import an old ``runs/`` folder,
+        ``what`` naming the folder): a row ``once:<sha1 of what>`` of the meta table, holding
+        the Unix time it was first noted.
+
+        Raises
+        ------
+        StoreError
+            ``"Not noted: …"``: the store cannot be written (the caller may say it again).
+        """
+        name = f"once:{hashlib.sha1(what.encode('utf-8', 'surrogateescape')).hexdigest()}"
+        try:
+            with self._write("Not noted") as conn:
+                conn.execute(meta.insert().values(name=name, value=int(time.time())))
+        except IntegrityError:
+            return False
+        return True
 
     def existing_ids(self, run_ids: Iterable[str]) -> set[str]:
         """Which of ``run_ids`` are in the store."""

@@ -9,7 +9,9 @@ Two tables, named ``workbench_*`` so a class's PostgreSQL database can hold othe
 - ``workbench_meta``: ``store_version`` (the version of these tables) and ``changes:0`` …
   ``changes:15``, counters of which every save, explanation and import raises one in its own
   transaction; their sum is the cheap "anything new?" of an open instructor page. Sixteen rows, not
-  one, so concurrent saves on PostgreSQL do not queue on one row's lock.
+  one, so concurrent saves on PostgreSQL do not queue on one row's lock. And ``once:<sha1>`` rows,
+  one per thing said once per store (:meth:`~app.store.RunStore.note_once`), e.g. the hint to
+  import an old ``runs/`` folder.
 
 A store is opened by :func:`open_store`: a new, empty database gets the tables; a store at an
 older version is upgraded on the spot by the steps in :data:`UPGRADES`, in one transaction; a
