@@ -116,8 +116,11 @@ PRESETS: dict[str, dict] = {
 }
 """Inputs a learner loads with one click. Each sets every input it depends on: the input mode
 and sizes (vectors, d_k = d_v = 1 unless given), the token count and texts, values on or off,
-the causal mask, the failure mode (``"correct"`` unless given) and no padding. A preset about
-one row (``"row"``, from 1) chooses it; the others keep the chosen row where it still exists."""
+the causal mask, the failure mode and no padding. The failure mode is the preset's own if it
+names one, the chosen one for a preset that exists to show a mode (a value of
+:data:`EXPOSING_PRESETS`: its input is the point, seen beside the correct weights in whichever
+mode is chosen), else ``"correct"``. A preset about one row (``"row"``, from 1) chooses it; the
+others keep the chosen row where it still exists."""
 
 EXPOSING_PRESETS: dict[str, str] = {"naive_softmax": "large_scores", "keys_as_values": "keys_as_values",
                                     "no_scaling": "wide_head"}
@@ -346,17 +349,19 @@ class LearnerState(param.Parameterized):
             self.padding = padding
 
     def apply_preset(self, name: str, failure_mode: str | None = None) -> None:
-        """Load one of :data:`PRESETS` (in ``failure_mode`` if given), or ``"reset"`` for the
-        starting state. Every input the preset depends on is set, so it gives the same result
-        whatever was chosen before."""
+        """Load one of :data:`PRESETS` (in ``failure_mode`` if given, else in the mode
+        :data:`PRESETS` says), or ``"reset"`` for the starting state. Every input the preset
+        depends on is set, so it gives the same result whatever else was chosen before."""
         if name == "reset":
             preset = {p: self.param[p].default for p in _INPUTS}
         else:
             p = PRESETS[name]
+            shows_a_mode = name in EXPOSING_PRESETS.values()
             preset = dict(
                 input_mode=p.get("input_mode", "vectors"), tokens=p["tokens"], d_k=p.get("d_k", 1),
                 d_v=p.get("d_v", 1), use_values=p["use_values"], causal=True,
-                failure_mode=p.get("failure_mode", "correct"), padding=[False] * MAX_UI_TOKENS)
+                failure_mode=p.get("failure_mode", self.failure_mode if shows_a_mode else "correct"),
+                padding=[False] * MAX_UI_TOKENS)
             if "d_model" in p:
                 preset["d_model"] = p["d_model"]
             for field in GRID_FIELDS:
