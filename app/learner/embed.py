@@ -225,7 +225,7 @@ class EmbedPage(pn.viewable.Viewer):
     def serve_session(self) -> EmbedPage:
         """Set the browser session up: the learner page's own (:meth:`LearnerPage.serve_session`),
         then the instance id and the learner text on this page's address. Returns the page."""
-        self.page.serve_session()
+        self.page.serve_session(notice_in_header=False)  # the embed has no header bar
         args = pn.state.session_args or {}
 
         def arg(name: str) -> str | None:

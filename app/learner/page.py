@@ -47,6 +47,18 @@ _SIDEBAR_CSS = ":host { border-right: 1px solid #dee2e6; }"
 
 DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is saved. "
                 "Reload the page once the server is back; your saved runs are kept.")
+# The lost-connection notice in the header bar's free right part, two lines high at most: in
+# Panel's corner (bottom right) it covered Saved runs' Open links at the page's end. Notyf's
+# ripple paints a toast only as wide as it is high, so the wide one gets its own background.
+NOTICE_IN_HEADER_CSS = """
+.notyf { padding: 5px 12px; }
+.notyf__toast { max-width: min(800px, calc(100vw - 420px)); padding: 0 8px; }
+.notyf__wrapper { padding-top: 3px; padding-bottom: 3px; }
+.notyf__message { font-size: 13px; line-height: 1.3; }
+.notyf__icon { margin-right: 6px; }
+.notyf__disconnect { background: #b00020; }
+.notyf__disconnect .notyf__ripple { display: none; }
+"""
 
 
 def opened_html(message: str, ok: bool, edited: bool) -> str:
@@ -100,12 +112,17 @@ class LearnerPage(pn.viewable.Viewer):
             pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
             self.record, self.runs, sizing_mode="stretch_width", margin=0)
 
-    def serve_session(self) -> LearnerPage:
-        """Set this browser session up for the page: its disconnect notice, and its saved runs
-        kept in the URL. Returns the page, for ``pn.serve``."""
+    def serve_session(self, notice_in_header: bool = True) -> LearnerPage:
+        """Set this browser session up for the page: its disconnect notice (in the header bar,
+        unless ``notice_in_header`` is false: a layout without this page's header), and its
+        saved runs kept in the URL. Returns the page, for ``pn.serve``."""
         # A learner whose server went away is told so, instead of clicking Save run into a dead
         # connection and believing the run was saved.
-        announce_lost_connection(DISCONNECTED, STALE_STATUS_JS)
+        if notice_in_header:
+            announce_lost_connection(DISCONNECTED, STALE_STATUS_JS, position="top-right",
+                                     css=NOTICE_IN_HEADER_CSS)
+        else:
+            announce_lost_connection(DISCONNECTED, STALE_STATUS_JS)
         if pn.state.curdoc is not None:
             self._keep_saved_runs_in_url()
         return self

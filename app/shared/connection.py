@@ -37,7 +37,8 @@ walk(document)
 """
 
 
-def announce_lost_connection(message: str, on_lost_js: str | None = None) -> None:
+def announce_lost_connection(message: str, on_lost_js: str | None = None, *,
+                             position: str = "bottom-right", css: str | None = None) -> None:
     """Have this browser session say ``message`` when its server connection is lost.
 
     Parameters
@@ -47,6 +48,11 @@ def announce_lost_connection(message: str, on_lost_js: str | None = None) -> Non
     on_lost_js : str, optional
         Script run in the browser on the same event (BokehJS's ``connection_lost`` document
         event), e.g. to mark a status line stale.
+    position : str
+        Where the notice sits: a ``position`` of Panel's notification area ("top-right", …).
+    css : str, optional
+        Style for the notice (notyf's ``.notyf`` classes), e.g. to fit it into a page's free
+        space. Notyf draws outside every shadow root, so this goes to the session's global CSS.
 
     Outside a server session (tests building a page) only the config is set.
     """
@@ -55,6 +61,10 @@ def announce_lost_connection(message: str, on_lost_js: str | None = None) -> Non
     if pn.state.curdoc is None:
         return
     _free_notifications_on_close()
+    if pn.state.notifications is not None:
+        pn.state.notifications.position = position
+    if css:
+        pn.config.global_css = [*pn.config.global_css, css]
     if on_lost_js:
         pn.state.curdoc.js_on_event("connection_lost", CustomJS(code=on_lost_js))
 
