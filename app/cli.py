@@ -299,7 +299,7 @@ def _listen_message(address: str, port: int, error: OSError) -> str:
 
 
 def _export(url: str, fmt: str, output: Path | None) -> int:
-    from app.store import RunStore, StoreError, iter_export_csv, iter_export_json
+    from app.store import RunStore, StoreError, iter_csv, iter_export_json
 
     try:
         store = RunStore(url, create=False)
@@ -316,7 +316,7 @@ def _export(url: str, fmt: str, output: Path | None) -> int:
     if fmt == "json":
         pieces = iter_export_json(counted(store.iter_texts()))
     else:
-        pieces = iter_export_csv(counted(store.iter_summaries()))
+        pieces = iter_csv(counted(store.iter_csv_rows()))
     try:
         if output is None:
             _write_stdout(pieces)

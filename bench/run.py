@@ -110,6 +110,9 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
                 rows.append((f"{where}: newest 20 + count / filtered / change token (ms)",
                              f"{row['page_s']['median'] * 1000:.1f} / {row['page_filtered_s']['median'] * 1000:.1f}"
                              f" / {row['change_token_s']['median'] * 1000:.2f}", "", "", ""))
+                if "learners_s" in row:
+                    rows.append((f"{where}: learners view, checkpoints per learner (ms)",
+                                 f"{row['learners_s']['median'] * 1000:.0f}", "", "", ""))
                 page = row.get("instructor")
                 if isinstance(page, dict):
                     rows.append((f"instructor page {where}: first / later page (s)",

@@ -8,9 +8,10 @@ with new ids, times and learner names. Then, for each dialect and size:
   start, as one server's sessions do) — p50 / p95 of a save — beside the floor: the same saves
   one at a time, nobody else saving.
 - ``query``: what the instructor page asks: the count and the newest 20 runs; the same with a
-  learner filter; the change token it polls every 2 s.
-- ``export``: the JSON bundle (stored texts) and the CSV (columns) of every run, written to a
-  file, beside the floor: ``SELECT record`` through the driver, written to a file as is.
+  learner filter; the change token it polls every 2 s; the learners view's count per learner.
+- ``export``: the JSON bundle (stored texts) and the CSV (columns, as ``export`` writes it) of
+  every run, written to a file, beside the floor: ``SELECT record`` through the driver, written
+  to a file as is.
 - ``import``: 10,000 record files (a class's downloads) into a new store, beside the floor:
   reading and parsing the same files.
 
@@ -32,7 +33,7 @@ from common import summary
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from app.store import RunFilter, RunStore, iter_export_csv, iter_export_json, sqlite_url  # noqa: E402
+from app.store import RunFilter, RunStore, iter_csv, iter_export_json, sqlite_url  # noqa: E402
 from app.store.importing import import_paths  # noqa: E402
 from app.store.schema import runs as runs_table  # noqa: E402
 from attention_core import scaled_dot_product_attention  # noqa: E402
@@ -142,7 +143,7 @@ def measure(store: RunStore, n: int, workdir: Path, repeats: int) -> dict:
     out_file = workdir / "export.out"
     row: dict = {"runs": store.count()}
     row["export_json_s"] = _timed(lambda: _write(out_file, iter_export_json(store.iter_texts())), repeats)
-    row["export_csv_s"] = _timed(lambda: _write(out_file, iter_export_csv(store.iter_summaries())), repeats)
+    row["export_csv_s"] = _timed(lambda: _write(out_file, iter_csv(store.iter_csv_rows())), repeats)
     row["export_floor_s"] = _timed(lambda: _floor_export(store, out_file), repeats)
     out_file.unlink(missing_ok=True)
     newest = [("created_at", "desc")]
@@ -150,6 +151,7 @@ def measure(store: RunStore, n: int, workdir: Path, repeats: int) -> dict:
     row["page_filtered_s"] = _timed(lambda: store.query(RunFilter(learner="learner 7"), sort=newest, limit=20),
                                     repeats * 3)
     row["change_token_s"] = _timed(store.change_token, repeats * 10)
+    row["learners_s"] = _timed(store.learner_runs, repeats)
     row["save"] = saves(store, n)
     return row
 

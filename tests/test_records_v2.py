@@ -20,7 +20,7 @@ from app.cli import main
 from app.instructor import InstructorState
 from app.instructor.table import runs_frame
 from app.shared.compare import ComparisonView
-from app.store import CSV_COLUMNS, RunStore, RunSummary, export_csv, export_json, sqlite_url
+from app.store import CSV_COLUMNS, RunStore, RunSummary, export_csv, export_json, iter_csv, sqlite_url
 from app.store.importing import import_paths
 from attention_core import FAILURE_MODES, scaled_dot_product_attention, self_attention
 from attention_core.records import (
@@ -297,6 +297,7 @@ def test_the_store_lists_and_summarises_both_versions(mixed_store):
     summaries = store.query().runs
     assert summaries == [RunSummary.of(r) for r in records]
     assert list(store.iter_summaries()) == summaries
+    assert "".join(iter_csv(store.iter_csv_rows())) == export_csv(summaries)
     by_label = {s.label: s for s in summaries}
     assert (by_label["matrix (seed 000)"].d_k, by_label["matrix (seed 000)"].d_model) == (2, 2)
     assert (by_label["vector d_k=4 d_v=1"].d_k, by_label["vector d_k=4 d_v=1"].d_model) == (4, None)

@@ -20,6 +20,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sqlalchemy import inspect
 from store_helpers import T0, check_strict, make_record, refuse_constant
@@ -33,11 +34,13 @@ from app.store import (
     StoreOpenError,
     export_csv,
     export_json,
+    iter_csv,
     iter_export_json,
     sqlite_url,
 )
 from app.store import schema as store_schema
 from app.store.importing import import_data
+from attention_core import scaled_dot_product_attention, self_attention
 from attention_core.records import ExperimentRecord
 
 
@@ -229,6 +232,25 @@ def test_summaries_from_columns_equal_those_of_the_full_records(class_store):
     assert class_store.query().runs == [RunSummary.of(r) for r in records]
     assert list(class_store.iter_summaries()) == [RunSummary.of(r) for r in records]
     assert export_csv(class_store.iter_summaries()) == export_csv(records)
+
+
+def test_csv_rows_read_from_the_columns_give_the_csv_of_the_full_records(store):
+    """The export command's CSV (no summary per run) is the CSV of the records: formula guards,
+    quotes, missing numbers, failed checks, matrix mode; all runs, by filters and by ids."""
+    overflow = scaled_dot_product_attention([1000.0] * 3, [1.0, 2.0, 3.0], failure_mode="naive_softmax")
+    matrix = self_attention(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.eye(2), np.eye(2), np.eye(2))
+    records = [make_record("correct", minutes=1, learner="=HYPERLINK(1)", label="-1", prediction="\tp",
+                           notes='@x, "quoted"\r\nline'),
+               make_record("mask_after_softmax", minutes=2, learner="Grace", explanation="+2"),
+               ExperimentRecord.from_result(overflow, created_at=T0 + timedelta(minutes=3), label="overflow"),
+               ExperimentRecord.from_result(matrix, created_at=T0 + timedelta(minutes=4), learner="Ada")]
+    store.import_records(records)
+    assert "".join(iter_csv(store.iter_csv_rows())) == export_csv(records) == export_csv(store.iter_summaries())
+    kept = RunFilter(learner="a")
+    assert "".join(iter_csv(store.iter_csv_rows(kept))) == export_csv(store.iter_summaries(kept))
+    ids = [records[3].id, "missing", records[0].id]
+    assert "".join(iter_csv(store.iter_csv_rows(ids=ids))) == export_csv([records[3], records[0]])
+    assert "".join(iter_csv(store.iter_csv_rows(RunFilter(label="none such")))) == export_csv([])
 
 
 def test_iter_by_ids_keeps_their_order_and_leaves_missing_ones_out(class_store):

@@ -29,6 +29,7 @@ The interface (what the pages, the command line and the tests use)::
     store.note_once(what)                        # True the first time `what` is noted in this store
     store.iter_texts(filters | ids=[...])        # stored JSON text per run, streamed (export)
     store.iter_records(...); store.iter_summaries(...)   # the same as records / summaries
+    store.iter_csv_rows(...)                     # the same as CSV rows, for iter_csv (the CSV export)
     store.import_records(records)                # one transaction: ImportOutcome(imported, skipped, refused)
 
 Filters and sorts run in SQL (``WHERE … ORDER BY … LIMIT … OFFSET``) on indexed columns; sort
@@ -53,6 +54,7 @@ from app.store.exports import (
     EXPORT_FORMAT,
     export_csv,
     export_json,
+    iter_csv,
     iter_export_csv,
     iter_export_json,
 )
@@ -70,5 +72,5 @@ from app.store.summary import RunSummary
 
 __all__ = ["CSV_COLUMNS", "DEFAULT_SORT", "DEFAULT_STORE", "EXPORT_FORMAT", "SORTABLE", "STORE_ENV",
            "ImportOutcome", "LearnerRuns", "LearnerTally", "RunFilter", "RunPage", "RunStore", "RunSummary",
-           "StoreError", "StoreOpenError", "export_csv", "export_json", "iter_export_csv", "iter_export_json",
-           "resolve_store_url", "sqlite_url"]
+           "StoreError", "StoreOpenError", "export_csv", "export_json", "iter_csv", "iter_export_csv",
+           "iter_export_json", "resolve_store_url", "sqlite_url"]

@@ -18,7 +18,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, func
+from sqlalchemy import Text, create_engine, event, func, type_coerce
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.sql import ColumnElement
@@ -184,6 +184,16 @@ def has_text(column: ColumnElement, dialect_name: str) -> ColumnElement:
     return trim(column, WHITESPACE) != ""
 
 
+def record_time_text(column: ColumnElement, dialect_name: str) -> ColumnElement:
+    """A stored time as a record writes ``created_at`` (UTC, microseconds, ``+00:00``), formatted
+    by the database, so an export of every run parses and formats no datetime in Python. SQLite
+    holds the naive UTC time as SQLAlchemy's text ``YYYY-MM-DD HH:MM:SS.ffffff``; PostgreSQL a
+    ``timestamptz``, shown in UTC by ``to_char``."""
+    if dialect_name == "sqlite":
+        return func.replace(type_coerce(column, Text), " ", "T").concat("+00:00")
+    return func.to_char(func.timezone("UTC", column), 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')
+
+
 def column_text(text: str | None, dialect_name: str) -> str | None:
     """``text`` as a column of ``dialect_name`` can hold it: PostgreSQL's text cannot hold NUL, so
     a NUL becomes U+FFFD there (in the filter and sort copies only: the record keeps it)."""
@@ -247,4 +257,4 @@ def store_error(error: Exception, url: URL, what: str, cls: type[StoreError] = S
 
 __all__ = ["BUSY_TIMEOUT_S", "DEFAULT_STORE", "STORE_ENV", "WHITESPACE", "StoreError", "StoreOpenError",
            "column_text", "contains_any_case", "has_text", "make_engine", "parse_url", "prepare_store",
-           "relaxed_commit", "resolve_store_url", "shown", "sqlite_url", "store_error"]
+           "record_time_text", "relaxed_commit", "resolve_store_url", "shown", "sqlite_url", "store_error"]

@@ -96,27 +96,45 @@ def export_csv(records: Iterable) -> str:
     return "".join(iter_export_csv(records))
 
 
+def csv_row(run_id: str, created_at: str, learner: str | None, label: str | None, causal: bool,
+            mask_after_softmax: bool, failure_mode: str, T: int, total_future_weight: float | None,
+            min_row_sum: float | None, max_row_sum_error: float | None, failed_checks: str,
+            prediction: str | None, explanation: str | None, notes: str | None, title: str, d_k: int,
+            d_model: int | None) -> list:
+    """One run's cells in :data:`CSV_COLUMNS` order (see :func:`export_csv`); ``failed_checks``
+    already joined by ``;``, ``title`` the run's title. The one place a CSV cell is formatted."""
+    return [run_id, created_at, _csv_text(learner), _csv_text(label), "true" if causal else "false",
+            "true" if mask_after_softmax else "false", failure_mode, T, _csv_number(total_future_weight),
+            _csv_number(min_row_sum), _csv_number(max_row_sum_error), failed_checks, _csv_text(prediction),
+            _csv_text(explanation), _csv_text(notes), title, d_k, "" if d_model is None else d_model]
+
+
+def csv_cells(r) -> list:
+    """The CSV row of an :class:`ExperimentRecord` or a :class:`~app.store.RunSummary`."""
+    return csv_row(r.id, r.created_at, r.learner, r.label, r.causal, r.mask_after_softmax, r.failure_mode,
+                   r.T, r.total_future_weight, r.min_row_sum, r.max_row_sum_error, ";".join(r.failed_checks),
+                   r.prediction, r.explanation, r.notes, r.title, r.d_k, r.d_model)
+
+
 def iter_export_csv(records: Iterable, batch: int = 1000) -> Iterator[str]:
     """:func:`export_csv` in pieces of up to ``batch`` rows."""
+    return iter_csv(map(csv_cells, records), batch)
+
+
+def iter_csv(rows: Iterable[list], batch: int = 1000) -> Iterator[str]:
+    """The CSV text of ``rows`` (lists of cells from :func:`csv_row`, e.g.
+    :meth:`~app.store.RunStore.iter_csv_rows`) under the header, in pieces of up to ``batch`` rows."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(CSV_COLUMNS)
-    rows = 0
-    for r in records:
-        writer.writerow([
-            r.id, r.created_at, _csv_text(r.learner), _csv_text(r.label),
-            str(r.causal).lower(), str(r.mask_after_softmax).lower(), r.failure_mode, r.T,
-            _csv_number(r.total_future_weight), _csv_number(r.min_row_sum),
-            _csv_number(r.max_row_sum_error), ";".join(r.failed_checks),
-            _csv_text(r.prediction), _csv_text(r.explanation), _csv_text(r.notes), r.title,
-            r.d_k, "" if r.d_model is None else r.d_model,
-        ])
-        rows += 1
-        if rows % batch == 0:
+    for count, row in enumerate(rows, 1):
+        writer.writerow(row)
+        if count % batch == 0:
             yield out.getvalue()
             out.seek(0)
             out.truncate()
     yield out.getvalue()
 
 
-__all__ = ["CSV_COLUMNS", "EXPORT_FORMAT", "export_csv", "export_json", "iter_export_csv", "iter_export_json"]
+__all__ = ["CSV_COLUMNS", "EXPORT_FORMAT", "csv_cells", "csv_row", "export_csv", "export_json", "iter_csv",
+           "iter_export_csv", "iter_export_json"]

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy import and_, case, func, not_, or_, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.sql import ColumnElement
 
@@ -38,10 +38,12 @@ from app.store.dialects import (
     has_text,
     make_engine,
     parse_url,
+    record_time_text,
     relaxed_commit,
     shown,
     store_error,
 )
+from app.store.exports import csv_row
 from app.store.schema import meta, runs
 from app.store.summary import RunSummary
 from attention_core.records import ID_PATTERN, ExperimentRecord, RecordError, _refuse_constant, check_text
@@ -54,6 +56,11 @@ DEFAULT_SORT = (("created_at", "asc"),)
 # Bound parameters per IN (…): well under SQLite's and PostgreSQL's limits.
 _CHUNK = 500
 _SUMMARY_COLUMNS = [c for c in runs.c if c.name != "record"]
+# A CSV row's columns after the id and the time, in csv_row's order ("mode" is the run's title).
+_CSV_SOURCE = [runs.c[name] for name in (
+    "learner", "label", "causal", "mask_after_softmax", "failure_mode", "T", "total_future_weight",
+    "min_row_sum", "max_row_sum_error", "failed_checks", "prediction", "explanation", "notes", "mode", "d_k",
+    "d_model")]
 
 
 @dataclass(frozen=True)
@@ -550,21 +557,20 @@ class RunStore:
         return found
 
     def _stream(self, columns: list, filters: RunFilter | None, ids: Sequence[str] | None,
-                sort: Sequence[tuple[str, str]], batch: int) -> Iterator:
-        """Rows (mappings) of ``columns``: by ``ids`` in their order (missing ids left out), else
+                sort: Sequence[tuple[str, str]], batch: int) -> Iterator[Row]:
+        """Rows of ``id`` and ``columns``: by ``ids`` in their order (missing ids left out), else
         every run passing ``filters`` in ``sort`` order; fetched ``batch`` at a time."""
         if ids is not None:
             ids = _plain_ids(ids)
             with self._read() as conn:
                 for chunk in _chunks(ids):
-                    got = {row["id"]: row for row in conn.execute(
-                        select(runs.c.id, *columns).where(runs.c.id.in_(chunk))).mappings()}
+                    got = {row.id: row for row in conn.execute(
+                        select(runs.c.id, *columns).where(runs.c.id.in_(chunk)))}
                     yield from (got[i] for i in chunk if i in got)
             return
         statement = select(runs.c.id, *columns).where(*self._where(filters)).order_by(*self._order(sort))
         with self._read() as conn:
-            result = conn.execution_options(stream_results=True, yield_per=batch).execute(statement)
-            yield from result.mappings()
+            yield from conn.execution_options(stream_results=True, yield_per=batch).execute(statement)
 
     def iter_texts(self, filters: RunFilter | None = None, *, ids: Sequence[str] | None = None,
                    sort: Sequence[tuple[str, str]] = DEFAULT_SORT, batch: int = 1000) -> Iterator[str]:
@@ -574,7 +580,7 @@ class RunStore:
         ``sort`` (all runs, oldest first, without either).
         """
         for row in self._stream([runs.c.record], filters, ids, sort, batch):
-            yield row["record"]
+            yield row.record
 
     def iter_records(self, filters: RunFilter | None = None, *, ids: Sequence[str] | None = None,
                      sort: Sequence[tuple[str, str]] = DEFAULT_SORT, batch: int = 1000) -> Iterator[ExperimentRecord]:
@@ -587,7 +593,16 @@ class RunStore:
         """Like :meth:`iter_records`, as summaries read from the columns (no JSON parsed): the CSV."""
         columns = [c for c in _SUMMARY_COLUMNS if c.name != "id"]
         for row in self._stream(columns, filters, ids, sort, batch):
-            yield RunSummary.from_row(row)
+            yield RunSummary.from_row(row._mapping)
+
+    def iter_csv_rows(self, filters: RunFilter | None = None, *, ids: Sequence[str] | None = None,
+                      sort: Sequence[tuple[str, str]] = DEFAULT_SORT, batch: int = 1000) -> Iterator[list]:
+        """Each run's CSV row (:func:`~app.store.exports.csv_row`) straight from the CSV's columns,
+        no summary built: ``iter_csv(store.iter_csv_rows(…))`` is the text of
+        ``iter_export_csv(store.iter_summaries(…))``, for the ``export`` of a whole class."""
+        columns = [record_time_text(runs.c.created_at, self.dialect), *_CSV_SOURCE]
+        for row in self._stream(columns, filters, ids, sort, batch):
+            yield csv_row(*row)
 
     # --- import ----------------------------------------------------------------------------
 
