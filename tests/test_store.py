@@ -393,7 +393,7 @@ def test_one_transaction_per_file_nothing_half_imported(store, monkeypatch):
 def test_a_new_store_has_the_current_version_and_reopens(tmp_path):
     url = sqlite_url(tmp_path / "runs.db")
     with RunStore(url) as store:
-        assert store.version == store_schema.current_version() == 1
+        assert store.version == store_schema.current_version() == 2
         store.save(make_record())
     with RunStore(url, create=False) as again:
         assert again.count() == 1
@@ -407,13 +407,33 @@ def test_an_older_store_is_upgraded_on_open_and_keeps_its_runs(store_url, monkey
     def add_an_index(conn):  # what a later release's step looks like
         conn.exec_driver_sql("CREATE INDEX ix_test_upgrade ON workbench_runs (notes)")
 
-    monkeypatch.setattr(store_schema, "UPGRADES", [add_an_index])
+    monkeypatch.setattr(store_schema, "UPGRADES", [*store_schema.UPGRADES, add_an_index])
     with RunStore(store_url) as upgraded:
-        assert upgraded.version == 2
+        assert upgraded.version == 3
         assert upgraded.get(record.id) == record
         assert "ix_test_upgrade" in {i["name"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
     with RunStore(store_url) as again:  # upgraded once: the step does not run again
-        assert again.version == 2
+        assert again.version == 3
+
+
+def test_a_version_1_store_gets_the_sort_indexes_and_keeps_its_runs(store_url):
+    with RunStore(store_url) as store:
+        records = [make_record(minutes=m, learner=f"L{m}") for m in range(3)]
+        for record in records:
+            store.save(record)
+        with store.engine.begin() as conn:  # back to version 1: each column indexed alone
+            for name in ("learner", "total_future_weight"):
+                conn.exec_driver_sql(f"DROP INDEX ix_workbench_runs_{name}")
+                conn.exec_driver_sql(f"CREATE INDEX ix_workbench_runs_{name} ON workbench_runs ({name})")
+            conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
+                         .values(value=1))
+    with RunStore(store_url) as upgraded:
+        assert upgraded.version == 2
+        indexes = {i["name"]: i["column_names"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
+        assert indexes["ix_workbench_runs_learner"] == ["learner", "created_at", "id"]
+        assert indexes["ix_workbench_runs_total_future_weight"] == ["total_future_weight", "created_at", "id"]
+        page = upgraded.query(sort=[("learner", "desc"), ("created_at", "desc")], limit=2, offset=1)
+        assert [r.learner for r in page.runs] == ["L1", "L0"] and page.total == 3
 
 
 def test_a_store_from_a_newer_workbench_is_refused_with_a_message(store_url):
@@ -422,7 +442,7 @@ def test_a_store_from_a_newer_workbench_is_refused_with_a_message(store_url):
             conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
                          .values(value=7))
     with pytest.raises(StoreOpenError, match=r"made by a newer attention-workbench \(store version 7; "
-                                             r"this one reads versions up to 1\): upgrade"):
+                                             r"this one reads versions up to 2\): upgrade"):
         RunStore(store_url)
 
 

@@ -425,9 +425,13 @@ class RunStore:
             if direction not in ("asc", "desc"):
                 raise ValueError(f"sort direction must be 'asc' or 'desc', not {direction!r}")
             column = runs.c[name]
-            # The same place for missing numbers on both dialects (PostgreSQL puts NULL last, SQLite first).
-            order.append((column.asc() if direction == "asc" else column.desc()).nulls_last())
-        return [*order, runs.c.id.asc()]
+            ordered = column.asc() if direction == "asc" else column.desc()
+            # The same place for missing values on both dialects (PostgreSQL puts NULL last, SQLite
+            # first); said only where a value can be missing, so an index still serves the order.
+            order.append(ordered.nulls_last() if column.nullable else ordered)
+        # Ties by id, in the last column's direction: (created_at, id) is one index either way.
+        last = sort[-1][1] if sort else "asc"
+        return [*order, runs.c.id.asc() if last == "asc" else runs.c.id.desc()]
 
     def query(self, filters: RunFilter | None = None, *, sort: Sequence[tuple[str, str]] = DEFAULT_SORT,
               limit: int | None = None, offset: int = 0) -> RunPage:
@@ -453,9 +457,14 @@ class RunStore:
         where, order = self._where(filters), self._order(sort)
         with self._read() as conn:
             total = conn.execute(select(func.count()).select_from(runs).where(*where)).scalar_one()
-            statement = select(*_SUMMARY_COLUMNS).where(*where).order_by(*order).offset(offset)
-            if limit is not None:
-                statement = statement.limit(limit)
+            statement = select(*_SUMMARY_COLUMNS).order_by(*order)
+            if limit is None:
+                statement = statement.where(*where).offset(offset)
+            else:
+                # The page's ids first, then their rows: sorting and skipping carry the sort
+                # columns and the id, not every column of every run before the page.
+                page_ids = select(runs.c.id).where(*where).order_by(*order).offset(offset).limit(limit)
+                statement = statement.where(runs.c.id.in_(page_ids.scalar_subquery()))
             page = [RunSummary.from_row(row) for row in conn.execute(statement).mappings()]
         return RunPage(page, total)
 

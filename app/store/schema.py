@@ -16,7 +16,7 @@ Two tables, named ``workbench_*`` so a class's PostgreSQL database can hold othe
 A store is opened by :func:`open_store`: a new, empty database gets the tables; a store at an
 older version is upgraded on the spot by the steps in :data:`UPGRADES`, in one transaction; a
 newer one, and a database holding other tables but not ours, are refused with a message. Version
-1 is the first release's.
+1 is the first release's; version 2 indexes each sort column with created_at and id.
 
 Left out: the queries (:mod:`app.store.runs`).
 """
@@ -101,13 +101,15 @@ runs = Table(
     Column("record", Text, nullable=False),
 )
 
-# Every column a filter or a sort of the instructor page uses; created_at with id, the default
-# order. Text filters are "contains", which no B-tree index serves; their sorts are.
+# Every column a filter or a sort of the instructor page uses, each followed by created_at and id:
+# the table's order within equal values (its page is then read from the index alone, without a
+# sort of every run), and created_at with id the default order. Text filters are "contains",
+# which no B-tree index serves; their sorts are.
 _INDEXED = ("learner", "label", "mode", "failure_mode", "causal", "T", "d_k", "total_future_weight",
             "min_row_sum", "failed_checks", "has_prediction", "has_explanation")
 Index("ix_workbench_runs_created_at_id", runs.c.created_at, runs.c.id)
-for _name in _INDEXED:
-    Index(f"ix_workbench_runs_{_name.lower()}", runs.c[_name])
+_SORT_INDEXES = [Index(f"ix_workbench_runs_{name.lower()}", runs.c[name], runs.c.created_at, runs.c.id)
+                 for name in _INDEXED]
 
 meta = Table(
     "workbench_meta", metadata,
@@ -128,7 +130,15 @@ def _create(conn: Connection) -> None:
 # UPGRADES[n] brings a store at version n + 1 to version n + 2: a later release that changes the
 # tables appends a step (and changes the Table definitions above, which a new store is made
 # from), never editing an old step. tests/test_store.py upgrades a store through an added step.
-UPGRADES: list[Callable[[Connection], None]] = []
+def _sort_indexes(conn: Connection) -> None:
+    """Version 2: each filter and sort column's index also holds created_at and id (version 1
+    indexed the column alone, so a page sorted by it sorted every run's row)."""
+    for index in _SORT_INDEXES:
+        conn.exec_driver_sql(f"DROP INDEX IF EXISTS {index.name}")
+        index.create(conn)
+
+
+UPGRADES: list[Callable[[Connection], None]] = [_sort_indexes]
 
 
 def current_version() -> int:
