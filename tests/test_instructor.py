@@ -28,7 +28,7 @@ from app.instructor import (
     mode_order,
     shorten,
 )
-from app.instructor.table import SHOWN, column_widths
+from app.instructor.table import SHOWN
 from app.shared.compare import ComparisonView
 from app.store import RunFilter, RunStore, RunSummary, export_csv, export_json
 from attention_core import scaled_dot_product_attention
@@ -48,23 +48,23 @@ def store(tmp_path) -> RunStore:
 
 def test_filters_by_learner_label_mode_and_local_dates(store):
     s = InstructorState(store=store)
-    assert [r.learner for r in s.filtered] == ["Ada", "Grace", "ada lovelace"]
+    assert [r.learner for r in s.filtered()] == ["Ada", "Grace", "ada lovelace"]
     assert s.param.mode.objects == [ALL_MODES, "Correct, causal", "Mask after softmax (broken)", "No mask"]
     s.learner = " ADA "
-    assert [r.learner for r in s.filtered] == ["Ada", "ada lovelace"]
+    assert [r.learner for r in s.filtered()] == ["Ada", "ada lovelace"]
     s.label = "pe"
-    assert [r.label for r in s.filtered] == ["open"]
+    assert [r.label for r in s.filtered()] == ["open"]
     s.param.update(learner="", label="", mode="Mask after softmax (broken)")
-    assert [r.learner for r in s.filtered] == ["Grace"]
+    assert [r.learner for r in s.filtered()] == ["Grace"]
     s.mode = ALL_MODES
     # T0 is 09:15 UTC on 31 January; +14 h is 23:15 UTC, already 1 February in Berlin, so the
     # instructor's local date decides.
     s.param.update(start=date(2025, 1, 31), end=date(2025, 1, 31))
-    assert [r.label for r in s.filtered] == ["first", "broken"]
+    assert [r.label for r in s.filtered()] == ["first", "broken"]
     s.timezone = "Europe/Berlin"
-    assert [r.label for r in s.filtered] == ["first"]
+    assert [r.label for r in s.filtered()] == ["first"]
     s.param.update(start=date(2025, 2, 1), end=None)
-    assert [r.label for r in s.filtered] == ["broken", "open"]
+    assert [r.label for r in s.filtered()] == ["broken", "open"]
 
 
 def test_filters_are_one_store_query_not_python_over_every_run(store, monkeypatch):
@@ -80,30 +80,58 @@ def test_filters_are_one_store_query_not_python_over_every_run(store, monkeypatc
     berlin = ZoneInfo("Europe/Berlin")
     assert asked[-1] == RunFilter(learner="ADA", mode="No mask", created_from=datetime(2025, 2, 1, tzinfo=berlin),
                                   created_before=datetime(2025, 2, 2, tzinfo=berlin))
-    assert [r.label for r in s.filtered] == ["open"]
+    assert [r.label for r in s.filtered()] == ["open"]
     asked.clear()
     s.param.update(learner="", mode=ALL_MODES, start=None, end=None)
-    assert asked == [] and s.filtered == s.records  # no filter: the runs already read
+    assert asked == [None]  # no filter: one query for the table's page
+
+
+def test_the_tables_page_is_one_sorted_limited_store_query(store, monkeypatch):
+    for minutes in range(1, 43):  # 45 runs: three pages
+        store.save(make_record("no_mask" if minutes % 2 else "correct", minutes=minutes, learner=f"L{minutes:02d}"))
+    s = InstructorState(store=store)
+    asked = []
+    query = store.query
+    monkeypatch.setattr(store, "query", lambda filters=None, **kw: asked.append(kw) or query(filters, **kw))
+    assert (s.total, s.matching, s.pages, s.page) == (45, 45, 3, 1)
+    assert [r.learner for r in s.page_runs][:2] == ["ada lovelace", "Grace"]  # newest first
+    s.page = 3
+    assert asked[-1] == {"sort": [("created_at", "desc")], "limit": 20, "offset": 40}
+    assert [r.learner for r in s.page_runs] == ["L04", "L03", "L02", "L01", "Ada"]
+    s.sort_by = "learner"  # a new sort starts on the first page
+    assert s.page == 1 and asked[-1]["sort"] == [("learner", "desc"), ("created_at", "desc")]
+    assert asked[-1]["offset"] == 0
+    s.descending = False
+    assert [r.learner for r in s.page_runs][:3] == ["Ada", "Grace", "L01"]  # the store's collation
+    s.param.update(sort_by="total future-token weight", descending=True)
+    weights = [r.total_future_weight for r in s.page_runs]
+    assert weights == sorted(weights, reverse=True) and asked[-1]["sort"][0] == ("total_future_weight", "desc")
+    s.page = 3
+    s.learner = "L0"  # nine runs pass: one page, and the third page is gone
+    assert (s.matching, s.pages, s.page) == (9, 1, 1) and len(s.page_runs) == 9
+    with pytest.raises(ValueError):
+        s.page = 0
 
 
 def test_refresh_brings_new_runs_and_explanations_and_keeps_unchanged_listings(store, monkeypatch):
     s = InstructorState(store=store)
-    before = s.records
+    before, revision = s.page_runs, s.revision
     queries = []
     monkeypatch.setattr(store, "query", lambda *a, **k: queries.append(1) or RunStore.query(store, *a, **k))
     s.refresh()
-    assert s.records is before and queries == []  # nothing changed: one token read, no rebuild
+    assert s.page_runs is before and queries == [] and s.revision == revision  # one token read, no rebuild
     store.save(make_record(minutes=5, learner="New"))
     s.refresh()
-    assert [r.learner for r in s.filtered][1] == "New" and len(queries) == 1
-    store.update_explanation(s.records[0].id, "because")
+    assert [r.learner for r in s.page_runs][2] == "New" and len(queries) == 1
+    assert s.total == s.matching == 4 and s.revision == revision + 1
+    store.update_explanation(s.page_runs[-1].id, "because")
     s.refresh()
-    assert s.records[0].explanation == "because" and len(queries) == 2
+    assert s.page_runs[-1].explanation == "because" and len(queries) == 2
 
 
 def test_selection_keeps_the_last_two_and_survives_filters(store):
     s = InstructorState(store=store)
-    ids = [r.id for r in s.records]
+    ids = [r.id for r in s.filtered()]
     for run_id in ids:
         s.select(run_id)
     assert s.selected_ids == ids[1:]
@@ -118,11 +146,12 @@ def test_table_rows_are_newest_first_plain_text_and_selection_maps_to_ids(store)
     assert list(frame["label"]) == ["open", "broken", "first"]
     for column in ("learner", "label", "mode", "prediction", "explanation", "created (local)"):
         assert view.table.formatters[column] == {"type": "textarea"}  # escaped text, wrapped
-    assert view.table.layout == "fit_columns" and list(view.table.widths) == SHOWN
+    assert view.table.layout == "fit_columns" and view.table.widths == {}
     assert view.table.hidden_columns == ["id", *(c for c in COLUMNS[1:] if c not in SHOWN)]
-    assert view.table.pagination == "remote"
+    # A page at a time from the store, sorted by the pager: Tabulator neither pages nor sorts.
+    assert view.table.pagination is None and view.table.sortable is False
     view.table.selection = [0, 2]
-    assert s.selected_ids == [s.records[2].id, s.records[0].id]
+    assert s.selected_ids == [s.filtered()[2].id, s.filtered()[0].id]
     s.learner = "ada"  # Grace's row goes: the selected rows move up
     assert sorted(view.table.selection) == [0, 1]
 
@@ -147,18 +176,14 @@ def test_the_chart_reads_per_learner_too(store):
 def test_the_instructor_chooses_the_columns_and_the_shown_ones_share_the_width(store):
     view = RunsTableView(state=InstructorState(store=store))
     assert view.columns.value == SHOWN and list(view.columns.options) == COLUMNS[1:]
+    root = view.table.get_root()
+    configuration, columns = dict(root.configuration), list(root.columns)
     view.columns.value = ["d_model", *SHOWN[:-1]]  # ticked first: still shown in the table's order
     assert view.table.hidden_columns == ["id", "created (UTC)", "causal", "mask after softmax", "explanation"]
-    assert list(view.table.widths) == [c for c in COLUMNS if c in view.columns.value]
-
-
-@pytest.mark.parametrize("shown", [SHOWN, COLUMNS[1:], ["mode"], ["open", "d_k", "failed checks"]])
-def test_column_widths_are_whole_per_cents_that_fill_the_same_share(shown):
-    widths = column_widths(shown)
-    assert list(widths) == shown
-    assert all(re.fullmatch(r"\d+%", w) for w in widths.values())  # Tabulator reads them with parseInt
-    assert sum(int(w[:-1]) for w in widths.values()) == 92
-    assert column_widths([]) == {}
+    assert set(view.table.hidden_columns) <= set(root.hidden_columns)
+    # Only which columns are hidden changes: a change of columns or configuration rebuilds the
+    # browser's table, and a second one arriving during that build threw ("firstChild" of null).
+    assert root.configuration == configuration and list(root.columns) == columns
 
 
 def test_chart_has_one_point_per_filtered_run_grouped_by_mode_and_tap_selects(store):
@@ -190,8 +215,8 @@ def test_chart_has_one_point_per_filtered_run_grouped_by_mode_and_tap_selects(st
 
 def test_the_page_lists_summaries_and_reads_full_records_only_to_compare(store):
     s = InstructorState(store=store)
-    assert all(isinstance(r, RunSummary) for r in s.records)
-    for r in s.records:
+    assert all(isinstance(r, RunSummary) for r in s.page_runs)
+    for r in s.page_runs:
         s.select(r.id)
     compared = s.compared
     assert [r.id for r in compared] == s.selected_ids
@@ -216,9 +241,9 @@ def test_a_groups_points_start_on_its_number_and_spread_around_it(tmp_path):
 def test_a_zone_change_relabels_without_refiltering_or_rebuilding_the_points(store):
     s = InstructorState(store=store)
     chart, table = ClassChartView(state=s), RunsTableView(state=s)
-    filtered, points = s.filtered, chart.source.data["x"]
+    page, revision, points = s.page_runs, s.revision, chart.source.data["x"]
     s.timezone = "Asia/Tokyo"  # +9 h: 09:15 UTC is 18:15 local
-    assert s.filtered is filtered
+    assert s.page_runs is page and s.revision == revision
     assert chart.source.data["x"] is points
     assert chart.source.data["created"][0] == "2025-01-31 18:15"
     assert list(table.table.value["created (local)"])[-1] == "2025-01-31 18:15:02"
@@ -272,12 +297,10 @@ def test_two_exports_in_one_second_get_different_file_names(store):
 
 def test_the_bundles_skip_reasons_are_sentences_naming_the_run(store):
     s = InstructorState(store=store)
-    gone = s.filtered[0].id
-    delete_run(store, gone)  # gone between the listing and the export
+    ids = [r.id for r in s.filtered()]
+    delete_run(store, ids[0])  # gone since the page was drawn: the export reads the store as it is now
     bundle = json.loads(s.export("json"))
-    assert [r["id"] for r in bundle["runs"]] == [r.id for r in s.filtered[1:]]
-    assert bundle["skipped"] == [{"file": gone, "reason": f"Run {gone} was left out of this export: it is no "
-                                                          "longer in the store (removed after the page listed it)."}]
+    assert [r["id"] for r in bundle["runs"]] == ids[1:] and bundle["skipped"] == []
     s.problems = [("broken.json", "not valid JSON: Expecting value")]  # an import's bad file, say
     assert json.loads(s.export("json"))["skipped"][0]["reason"] == (
         "Run broken was left out of this export: its file broken.json is not valid JSON: Expecting value.")
@@ -300,13 +323,13 @@ def test_a_page_per_session_over_one_store(store):
     first, second = InstructorPage(store), InstructorPage(store)
     assert first.state is not second.state and first.state.store is second.state.store
     first.state.learner = "Grace"
-    assert len(second.state.filtered) == 3
+    assert second.state.matching == 3
     # Without a browser session the rest of the page is built at once.
     assert isinstance(first.class_chart, ClassChartView) and len(first.chart.objects) == 1
     assert first.exports.state is first.state and first.comparison.state is first.state
     # the exports, the comparison, the learners view
     assert len(first.below.objects) == 3 and first.learners.rows[0]["learner"] == "Ada"
-    for r in first.state.records[:2]:
+    for r in store.query().runs[:2]:  # one filtered out of this page: still comparable
         first.state.select(r.id)
     assert first.comparison.hint.object == ""
     assert "Comparison of row sums" in first.comparison.compare.summary.object
@@ -352,12 +375,12 @@ def test_every_place_names_a_run_by_its_title(tmp_path):
     assert list(chart.source.data["mode"]) == titles
     assert chart.colors.factors == [titles[0], titles[1], titles[4], titles[3], titles[2]]
     s.mode = titles[2]
-    assert [r.label for r in s.filtered] == ["open toggle"]
+    assert [r.label for r in s.filtered()] == ["open toggle"]
     rows = list(csv.DictReader(io.StringIO(s.export("csv"), newline="")))
     assert [(row["mode"], row["failure_mode"], row["causal"]) for row in rows] == [
         (titles[2], "mask_after_softmax", "false")]
     s.mode = ALL_MODES
-    for r in s.records[:2]:
+    for r in s.filtered()[:2]:
         s.select(r.id)
     compare = ComparisonView()
     compare.show(s.compared)
@@ -379,15 +402,72 @@ def test_ten_thousand_runs_refresh_queries_nothing_while_the_store_is_unchanged(
     write_runs(tmp_path / "runs", 10_000, start=T0 - timedelta(days=7))
     store = sqlite_store(tmp_path / "runs")
     s = InstructorState(store=store)
-    assert len(s.records) == 10_000
-    before = s.records
+    assert s.total == 10_000 and len(s.page_runs) == 20
+    before = s.page_runs
 
     def no_query(*args, **kwargs):
         raise AssertionError("an unchanged store was queried again")
 
     monkeypatch.setattr(store, "query", no_query)
     s.refresh()
-    assert s.records is before
+    assert s.page_runs is before
     view = RunsTableView(state=s)
-    assert len(view.table.value) == 10_000
+    assert len(view.table.value) == 20  # the table holds one page
     pn.state.clear_caches()
+
+
+def test_the_pager_moves_through_the_pages_and_names_each_sorts_directions(store):
+    from app.instructor.table import PagerView, order_options
+
+    for minutes in range(1, 43):  # 45 runs: three pages
+        store.save(make_record(minutes=minutes, learner=f"L{minutes:02d}"))
+    s = InstructorState(store=store)
+    pager = PagerView(state=s)
+    assert pager.where.object == "<span data-testid='runs-page'>of 3 (runs 1–20 of 45)</span>"
+    assert pager.first.disabled and pager.previous.disabled and not pager.next.disabled
+    pager.next.clicks += 1
+    assert s.page == 2 and "runs 21–40 of 45" in pager.where.object
+    pager.last.clicks += 1
+    assert s.page == 3 and "runs 41–45 of 45" in pager.where.object and pager.next.disabled
+    pager.next.clicks += 1  # past the last page: stays
+    assert s.page == 3
+    pager.previous.clicks += 1
+    assert s.page == 2
+    pager.page.value = 3  # typed
+    assert s.page == 3
+    pager.page.value = 99  # past the last page: the last
+    assert s.page == 3 and pager.page.value == 3
+    pager.page.value = 0
+    assert s.page == 1 and pager.page.value == 1
+    pager.page.value = 3
+    pager.first.clicks += 1
+    assert s.page == 1
+    assert list(pager.order.options) == ["Newest first", "Oldest first"] and pager.order.value is True
+    pager.sort_by.value = "learner"
+    assert list(pager.order.options) == ["Z to A", "A to Z"] and pager.order.value is True
+    pager.order.value = False
+    assert s.descending is False and s.page_runs[0].learner == "Ada"
+    s.sort_by = "smallest row sum"
+    assert list(pager.order.options) == ["Largest first", "Smallest first"] and pager.order.value is False
+    s.learner = "nobody"
+    assert pager.where.object == "<span data-testid='runs-page'>of 1 (no runs of 0)</span>"
+    assert pager.next.disabled and pager.previous.disabled
+    assert order_options("d_k") == {"Largest first": True, "Smallest first": False}
+
+
+def test_ticked_runs_show_their_full_text_under_the_table_even_from_another_page(store):
+    for minutes in range(1, 43):
+        store.save(make_record(minutes=minutes, learner=f"L{minutes:02d}"))
+    store.save(make_record(minutes=60 * 30, learner="<b>Eve</b>", prediction="Row 2 & more\nsecond line"))
+    s = InstructorState(store=store)
+    view = RunsTableView(state=s)
+    assert view.details.object == ""
+    view.table.selection = [0]  # Eve's run, the newest
+    eve = s.selected_ids[0]
+    assert "Full text of run " + eve in view.details.object
+    assert "&lt;b&gt;Eve&lt;/b&gt;" in view.details.object and "Row 2 &amp; more\nsecond line" in view.details.object
+    s.page = 3  # Eve's run is not on this page: still selected, its text still shown
+    assert s.selected_ids == [eve] and view.table.selection == [] and eve in view.details.object
+    store.update_explanation(eve, "because")
+    s.refresh()
+    assert "because" in view.details.object

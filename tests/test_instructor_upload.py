@@ -21,8 +21,8 @@ def store(tmp_path):
 
 def test_an_upload_imports_records_and_bundles_and_says_what_it_did(store):
     view = UploadView(state=InstructorState(store=store))
-    assert len(view.state.records) == 1
-    here = view.state.store.get(view.state.records[0].id)
+    assert view.state.total == 1
+    here = view.state.store.get(view.state.page_runs[0].id)
     new = [make_record("no_mask", minutes=m, learner="Lin", label=f"from home {m}") for m in (1, 2)]
     changed = json.loads(here.to_json()) | {"label": "edited elsewhere"}
     files = {
@@ -51,7 +51,7 @@ def test_an_upload_shows_its_runs_at_once_and_escapes_what_it_quotes(store):
     view = UploadView(state=InstructorState(store=store))
     record = make_record("mask_after_softmax", minutes=5, learner="Grace", label="<b>home</b>")
     view.dropper.value = {"<img src=x>.json": record.to_json().encode("utf-8")}
-    assert [r.label for r in view.state.filtered][-1] == "<b>home</b>"  # no wait for the next tick
+    assert [r.label for r in view.state.filtered()][-1] == "<b>home</b>"  # no wait for the next tick
     assert "&lt;img src=x&gt;.json: imported 1" in view.summary.object
     assert "<img" not in view.summary.object
     # Another file added to the list (Panel fills the same dict): only the new one is taken.

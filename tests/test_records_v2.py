@@ -378,13 +378,13 @@ def test_comparison_takes_a_v1_and_a_v2_run(mixed_store):
 def test_the_instructor_page_lists_both_versions_with_d_k_and_d_model(mixed_store):
     store, records = mixed_store
     state = InstructorState(store=store)
-    assert {r.id for r in state.records} == {r.id for r in records}
-    frame = runs_frame(state.filtered, state)
+    assert {r.id for r in state.filtered()} == {r.id for r in records}
+    frame = runs_frame(state.page_runs, state)
     rows = {row["label"]: row for row in frame.to_dict("records")}
     assert (rows["matrix (seed 000)"]["tokens"], rows["matrix (seed 000)"]["d_k"],
             rows["matrix (seed 000)"]["d_model"]) == (4, 2, 2.0)
     assert rows["worked row"]["d_k"] == 1 and np.isnan(rows["worked row"]["d_model"])
-    for r in state.records:
+    for r in state.filtered():
         state.select(r.id)
     assert len(state.compared) == 2 and all(isinstance(r, ExperimentRecord) for r in state.compared)
     bundle = json.loads(state.export("json"), parse_constant=refuse_constant)

@@ -132,7 +132,7 @@ def test_every_instructor_row_links_to_the_learner_page_opening_that_run(tmp_pat
     for r in (plain, hostile):
         store.save(r)
     state = InstructorState(store=store)
-    frame = runs_frame(state.filtered, state)
+    frame = runs_frame(state.page_runs, state)
     links = dict(zip(frame["id"], frame["open"], strict=True))
     assert links[plain.id] == (
         f'<a href="/?run={plain.id}" target="_blank" rel="noopener" '

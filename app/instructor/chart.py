@@ -85,7 +85,7 @@ class ClassChartView(pn.viewable.Viewer):
         ]
         self.key = pn.pane.HTML("", name="class-key", stylesheets=[_KEY_CSS], sizing_mode="stretch_width")
         self.source.selected.on_change("indices", self._tapped)
-        self.state.param.watch(self._update, "filtered")
+        self.state.param.watch(self._update, "revision")
         self.param.watch(self._update, "group_by")
         self.state.param.watch(self._relabel, "timezone")
         self.state.param.watch(self._show_selected, "selected_ids")
@@ -152,7 +152,9 @@ class ClassChartView(pn.viewable.Viewer):
                 "min_row_sum": numbers(r.min_row_sum for r in records)}
 
     def _update(self, *events) -> None:
-        data = self._data(self.state.filtered)
+        self._runs = self.state.filtered()  # every run passing the filters: a point each
+        self._by_id = {r.id: r for r in self._runs}
+        data = self._data(self._runs)
         palette = [Category10_10[n % 10] for n in range(len(self._modes))]
         counts = dict.fromkeys(self._modes, 0)
         for group in data["group"]:
@@ -171,11 +173,10 @@ class ClassChartView(pn.viewable.Viewer):
     def _relabel(self, *events) -> None:
         """Only the hover's local times change with the browser's zone: send just that column."""
         with pn.io.unlocked():
-            self.source.data.update(created=texts(self._created(self.state.filtered)))
+            self.source.data.update(created=texts(self._created(self._runs)))
 
     def _show_selected(self, *events) -> None:
-        shown = {r.id: r for r in self.state.filtered}
-        chosen = [shown[i] for i in self.state.selected_ids if i in shown]
+        chosen = [self._by_id[i] for i in self.state.selected_ids if i in self._by_id]
         with pn.io.unlocked():
             self.chosen.data = self._chosen(chosen)
 

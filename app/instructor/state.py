@@ -1,17 +1,18 @@
-"""One instructor session's state: the store's runs, the filters, the filtered runs, the selection.
+"""One instructor session's state: the filters, the sort, the table's page of runs, the selection.
 
-The runs are :class:`~app.store.RunSummary` objects (no matrices), re-read from the store only
-when its change token moved (:meth:`~app.store.RunStore.change_token`, one indexed read per
-tick); the filters are one store query (:meth:`run_filter`, SQL on indexed columns) and the mode
-choices the store's distinct titles. The page needs full records only to compare two runs and to
-export JSON, and reads just those. A run is named by its title
-(:func:`attention_core.modes.run_title`), the name every page and the CSV give it. Left out:
+The state never holds every run: the table's page is one store query (``WHERE`` the filters,
+``ORDER BY`` the chosen column, ``LIMIT``/``OFFSET`` the page, and a ``COUNT``), re-run when a
+filter, the sort or the page changes, or when the store's change token moved
+(:meth:`~app.store.RunStore.change_token`, one indexed read per tick). ``revision`` moves
+whenever the runs behind the filters may have changed; views that show every filtered run (the
+class picture) read them again then, with :meth:`InstructorState.filtered`. The page needs full
+records only to compare two runs and to export JSON, and reads just those. A run is named by its
+title (:func:`attention_core.modes.run_title`), the name every page and the CSV give it. Left out:
 widgets and layout (the views in this package).
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -22,6 +23,11 @@ from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import ExperimentRecord, RecordError
 
 ALL_MODES = "All modes"
+PAGE_SIZE = 20
+# What the table can be sorted by (its column names) and the store column each one sorts.
+SORTS = {"created": "created_at", "learner": "learner", "label": "label", "mode": "mode", "tokens": "T",
+         "d_k": "d_k", "d_model": "d_model", "total future-token weight": "total_future_weight",
+         "smallest row sum": "min_row_sum", "failed checks": "failed_checks"}
 # The lesson's contrast first: every mode with the causal mask it asked for (correct, then the
 # broken one), then the runs whose broken order had nothing to mask, then bidirectional runs.
 _MODE_ORDER = (
@@ -56,10 +62,9 @@ def zone(name: str) -> ZoneInfo:
 
 
 class InstructorState(param.Parameterized):
-    """One instructor session: the store's runs, the filters, the filtered runs, the selection."""
+    """One instructor session: the filters, the sort, the table's page of runs, the selection."""
 
     store = param.ClassSelector(class_=RunStore, doc="The server's run store (shared).")
-    records = param.List(default=[], doc="Every run's summary, oldest first.")
     problems = param.List(default=[], doc="(source, reason) for every run left out (none in a database).")
     learner = param.String(default="", doc="Keep runs whose learner contains this (any case).")
     label = param.String(default="", doc="Keep runs whose label contains this (any case).")
@@ -68,7 +73,14 @@ class InstructorState(param.Parameterized):
     start = param.CalendarDate(default=None, allow_None=True, doc="First day kept (local date).")
     end = param.CalendarDate(default=None, allow_None=True, doc="Last day kept (local date).")
     timezone = param.String(default="UTC", doc="IANA zone of the instructor's browser.")
-    filtered = param.List(default=[], doc="The runs passing every filter, oldest first.")
+    sort_by = param.Selector(default="created", objects=list(SORTS), label="Sort by",
+                             doc="The table's column the runs are sorted by (see SORTS).")
+    descending = param.Boolean(default=True, doc="Newest, largest or last in the alphabet first.")
+    page = param.Integer(default=1, bounds=(1, None), doc="The table's page, from 1.")
+    total = param.Integer(default=0, doc="How many runs the store holds.")
+    matching = param.Integer(default=0, doc="How many runs pass the filters.")
+    page_runs = param.List(default=[], doc="The runs on the table's page, in the table's order.")
+    revision = param.Integer(default=0, doc="Moves whenever the runs passing the filters may have changed.")
     selected_ids = param.List(default=[], item_type=str,
                               doc="Selected run ids, at most two, oldest selection first.")
 
@@ -77,18 +89,31 @@ class InstructorState(param.Parameterized):
         self._token: int | None = None
         self.refresh()
 
+    @property
+    def pages(self) -> int:
+        """How many pages the runs passing the filters fill (1 when none pass)."""
+        return max(1, -(-self.matching // PAGE_SIZE))
+
+    @property
+    def sort(self) -> list[tuple[str, str]]:
+        """The store's sort for the table: the chosen column, then the newest (oldest) first."""
+        direction = "desc" if self.descending else "asc"
+        return [(column, direction) for column in dict.fromkeys((SORTS[self.sort_by], "created_at"))]
+
     def refresh(self) -> None:
-        """Re-read the store's runs if its change token moved; otherwise touch nothing."""
+        """Re-read the table's page and the counts if the store's change token moved; otherwise
+        touch nothing."""
         token = self.store.change_token()
         if token == self._token:
             return
-        records = self.store.query().runs
         self._token = token
         modes = mode_order(self.store.modes())
         self.param.mode.objects = [ALL_MODES, *modes]
         if self.mode not in self.param.mode.objects:
-            self.mode = ALL_MODES
-        self.records = records
+            self.mode = ALL_MODES  # its watcher reads the page
+        self.total = self.store.count()
+        self._read_page()
+        self.revision += 1
 
     def local_time(self, record: RunSummary | ExperimentRecord) -> datetime:
         return record.created_datetime.astimezone(zone(self.timezone))
@@ -109,16 +134,39 @@ class InstructorState(param.Parameterized):
             created_before=(datetime.combine(self.end + timedelta(days=1), time(), tzinfo=here)
                             if self.end else None))
 
-    @param.depends("records", "learner", "label", "mode", "start", "end", "timezone",
-                   watch=True, on_init=True)
-    def _filter(self) -> None:
-        # A query (WHERE on the store's indexed columns), not Python over every run.
-        wanted = self.run_filter()
-        kept = self.records if wanted is None else self.store.query(wanted).runs
-        # Unchanged runs (a refresh with nothing new, a zone change without date filters): keep
-        # the list, so the table and the chart are not rebuilt.
-        if [r.id for r in kept] != [r.id for r in self.filtered]:
-            self.filtered = kept
+    def filtered(self) -> list[RunSummary]:
+        """Every run passing the filters, oldest first (one query; for views that show them all)."""
+        return self.store.query(self.run_filter()).runs
+
+    @param.depends("learner", "label", "mode", "start", "end", watch=True)
+    def _filters_changed(self) -> None:
+        self._first_page()
+        self.revision += 1
+
+    @param.depends("timezone", watch=True)
+    def _timezone_changed(self) -> None:
+        if self.start or self.end:  # local days begin at another instant
+            self._filters_changed()
+
+    @param.depends("sort_by", "descending", watch=True)
+    def _first_page(self) -> None:
+        if self.page == 1:
+            self._read_page()
+        else:
+            self.page = 1  # its watcher reads the page
+
+    @param.depends("page", watch=True)
+    def _read_page(self) -> None:
+        """The page's runs and the count passing the filters: one ``ORDER BY … LIMIT`` query. A
+        page past the last (runs filtered away) becomes the last."""
+        found = self.store.query(self.run_filter(), sort=self.sort, limit=PAGE_SIZE,
+                                 offset=(self.page - 1) * PAGE_SIZE)
+        last = max(1, -(-found.total // PAGE_SIZE))
+        if self.page > last:
+            self.matching = found.total
+            self.page = last  # its watcher reads that page
+            return
+        self.param.update(matching=found.total, page_runs=found.runs)
 
     def select(self, run_id: str) -> None:
         """Add a run to the selection; a third selection drops the oldest."""
@@ -129,35 +177,19 @@ class InstructorState(param.Parameterized):
     @property
     def compared(self) -> list[ExperimentRecord]:
         """The selected runs still in the store, in full, in selection order."""
-        listed = {r.id for r in self.records}
         compared = []
         for run_id in self.selected_ids:
-            if run_id in listed:
-                try:
-                    compared.append(self.store.get(run_id))
-                except (KeyError, RecordError):
-                    pass  # gone since the listing
+            try:
+                compared.append(self.store.get(run_id))
+            except (KeyError, RecordError):
+                pass  # not (or no longer) a readable run
         return compared
 
     def export(self, fmt: str) -> str:
-        """The filtered runs as a JSON bundle (each record exactly as stored) or as CSV.
-
-        A run listed but gone from the store by the time of the export is named in the bundle's
-        ``skipped``, as a sentence.
-        """
+        """The runs passing the filters, oldest first, as a JSON bundle (each record exactly as
+        stored) or as CSV."""
+        wanted = self.run_filter()
         if fmt == "json":
-            wanted = [r.id for r in self.filtered]
-            found: set[str] = set()
             skipped = [(name, skip_sentence(name, reason)) for name, reason in self.problems]
-
-            def texts():
-                for text in self.store.iter_texts(ids=wanted):
-                    found.add(json.loads(text)["id"])
-                    yield text
-                # Read by export_json after the last run, so the runs found decide.
-                skipped.extend((run_id, f"Run {run_id} was left out of this export: it is no longer in the "
-                                        "store (removed after the page listed it).")
-                               for run_id in wanted if run_id not in found)
-
-            return export_json(texts(), skipped)
-        return export_csv(self.filtered)
+            return export_json(self.store.iter_texts(wanted), skipped)
+        return export_csv(self.store.iter_summaries(wanted))

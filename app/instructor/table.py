@@ -1,8 +1,10 @@
-"""The filters and the runs table: one row per filtered run, newest first, a page at a time.
+"""The filters and the runs table: one row per filtered run, sorted by a chosen column, a page at a time.
 
-Learner text reaches the table only as Tabulator ``textarea`` cells (escaped text that wraps),
-and its expanded row and each row's "Open run" link (to ``/?run=<id>``) only as ``html.escape``d
-HTML.
+The table holds one page (:data:`~app.instructor.state.PAGE_SIZE` runs); the page, the sort and
+the count are the state's store query, so paging or sorting 100,000 runs reads 20 of them. Learner
+text reaches the table only as Tabulator ``textarea`` cells (escaped text that wraps), and the
+ticked runs' full text and each row's "Open run" link (to ``/?run=<id>``) only as
+``html.escape``d HTML.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ import param
 from bokeh.models.widgets.tables import NumberFormatter
 
 from app.instructor.columns import created_texts, numbers, shorten
-from app.instructor.state import ALL_MODES, InstructorState
-from app.store import RunSummary
+from app.instructor.state import ALL_MODES, PAGE_SIZE, InstructorState
+from app.shared.widgets import NO_SPIN_BUTTONS
+from app.store import RunFilter, RunSummary
 from attention_core.records import ExperimentRecord
 
-PAGE_SIZE = 20
 _TEXT_COLUMNS = ("created (local)", "created (UTC)", "learner", "label", "mode", "failed checks",
                  "prediction", "explanation", "id")
 COLUMNS = ["id", "open", "created (local)", "created (UTC)", "learner", "label", "causal",
@@ -32,33 +34,6 @@ COLUMNS = ["id", "open", "created (local)", "created (UTC)", "learner", "label",
 CHOOSABLE = COLUMNS[1:]
 SHOWN = ["open", "created (local)", "learner", "label", "mode", "tokens", "d_k",
          "total future-token weight", "smallest row sum", "failed checks", "prediction", "explanation"]
-# Each column's share of the table's width in per cent when the columns first shown are shown:
-# each fits its header and its cells at 1280 px. Another choice of columns scales them to fit.
-_SHARES = {"open": 6, "created (local)": 8, "created (UTC)": 8, "learner": 7, "label": 6, "causal": 6,
-           "mask after softmax": 7, "mode": 9, "tokens": 7, "d_k": 5, "d_model": 7,
-           "total future-token weight": 7, "smallest row sum": 8, "failed checks": 10, "prediction": 9,
-           "explanation": 10}
-# Per cent of the table's width for these columns: the rest is the expand and tick columns (40 px
-# each), Tabulator's cell borders, and its 1 px filler column, which a wider table pushed out of
-# sight behind a sideways scroll bar.
-_CONTENT_SHARE = 92
-
-
-def column_widths(shown: list[str]) -> dict[str, str]:
-    """Tabulator widths of the ``shown`` columns, so the table fits the page at any choice.
-
-    Whole per cents (Tabulator reads a width with ``parseInt``, so "5.8%" would be 5 %) in
-    :data:`_SHARES`' proportions, together :data:`_CONTENT_SHARE` (largest remainders round up).
-    """
-    total = sum(_SHARES[c] for c in shown) or 1
-    exact = {c: _CONTENT_SHARE * _SHARES[c] / total for c in shown}
-    whole = {c: int(x) for c, x in exact.items()}
-    left = _CONTENT_SHARE - sum(whole.values()) if shown else 0
-    for c in sorted(shown, key=lambda c: whole[c] - exact[c])[:left]:
-        whole[c] += 1
-    return {c: f"{w}%" for c, w in whole.items()}
-
-
 def open_link(record: RunSummary | ExperimentRecord) -> str:
     """A link that opens the run in the learner's workbench (``/?run=<id>``, the id URL-encoded),
     named "Open run <id>" (and its label) for a screen reader; every text escaped."""
@@ -68,9 +43,8 @@ def open_link(record: RunSummary | ExperimentRecord) -> str:
     return f'<a href="{href}" target="_blank" rel="noopener" aria-label="{name}">Open run</a>'
 
 
-def runs_frame(records: list[RunSummary], state: InstructorState) -> pd.DataFrame:
-    """The table's rows, newest first; free text shortened (full text in the row's details)."""
-    rows = records[::-1]
+def runs_frame(rows: list[RunSummary], state: InstructorState) -> pd.DataFrame:
+    """The table's rows, in the order given; free text shortened (full text under the table)."""
     columns = {
         "id": [r.id for r in rows],
         "open": [open_link(r) for r in rows],
@@ -91,33 +65,34 @@ def runs_frame(records: list[RunSummary], state: InstructorState) -> pd.DataFram
     return pd.DataFrame(columns, columns=COLUMNS)
 
 
-# The expanded row sits inside a Tabulator row whose hover style sets white text: set our own
-# colours, or the text vanishes on a white background while the pointer is over it.
 _DETAILS_CSS = """
-:host, :host(:hover) { color: #212529 !important; background: #ffffff; }
-dl { margin: 4px 12px; color: #212529; } dd { unicode-bidi: isolate; } dt { font-weight: bold; margin-top: 4px; }
+dl { margin: 4px 12px; } dd { unicode-bidi: isolate; } dt { font-weight: bold; margin-top: 4px; }
 dd { margin: 0 0 0 12px; white-space: pre-wrap; overflow-wrap: anywhere; max-width: 900px; }
 """
 
 
 # "Open run" wraps in a narrow column instead of being cut to "Open…" (Tabulator's cells do not
 # wrap); with many columns shown a long word breaks rather than being cut; a ticked row's link is
-# white on its blue (the browser's link blue on it has a contrast of 1.8).
+# white on its blue (the browser's link blue on it has a contrast of 1.8); Panel's 1 px filler
+# column is as wide in the rows as in the header (the Bootstrap theme's cell padding, which beats
+# Panel's own rule for it, made rows 9 px wider than the table).
 _TABLE_CSS = """
 :host .tabulator { font-size: 13px; }
 .tabulator-row .tabulator-cell[tabulator-field="open"] { white-space: normal; }
 .tabulator-col-title { font-size: 12px; }
 .tabulator-col-title, .tabulator-cell { overflow-wrap: anywhere; }
 .tabulator-row.tabulator-selected a { color: #ffffff; }
+.tabulator.table-sm .tabulator-tableholder .tabulator-table .tabulator-row .tabulator-cell.empty {
+  padding: 0 !important;
+}
 """
 # Run in the browser once the page is ready: two fixes of third-party markup that axe-core rates
 # critical, applied whenever the widget (re)draws (each one's shadow root is watched; Tabulator
-# builds its table after the document is ready and rebuilds rows and pager as it pages).
+# builds its table after the document is ready and rebuilds its rows with every page).
 # - Tabulator's root has role="grid" but holds its focusable scroll box (.tabulator-tableholder,
-#   tabindex=0) and its pager's buttons as direct children, where a grid may only own rows and row
-#   groups (aria-required-children; tabulator-tables/tabulator#4151). The scroll box becomes the
-#   body's row group (the row group inside it presentational), the pager a row with one cell, and
-#   an opened row's details (Panel's row_content) a cell of its row.
+#   tabindex=0) as a direct child, where a grid may only own rows and row groups
+#   (aria-required-children; tabulator-tables/tabulator#4151). The scroll box becomes the body's
+#   row group (the row group inside it presentational).
 # - Bokeh's date pickers show the field flatpickr adds (altInput), which their <label for> does
 #   not name (label): it gets the label's text as its aria-label.
 # Nothing moves and nothing else changes.
@@ -127,11 +102,6 @@ const fixGrid = (grid) => {
   const holder = grid.querySelector(':scope > .tabulator-tableholder')
   set(holder, 'role', 'rowgroup')
   set(holder && holder.querySelector(':scope > .tabulator-table'), 'role', 'none')
-  const footer = grid.querySelector(':scope > .tabulator-footer')
-  set(footer, 'role', 'row')
-  set(footer && footer.querySelector(':scope > .tabulator-footer-contents'), 'role', 'gridcell')
-  for (const details of grid.querySelectorAll('.tabulator-row > :not(.tabulator-cell)'))
-    set(details, 'role', 'gridcell')
 }
 const fixPicker = (home) => {
   const label = home.querySelector('label')
@@ -160,11 +130,12 @@ _COUNT_CSS = ".stale { background: #eceff1; color: #37474f; padding: 8px 12px; b
 
 
 def run_details(record: ExperimentRecord | RunSummary) -> str:
-    """A run's free text in full, escaped, for the table's expanded row."""
+    """A run's free text in full, escaped, for the ticked runs' details under the table."""
     items = "".join(
         f"<dt>{field}</dt><dd>{html.escape(getattr(record, field) or '—')}</dd>"
         for field in ("learner", "label", "prediction", "explanation", "notes"))
-    return f"<dl aria-label='Full text of run {html.escape(record.id)}'>{items}</dl>"
+    return (f"<h4>Run {html.escape(record.id)} · {html.escape(record.title)}</h4>"
+            f"<dl aria-label='Full text of run {html.escape(record.id)}'>{items}</dl>")
 
 
 class FiltersView(pn.viewable.Viewer):
@@ -198,11 +169,88 @@ class FiltersView(pn.viewable.Viewer):
         return pn.FlexBox(self.learner, self.label, self.mode, self.dates, self.clear)
 
 
+# Words for each direction of a sort, by what the column holds (the sort's direction buttons).
+_ORDER_WORDS = {"created": ("Newest first", "Oldest first"), "text": ("Z to A", "A to Z"),
+                "number": ("Largest first", "Smallest first")}
+_TEXT_SORTS = ("learner", "label", "mode", "failed checks")
+
+
+def order_options(sort_by: str) -> dict[str, bool]:
+    """The direction buttons' labels for sorting by ``sort_by`` (a key of ``SORTS``), each to
+    whether it sorts descending."""
+    kind = "created" if sort_by == "created" else "text" if sort_by in _TEXT_SORTS else "number"
+    first, second = _ORDER_WORDS[kind]
+    return {first: True, second: False}
+
+
+class PagerView(pn.viewable.Viewer):
+    """Sort by a column, in either direction, and move through the table's pages.
+
+    Each control writes one state parameter (``sort_by``, ``descending``, ``page``); the state
+    reads that page from the store.
+    """
+
+    state = param.ClassSelector(class_=InstructorState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        s = self.state
+        self.sort_by = pn.widgets.Select.from_param(s.param.sort_by, width=230)
+        self.order = pn.widgets.RadioButtonGroup(
+            name="Order", options=order_options(s.sort_by), value=s.descending, button_type="light",
+            button_style="outline", align="end", margin=(5, 10, 12, 10))
+        self.order.param.watch(lambda e: setattr(s, "descending", e.new), "value")
+        self.first = pn.widgets.Button(name="« First", description="First page")
+        self.previous = pn.widgets.Button(name="‹ Previous", description="Previous page")
+        self.next = pn.widgets.Button(name="Next ›", description="Next page")
+        self.last = pn.widgets.Button(name="Last »", description="Last page")
+        for button, to in ((self.first, lambda: 1), (self.previous, lambda: s.page - 1),
+                           (self.next, lambda: s.page + 1), (self.last, lambda: s.pages)):
+            button.param.update(button_type="light", align="end", margin=(5, 4, 12, 4))
+            button.on_click(lambda event, to=to: setattr(s, "page", min(max(to(), 1), s.pages)))
+        # No bounds on the field (the browser would keep an out-of-range number without sending
+        # it): a number past either end goes to that end.
+        self.page = pn.widgets.IntInput(name="Page", value=s.page, width=90, stylesheets=[NO_SPIN_BUTTONS])
+        self.page.param.watch(self._typed, "value")
+        self.where = pn.pane.HTML("", name="runs-page", align="end", margin=(5, 10, 14, 4))
+        s.param.watch(self._update, ["page", "matching"])
+        s.param.watch(self._sorted_by, "sort_by")
+        s.param.watch(lambda e: setattr(self.order, "value", e.new), "descending")
+        self._update()
+
+    def _typed(self, event) -> None:
+        s = self.state
+        s.page = min(max(event.new or 1, 1), s.pages)
+        self.page.value = s.page
+
+    def _sorted_by(self, event) -> None:
+        options = order_options(event.new)
+        self.order.options = options
+        self.order.value = self.state.descending
+
+    def _update(self, *events) -> None:
+        s = self.state
+        self.page.value = s.page
+        first = (s.page - 1) * PAGE_SIZE + 1
+        last = min(s.page * PAGE_SIZE, s.matching)
+        shown = f"runs {first}–{last}" if s.matching else "no runs"
+        self.where.object = (f"<span data-testid='runs-page'>of {s.pages} ({shown} of "
+                             f"{s.matching})</span>")
+        self.first.disabled = self.previous.disabled = s.page <= 1
+        self.next.disabled = self.last.disabled = s.page >= s.pages
+
+    def __panel__(self):
+        return pn.FlexBox(self.sort_by, self.order, self.first, self.previous, self.page, self.where,
+                          self.next, self.last, align_items="flex-end")
+
+
 class RunsTableView(pn.viewable.Viewer):
-    """The filtered runs in a paginated, sortable Tabulator; ticking a row selects the run.
+    """The table's page of runs in a Tabulator; ticking a row selects the run, and the ticked
+    runs' full text shows under it.
 
     Which columns it shows is the instructor's choice (``shown``, the "Columns shown" boxes); the
-    shown ones share the table's width, so it fits the page whatever is chosen.
+    shown ones share the table's width, so it fits the page whatever is chosen. Sorting and paging
+    are the :class:`PagerView`'s (a store query), so Tabulator's own header sorting is off.
     """
 
     state = param.ClassSelector(class_=InstructorState)
@@ -214,9 +262,8 @@ class RunsTableView(pn.viewable.Viewer):
         self._replacing = False
         self.table = pn.widgets.Tabulator(
             runs_frame([], self.state), name="Runs of the class", show_index=False,
-            selectable="checkbox", disabled=True, hidden_columns=self._hidden(), pagination="remote",
-            page_size=PAGE_SIZE, sizing_mode="stretch_width", layout="fit_columns",
-            widths=column_widths(self._in_order()),
+            selectable="checkbox", disabled=True, hidden_columns=self._hidden(), sortable=False,
+            sizing_mode="stretch_width", layout="fit_columns",
             formatters={
                 # "textarea" is Tabulator's plain text (HTML-escaped) that wraps within the column.
                 **{c: {"type": "textarea"} for c in _TEXT_COLUMNS},
@@ -225,50 +272,61 @@ class RunsTableView(pn.viewable.Viewer):
                 # A whole number, "-" when the run was not in matrix mode (NaN in the frame).
                 "d_model": NumberFormatter(format="0", text_align="right"),
             },
+            # No widths: the shown columns share the width equally (fitColumns) and their text
+            # wraps, so choosing columns changes only which are hidden. A change of widths
+            # rebuilds Tabulator in the browser, and a second change arriving mid-build threw.
             configuration={"columnDefaults": {"headerWordWrap": True}},
             stylesheets=[_TABLE_CSS],
-            row_content=self._details, embed_content=False,
         )
+        self.pager = PagerView(state=self.state)
         self.count = pn.pane.HTML("", name="runs-count", stylesheets=[_COUNT_CSS])
+        self.details = pn.pane.HTML("", name="run-details", stylesheets=[_DETAILS_CSS],
+                                    sizing_mode="stretch_width")
         self.columns = pn.widgets.CheckBoxGroup.from_param(
             self.param.shown, name="Columns shown", inline=True, sizing_mode="stretch_width",
             stylesheets=[".bk-input-group { flex-wrap: wrap; column-gap: 4px; }"])
         self.chooser = pn.Card(self.columns, title="Columns shown", collapsed=True, sizing_mode="stretch_width",
                                margin=(5, 10))
-        self.state.param.watch(self._update, ["filtered", "timezone"])
+        self.state.param.watch(self._update, ["page_runs", "timezone"])
+        self.state.param.watch(self._count, ["matching", "total", "timezone"])
         self.state.param.watch(self._sync_selection, "selected_ids")
+        self.state.param.watch(self._show_details, ["selected_ids", "revision"])
         self.table.param.watch(self._selected, "selection")
         self._update()
-
-    def _in_order(self) -> list[str]:
-        """The shown columns in the table's order (the boxes give them in the order ticked)."""
-        return [c for c in CHOOSABLE if c in self.shown]
+        self._count()
+        self._show_details()
 
     def _hidden(self) -> list[str]:
         return ["id", *(c for c in CHOOSABLE if c not in self.shown)]
 
     @param.depends("shown", watch=True)
     def _show_columns(self) -> None:
-        self.table.param.update(hidden_columns=self._hidden(), widths=column_widths(self._in_order()))
-
-    def _details(self, row: pd.Series):
-        record = next((r for r in self.state.records if r.id == row["id"]), None)
-        text = run_details(record) if record else "<p>This run is no longer in the store.</p>"
-        return pn.pane.HTML(text, stylesheets=[_DETAILS_CSS], sizing_mode="stretch_width")
+        self.table.hidden_columns = self._hidden()
 
     def _update(self, *events) -> None:
         s = self.state
-        self._ids = [r.id for r in reversed(s.filtered)]
+        self._ids = [r.id for r in s.page_runs]
         self._replacing = True  # Tabulator resets its selection with new rows: not the user's doing
         try:
-            self.table.value = runs_frame(s.filtered, s)
+            self.table.value = runs_frame(s.page_runs, s)
         finally:
             self._replacing = False
-        self.count.object = (f"<p class='runs-count' data-testid='runs-count'>"
-                             f"<b data-testid='runs-shown'>{len(s.filtered)}</b> of "
-                             f"<span data-testid='runs-total'>{len(s.records)}</span> runs shown. "
-                             f"Times are in {html.escape(s.timezone)}; exports keep UTC.</p>")
         self._sync_selection()
+
+    def _count(self, *events) -> None:
+        s = self.state
+        self.count.object = (f"<p class='runs-count' data-testid='runs-count'>"
+                             f"<b data-testid='runs-shown'>{s.matching}</b> of "
+                             f"<span data-testid='runs-total'>{s.total}</span> runs shown. "
+                             f"Times are in {html.escape(s.timezone)}; exports keep UTC.</p>")
+
+    def _show_details(self, *events) -> None:
+        """The ticked runs' free text in full (read from the store: a run may be on another page)."""
+        ids = self.state.selected_ids
+        found = {r.id: r for r in self.state.store.query(RunFilter(ids=ids)).runs} if ids else {}
+        runs = [found[i] for i in ids if i in found]
+        self.details.object = ("" if not runs else
+                               "<h3>Full text of the ticked runs</h3>" + "".join(map(run_details, runs)))
 
     def _sync_selection(self, *events) -> None:
         where = {run_id: n for n, run_id in enumerate(self._ids)}
@@ -281,7 +339,7 @@ class RunsTableView(pn.viewable.Viewer):
             return
         ticked = [self._ids[n] for n in event.new if n < len(self._ids)]
         shown = set(self._ids)
-        # Runs selected but filtered out of the table stay selected.
+        # Runs selected but not on this page (another page, or filtered out) stay selected.
         kept = [i for i in self.state.selected_ids if i in ticked or i not in shown]
         for run_id in ticked:
             if run_id not in kept:
@@ -290,4 +348,5 @@ class RunsTableView(pn.viewable.Viewer):
         self._sync_selection()
 
     def __panel__(self):
-        return pn.Column(self.count, self.chooser, self.table, sizing_mode="stretch_width")
+        return pn.Column(self.count, self.pager, self.chooser, self.table, self.details,
+                         sizing_mode="stretch_width")

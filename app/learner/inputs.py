@@ -22,6 +22,7 @@ from app.learner.state import (
     cell_label,
 )
 from app.shared.grid import MatrixGrid
+from app.shared.widgets import NO_SPIN_BUTTONS
 from attention_core import exposure
 from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES
@@ -29,8 +30,6 @@ from attention_core.modes import FAILURE_MODES
 ERROR_CSS = ":host { color: #b00020; font-size: 0.85em; }"
 # In the Presets row; the other presets are offered beside the failure mode they expose.
 _SHOWN_PRESETS = ("worked_row", "large_scores", "all_equal", "four_token_trace", "wide_head")
-# Bokeh's spinner buttons have no accessible name (axe: critical); the field keeps the arrow keys.
-NO_SPIN_BUTTONS = ":host .bk-spin-btn { display: none !important; }"
 _NOTE_CSS = ":host { font-size: 0.9em; } p { margin: 0.3em 0; }"
 
 

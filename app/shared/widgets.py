@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import panel as pn
 
+# Bokeh's spinner buttons have no accessible name (axe: critical); the field keeps the arrow keys.
+NO_SPIN_BUTTONS = ":host .bk-spin-btn { display: none !important; }"
+
 
 def like_the_first_paint():
     """Build a part that arrives after the first paint as the parts built with the page were.
