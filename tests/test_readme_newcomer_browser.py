@@ -99,3 +99,39 @@ def test_the_lost_connection_notice_sits_in_the_header_bar_and_hides_no_saved_ru
         page.screenshot(path=str(SCREENSHOTS / "lost-connection-saved-runs-1280x720.png"))
     finally:
         own.stop()
+
+
+# Whether a cell shows its whole text, and lies whole inside its grid's visible part and the
+# sidebar (no sideways scrolling needed to read it).
+SHOWN_WHOLE_JS = """el => {
+  const wrap = el.closest('.grid-wrap'), r = el.getBoundingClientRect(), w = wrap.getBoundingClientRect()
+  return el.scrollWidth <= el.clientWidth && wrap.scrollWidth <= wrap.clientWidth
+    && w.left <= r.left && r.right <= w.right && r.right <= 408 }"""
+
+
+def test_a_long_number_shows_whole_in_its_cell_at_the_largest_size(server, page, watch):
+    open_learner_page(page, server.url, at_1280=True)
+    type_number(page, "Tokens", "8")
+    page.get_by_label("Head width d_k").select_option("4")
+    page.get_by_label("Use values (adds output and contributions)").check()
+    page.get_by_label("Value width d_v").select_option("4")
+    typed = {"Key 8, component 4": "9.999", "Value 8, component 4": "-0.00125"}
+    for label, text in typed.items():
+        type_number(page, label, text)
+    page.get_by_label("Input mode").select_option(label="X and projections (W_Q, W_K, W_V)")
+    page.get_by_label("Model width d_model").select_option("4")
+    matrix = {"X token 8, component 4": "9.999", "W_Q row 1, column 1": "9.999",
+              "W_K row 4, column 4": "-0.00125", "W_V row 2, column 4": "123456.75"}
+    for label, text in matrix.items():
+        type_number(page, label, text)
+    for label, text in matrix.items():
+        cell = page.get_by_label(label, exact=True)
+        expect(cell).to_have_value(text)
+        page.wait_for_function(SHOWN_WHOLE_JS, arg=cell.element_handle())
+    page.get_by_label("Input mode").select_option(label="Numbers or vectors (Q, K, V)")
+    for label, text in typed.items():
+        cell = page.get_by_label(label, exact=True)
+        expect(cell).to_have_value(text)
+        page.wait_for_function(SHOWN_WHOLE_JS, arg=cell.element_handle())
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "long-numbers-1280x720.png"))

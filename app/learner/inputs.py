@@ -169,8 +169,9 @@ class InputsView(pn.viewable.Viewer):
             margin=(5, 10), visible=pn.bind(lambda m: m == "matrices", s.param.input_mode),
             stylesheets=[_SIZE_CSS])
         # Up to three grids: a grid holds at most GRID_COLUMNS numbers across, so the widest
-        # inputs (d_k = d_v = 4) still fit the sidebar at 1280 px.
-        self.grids = [MatrixGrid(margin=(5, 10)) for _ in range(3)]
+        # inputs (d_k = d_v = 4) still fit the sidebar at 1280 px. The sidebar's width, so a
+        # grid whose long numbers widen it past that scrolls sideways on its own.
+        self.grids = [MatrixGrid(margin=(5, 10), sizing_mode="stretch_width") for _ in range(3)]
         self._grid_fields: list[list[str]] = [[], [], []]
         for n, grid in enumerate(self.grids):
             grid.param.watch(lambda e, n=n: self._grid_edited(self._grid_fields[n], e.new), "value")

@@ -54,6 +54,7 @@ export function render({ model }) {
       input.shown = null  // the text last shown from the server or sent to it
       input.addEventListener('change', () => commit(input))
       input.addEventListener('keydown', (e) => { if (e.key === 'Enter') commit(input) })
+      input.addEventListener('input', fit_columns)
       cells.set(label, input)
     }
     return input
@@ -132,6 +133,16 @@ export function render({ model }) {
     show_errors()
   }
 
+  // Each column as wide as its longest text (three characters at least), so every number
+  // shows whole, as typed; the grid scrolls sideways if its columns outgrow the page's room.
+  function fit_columns() {
+    const width = inputs.length ? inputs[0].length : 0
+    for (let j = 0; j < width; j++) {
+      const chars = Math.max(3, ...inputs.map((row) => row[j].value.length))
+      for (const row of inputs) row[j].style.width = `calc(${chars}ch + 8px)`
+    }
+  }
+
   // The server's texts, put into the cells in place. A cell keeps its own text while the
   // learner is typing in it, or while an edit of it is on its way to the server: a value the
   // server sent before it received that edit would otherwise replace what was typed.
@@ -148,6 +159,7 @@ export function render({ model }) {
       input.shown = text
       if (input.value !== text) input.value = text
     }))
+    fit_columns()
   }
 
   function sync_checks() {
@@ -201,9 +213,10 @@ table { border-collapse: collapse; font-size: 13px; }
 th { font-weight: normal; color: #444; padding: 0 3px; text-align: center; white-space: nowrap; }
 th[scope=colgroup] { font-weight: bold; color: #222; border-bottom: 1px solid #ccc; }
 th[scope=row] { text-align: right; padding-right: 6px; }
-th.component { font-size: 11px; color: #666; }
+th[scope=col] { font-size: 11px; color: #666; }
 td { padding: 1px; }
-input[type=text] { width: 2.8em; box-sizing: border-box; padding: 3px 4px; font: inherit;
+.grid-wrap { overflow-x: auto; }
+input[type=text] { box-sizing: border-box; padding: 3px; font: inherit;
   border: 1px solid #ced4da; border-radius: 3px; }
 input[type=text]:focus { outline: 2px solid #0d6efd; outline-offset: 0; border-color: #0d6efd; }
 input[aria-invalid=true] { border: 2px solid #b00020; }
@@ -221,6 +234,7 @@ class MatrixGrid(JSComponent):
     (up to 96 on the largest page), over the page's memory and latency budget (bench/README.md).
 
     Like a TextInput, a cell's text arrives in :attr:`value` on Enter or when the cell is left.
+    Each column is as wide as its longest text, as it is typed, so a number always shows whole.
     Every cell has its accessible name (:attr:`labels`); a message in :attr:`errors` marks its
     cell (``aria-invalid``) and is shown under that row with ``role="alert"``.
 
