@@ -13,7 +13,16 @@ import pytest
 from store_helpers import sqlite_store
 
 from app.learner.checks import readouts_html
-from app.learner.contributions import ContributionsView, bar_label, bar_range, contributions_html
+from app.learner.contributions import (
+    LABEL_CHAR_PX,
+    LEGEND_PX,
+    PLOT_PX,
+    ContributionsView,
+    bar_label,
+    bar_range,
+    contributions_html,
+    readable_labels,
+)
 from app.learner.page import LearnerPage
 from app.learner.state import LearnerState
 from attention_core import scaled_dot_product_attention
@@ -174,3 +183,39 @@ def test_bar_range_is_bokehs_data_range_of_bars_from_zero_and_set_without_values
     assert bar_range([100.0, 20.0]) == (-20.0, 120.0)
     assert bar_range([-5.0, float("nan")]) == (-6.0, 1.0)
     assert bar_range([]) == (-1.0, 1.0) and bar_range([0.0, 0.0]) == (-1.0, 1.0)
+
+
+def test_small_bars_side_by_side_keep_one_label_and_the_table_keeps_every_number(state):
+    # Seed 000's row 4: key 1 contributes [0.065, 0.065], two short bars side by side whose
+    # labels "0.06" overlapped; the larger bars' labels all stay.
+    state.apply_preset("four_token_trace")
+    view = ContributionsView(state=state)
+    parts = view.component_source.data
+    assert parts["contribution_label"] == ["0.06", "", "0.27", "-0.27", "0.26", "0", "0", "-1.08"]
+    assert parts["value_label"] == ["1", "1", "1", "-1", "2", "0", "0", "-2"]
+    assert cells(view.text.object, "key 1")[3] == "[0.065, 0.065]"
+
+
+def test_no_two_kept_labels_overlap_and_none_covers_another_bar():
+    rng = np.random.default_rng(3)
+    for T, d in ((3, 4), (4, 2), (8, 1), (6, 2)):
+        width = 0.6 / d
+        xs = [j + 1 - 0.3 + width * (c + 0.5) for j in range(T) for c in range(d)]
+        tops = (rng.normal(size=T * d) * rng.choice([0.01, 1, 100], size=T * d)).tolist()
+        labels = [bar_label(t) for t in tops]
+        y_range = bar_range(tops)
+        kept = readable_labels(xs, [width] * len(xs), tops, labels, y_range, T, legend=d > 1)
+        x_px = (PLOT_PX[0] - (LEGEND_PX if d > 1 else 0)) / T
+        y_px = PLOT_PX[1] / (y_range[1] - y_range[0])
+        boxes = []
+        for x, t, text in zip(xs, tops, kept, strict=True):
+            if text:
+                end = y_px * t + (3 if t >= 0 else -3)
+                boxes.append((x_px * x - len(text) * LABEL_CHAR_PX / 2, x_px * x + len(text) * LABEL_CHAR_PX / 2,
+                              end if t >= 0 else end - 12, end + 12 if t >= 0 else end))
+        for n, a in enumerate(boxes):
+            for b in boxes[n + 1:]:
+                assert not (a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]), (T, d, a, b)
+        # The tallest bar always keeps its label.
+        tallest = int(np.argmax(np.abs(tops)))
+        assert kept[tallest] == labels[tallest]

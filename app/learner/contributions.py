@@ -41,7 +41,11 @@ MASKED_COLOR = "#bdbdbd"
 # One per value component: the colour-blind-safe Okabe–Ito hues, darkened where pale on white.
 COMPONENT_COLORS = ("#0072B2", "#D55E00", "#00795a", "#882255")
 BAR_WIDTH = 0.6  # of a source's slot; vector components share it
+WEIGHT_RANGE = (0.0, 1.15)  # weights live in [0, 1]: a fixed scale, with room for labels
 _LABELLED_BARS = 12  # beyond this many bars a chart's number labels overlap: the table has them
+# Where labels go, in pixels: a chart's plot area (its legend, shown for vector values, takes
+# LEGEND_PX of the width), and a 10 px label's height and width per character (digits' widest).
+PLOT_PX, LEGEND_PX, LABEL_HEIGHT_PX, LABEL_CHAR_PX = (345, 120), 63, 12, 6.4
 _CSS = """
 .contributions-lead { margin: 0.2em 0 0.6em; max-width: 60em; }
 .notice { padding: 8px 12px; border-radius: 6px; border: 1px solid #ffe69c; background: #fff3cd;
@@ -199,6 +203,42 @@ def bar_range(tops, padding: float = 0.4) -> tuple[float, float]:
     return centre - half, centre + half
 
 
+def readable_labels(xs, widths, tops, labels, y_range: tuple[float, float], T: int,
+                    legend: bool = False) -> list[str]:
+    """``labels`` with those blanked that would overlap a bar or a label kept before them.
+
+    Bar k stands at ``xs[k]`` (sources at 1…T), ``widths[k]`` wide, from 0 to ``tops[k]``, in
+    a chart whose y axis spans ``y_range``; its label sits just past its top. Labels are kept
+    largest bar first, so beside a tall bar the small ones near the axis (which all sit at
+    one height, side by side) give way: their numbers stay in the table. Sizes in pixels are
+    estimated (:data:`PLOT_PX`, :data:`LABEL_CHAR_PX`), wide rather than narrow.
+    """
+    x_px = (PLOT_PX[0] - (LEGEND_PX if legend else 0)) / T
+    span = y_range[1] - y_range[0]
+    y_px = PLOT_PX[1] / span if np.isfinite(span) and span > 0 else 0.0
+    tops = [float(t) if np.isfinite(t) else 0.0 for t in tops]
+    bars = [(x_px * (x - w / 2), x_px * (x + w / 2), y_px * min(0.0, t), y_px * max(0.0, t))
+            for x, w, t in zip(xs, widths, tops, strict=True)]
+
+    def overlaps(a, b) -> bool:
+        return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+    kept, out = [], list(labels)
+    for k in sorted(range(len(labels)), key=lambda k: (-abs(tops[k]), k)):
+        if not labels[k]:
+            continue
+        half = len(labels[k]) * LABEL_CHAR_PX / 2
+        end = y_px * tops[k] + (-3 if tops[k] < 0 else 3)
+        low, high = (end - LABEL_HEIGHT_PX, end) if tops[k] < 0 else (end, end + LABEL_HEIGHT_PX)
+        box = (x_px * xs[k] - half, x_px * xs[k] + half, low, high)
+        if any(overlaps(box, other) for other in kept) or any(
+                overlaps(box, bar) for n, bar in enumerate(bars) if n != k):
+            out[k] = ""
+        else:
+            kept.append(box)
+    return out
+
+
 def chart_data(r: AttentionResult, row: int) -> tuple[dict, dict]:
     """The two chart sources' data for row ``row`` (from 1): one entry per source for scores and
     weights, one per (source, component) for values and contributions (empty without values).
@@ -220,6 +260,11 @@ def chart_data(r: AttentionResult, row: int) -> tuple[dict, dict]:
         "score_color": [MASKED_COLOR if masked[j] else SCORE_COLOR for j in range(r.T)],
         "score_hatch": ["/" if masked[j] else " " for j in range(r.T)],
     }
+    xs, widths = per_source["x"], [BAR_WIDTH] * r.T
+    per_source["score_label"] = readable_labels(xs, widths, per_source["score"], per_source["score_label"],
+                                                bar_range(per_source["score"]), r.T)
+    per_source["weight_label"] = readable_labels(xs, widths, per_source["weight"], per_source["weight_label"],
+                                                 WEIGHT_RANGE, r.T)
     per_source["score_baseline"] = [_baseline(s) for s in per_source["score"]]
     per_source["score_offset"] = [_offset(s) for s in per_source["score"]]
     per_source["weight_baseline"] = ["bottom"] * r.T
@@ -251,6 +296,10 @@ def chart_data(r: AttentionResult, row: int) -> tuple[dict, dict]:
                 for column, x in (("value", value), ("contribution", part)):
                     per_component[f"{column}_baseline"].append(_baseline(x))
                     per_component[f"{column}_offset"].append(_offset(x))
+        for column in ("value", "contribution"):
+            per_component[f"{column}_label"] = readable_labels(
+                per_component["x"], per_component["width"], per_component[column],
+                per_component[f"{column}_label"], bar_range(per_component[column]), r.T, legend=d > 1)
     return per_source, per_component
 
 
@@ -275,7 +324,7 @@ class ContributionsView(pn.viewable.Viewer):
                    hatch_alpha=0.6)
         self._bars(self.weight_figure, self.source, "weight", "weight_label", width=BAR_WIDTH,
                    fill_color=WEIGHT_COLOR)
-        self.weight_figure.y_range = Range1d(0, 1.15)  # weights live in [0, 1]: a fixed scale
+        self.weight_figure.y_range = Range1d(*WEIGHT_RANGE)
         self.legends = []
         for fig, column in ((self.value_figure, "value"), (self.contribution_figure, "contribution")):
             # White edges part a source's components.
