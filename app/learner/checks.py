@@ -175,60 +175,52 @@ def invariants_html(r: AttentionResult | None, input_ok: bool) -> str:
             "<ol class='checklist' aria-label='Checks in brief'>" + "".join(items) + "</ol></div>")
 
 
-class InvariantsView(pn.viewable.Viewer):
-    """The current run's invariants in brief (:func:`invariants_html`)."""
+class ResultView(pn.viewable.Viewer):
+    """The current result as one HTML pane, redrawn when the result or the input's validity
+    changes and hidden while it has nothing to say. A view is :meth:`html` and its style."""
 
     state = param.ClassSelector(class_=LearnerState)
+    stylesheets: tuple[str, ...] = ()
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.pane = pn.pane.HTML(name="invariants", stylesheets=[INVARIANTS_CSS],
-                                 sizing_mode="stretch_width", margin=(0, 10))
+        self.pane = pn.pane.HTML(stylesheets=list(self.stylesheets), sizing_mode="stretch_width",
+                                 margin=(0, 10))
         self._show()
+
+    @staticmethod
+    def html(r: AttentionResult | None, input_ok: bool) -> str:
+        raise NotImplementedError
 
     @param.depends("state.result", "state.input_ok", watch=True)
     def _show(self) -> None:
-        self.pane.object = invariants_html(self.state.result, self.state.input_ok)
-
-    def __panel__(self):
-        return self.pane
-
-
-class BannerView(pn.viewable.Viewer):
-    """The broken-mode warning, shown above the heat maps while a broken mode shows."""
-
-    state = param.ClassSelector(class_=LearnerState)
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.pane = pn.pane.HTML("", visible=False, stylesheets=[NOTICE_CSS],
-                                 sizing_mode="stretch_width", margin=(0, 10))
-        self._show()
-
-    @param.depends("state.result", watch=True)
-    def _show(self) -> None:
-        # Built once per result; param sends the pane only what differs from what it shows.
-        text = banner_html(self.state.result)
+        # Built once per change; param sends the pane only what differs from what it shows.
+        text = self.html(self.state.result, self.state.input_ok)
         self.pane.param.update(object=text, visible=bool(text))
 
     def __panel__(self):
         return self.pane
 
 
-class ReadoutsView(pn.viewable.Viewer):
-    """The readouts and the checklist of the current result."""
+class InvariantsView(ResultView):
+    """The current run's invariants in brief (:func:`invariants_html`), for the embed."""
 
-    state = param.ClassSelector(class_=LearnerState)
+    stylesheets = (INVARIANTS_CSS,)
+    html = staticmethod(invariants_html)
 
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.pane = pn.pane.HTML(name="readouts", stylesheets=[TABLE_CSS, NOTICE_CSS],
-                                 sizing_mode="stretch_width", margin=(0, 10))
-        self._show()
 
-    @param.depends("state.result", "state.input_ok", watch=True)
-    def _show(self) -> None:
-        self.pane.object = readouts_html(self.state.result, self.state.input_ok)
+class BannerView(ResultView):
+    """The broken-mode warning, shown above the heat maps while a broken mode shows."""
 
-    def __panel__(self):
-        return self.pane
+    stylesheets = (NOTICE_CSS,)
+
+    @staticmethod
+    def html(r: AttentionResult | None, input_ok: bool) -> str:
+        return banner_html(r)
+
+
+class ReadoutsView(ResultView):
+    """The readouts and the checklist of the current result (:func:`readouts_html`)."""
+
+    stylesheets = (TABLE_CSS, NOTICE_CSS)
+    html = staticmethod(readouts_html)
