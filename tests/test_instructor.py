@@ -471,3 +471,27 @@ def test_ticked_runs_show_their_full_text_under_the_table_even_from_another_page
     store.update_explanation(eve, "because")
     s.refresh()
     assert "because" in view.details.object
+
+
+def test_the_class_picture_draws_the_newest_runs_up_to_its_limit_and_says_so(store, monkeypatch):
+    import app.instructor.chart as chart_module
+
+    monkeypatch.setattr(chart_module, "CHART_RUNS", 2)
+    s = InstructorState(store=store)
+    chart = ClassChartView(state=s)
+    assert list(chart.source.data["label"]) == ["broken", "open"]  # the newest two, oldest first
+    assert "The newest 2 of the 3 runs the filters keep are drawn." in chart.note.object
+    assert "(1 run)" in chart.key.object and "Correct, causal" not in chart.key.object
+    s.learner = "ada"  # two runs pass: all drawn, no note
+    assert list(chart.source.data["label"]) == ["first", "open"] and chart.note.object == ""
+
+
+def test_the_whole_class_views_wait_for_the_store_to_change_not_for_the_filters(store, monkeypatch):
+    page = InstructorPage(store)
+    counted = []
+    monkeypatch.setattr(page.learners, "refresh", lambda: counted.append(1))
+    page.state.learner = "Grace"
+    assert counted == []  # the learners view counts every run: a filter changes nothing there
+    store.save(make_record(minutes=5, learner="New"))
+    page.state.refresh()
+    assert counted == [1]

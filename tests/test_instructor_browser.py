@@ -375,8 +375,10 @@ def test_ten_thousand_runs_open_without_errors(tmp_path, page):
         expect(page.get_by_test_id("runs-total")).to_have_text("10000")
         expect(table_rows(page)).to_have_count(20)  # one page, fetched from the server
         expect(table_rows(page).first).to_contain_text("run 9999")  # newest first
+        # The class picture draws the newest 5,000 runs, and says so.
         page.wait_for_function(
-            "() => Bokeh.documents[0].get_model_by_name('class-source').data.id.length === 10000")
+            "() => Bokeh.documents[0].get_model_by_name('class-source').data.id.length === 5000")
+        expect(page.get_by_test_id("class-note")).to_contain_text("The newest 5,000 of the 10,000 runs")
         # The class picture, built after the first paint, is styled like the rest of the page.
         size = "el => getComputedStyle(el).fontSize"
         assert page.get_by_role("heading", name="Class picture").evaluate(size) == \

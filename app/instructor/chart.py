@@ -24,6 +24,9 @@ from app.instructor.columns import created_texts, numbers, texts
 from app.instructor.state import InstructorState, mode_order
 
 CHART_HEIGHT = 460  # px: the class picture's heading, one row of its two figures, a key of three lines
+# The picture draws at most this many runs, the newest passing the filters: a class's runs fit
+# many times over, and a store of years of classes is not read and sent whole on every change.
+CHART_RUNS = 5_000
 # Hover text of a summary number: "not finite" where the run had none (NaN in the source).
 _NUMBER_HOVER = "return isNaN(value) ? 'not finite' : String(Number(value.toPrecision(4)));"
 
@@ -84,6 +87,7 @@ class ClassChartView(pn.viewable.Viewer):
             self._figure("Smallest row sum per run", "min_row_sum", "class-row-sum"),
         ]
         self.key = pn.pane.HTML("", name="class-key", stylesheets=[_KEY_CSS], sizing_mode="stretch_width")
+        self.note = pn.pane.HTML("", name="class-note")
         self.source.selected.on_change("indices", self._tapped)
         self.state.param.watch(self._update, "revision")
         self.param.watch(self._update, "group_by")
@@ -152,7 +156,7 @@ class ClassChartView(pn.viewable.Viewer):
                 "min_row_sum": numbers(r.min_row_sum for r in records)}
 
     def _update(self, *events) -> None:
-        self._runs = self.state.filtered()  # every run passing the filters: a point each
+        self._runs = self.state.filtered(newest=CHART_RUNS)  # a point each
         self._by_id = {r.id: r for r in self._runs}
         data = self._data(self._runs)
         palette = [Category10_10[n % 10] for n in range(len(self._modes))]
@@ -168,6 +172,11 @@ class ClassChartView(pn.viewable.Viewer):
             self.colors.update(factors=self._modes, palette=palette)
             self.source.data = data
             self.key.object = mode_key(self._modes, counts, palette)
+            matching = self.state.matching
+            self.note.object = ("" if matching <= len(self._runs) else
+                                f"<p data-testid='class-note'><b>The newest {len(self._runs):,} of the {matching:,} "
+                                "runs the filters keep are drawn.</b> Filter by date, learner or mode to see "
+                                "others; the table and the exports hold them all.</p>")
         self._show_selected()
 
     def _relabel(self, *events) -> None:
@@ -196,6 +205,7 @@ class ClassChartView(pn.viewable.Viewer):
             pn.pane.HTML("<h3>Class picture</h3><p>One point per run shown in the table, grouped by "
                          "mode or by learner. Click a point to select that run for comparison.</p>"),
             pn.widgets.RadioButtonGroup.from_param(self.param.group_by),
+            self.note,
             pn.FlexBox(*(pn.pane.Bokeh(f) for f in self.figures)),
             self.key,
             sizing_mode="stretch_width",

@@ -115,7 +115,7 @@ class ComparisonPanel(pn.viewable.Viewer):
         super().__init__(**params)
         self.compare = ComparisonView()
         self.hint = pn.pane.HTML("", name="compare-hint")
-        self.state.param.watch(self._update, ["selected_ids", "revision"])
+        self.state.param.watch(self._update, ["selected_ids", "changes"])
         self._update()  # runs may have been selected before the page was complete
 
     def _update(self, *events) -> None:
@@ -177,7 +177,7 @@ class InstructorPage(pn.viewable.Viewer):
             self.exports = ExportView(state=self.state)
             self.comparison = ComparisonPanel(state=self.state)
             self.learners = LearnersView(self.state.store, lambda: zone(self.state.timezone))
-            self.state.param.watch(lambda *events: self.learners.refresh(), ["revision", "timezone"])
+            self.state.param.watch(lambda *events: self.learners.refresh(), ["changes", "timezone"])
             self.chart.append(self.class_chart)
             self.below.objects = [self.exports, self.comparison, self.learners]
 

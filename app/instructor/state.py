@@ -4,8 +4,9 @@ The state never holds every run: the table's page is one store query (``WHERE`` 
 ``ORDER BY`` the chosen column, ``LIMIT``/``OFFSET`` the page, and a ``COUNT``), re-run when a
 filter, the sort or the page changes, or when the store's change token moved
 (:meth:`~app.store.RunStore.change_token`, one indexed read per tick). ``revision`` moves
-whenever the runs behind the filters may have changed; views that show every filtered run (the
-class picture) read them again then, with :meth:`InstructorState.filtered`. The page needs full
+whenever the runs behind the filters may have changed; views that show many filtered runs (the
+class picture) read them again then, with :meth:`InstructorState.filtered`; ``changes`` moves
+only when the store's runs changed (views of the whole class, the ticked runs). The page needs full
 records only to compare two runs and to export JSON, and reads just those. A run is named by its
 title (:func:`attention_core.modes.run_title`), the name every page and the CSV give it. Left out:
 widgets and layout (the views in this package).
@@ -81,6 +82,8 @@ class InstructorState(param.Parameterized):
     matching = param.Integer(default=0, doc="How many runs pass the filters.")
     page_runs = param.List(default=[], doc="The runs on the table's page, in the table's order.")
     revision = param.Integer(default=0, doc="Moves whenever the runs passing the filters may have changed.")
+    changes = param.Integer(default=0, doc="Moves whenever the store's runs changed (a save, an "
+                                           "explanation, an import); not with the filters.")
     selected_ids = param.List(default=[], item_type=str,
                               doc="Selected run ids, at most two, oldest selection first.")
 
@@ -113,7 +116,7 @@ class InstructorState(param.Parameterized):
             self.mode = ALL_MODES  # its watcher reads the page
         self.total = self.store.count()
         self._read_page()
-        self.revision += 1
+        self.param.update(revision=self.revision + 1, changes=self.changes + 1)
 
     def local_time(self, record: RunSummary | ExperimentRecord) -> datetime:
         return record.created_datetime.astimezone(zone(self.timezone))
@@ -134,9 +137,11 @@ class InstructorState(param.Parameterized):
             created_before=(datetime.combine(self.end + timedelta(days=1), time(), tzinfo=here)
                             if self.end else None))
 
-    def filtered(self) -> list[RunSummary]:
-        """Every run passing the filters, oldest first (one query; for views that show them all)."""
-        return self.store.query(self.run_filter()).runs
+    def filtered(self, newest: int | None = None) -> list[RunSummary]:
+        """The runs passing the filters, oldest first: every one, or the ``newest`` ones (one query)."""
+        if newest is None:
+            return self.store.query(self.run_filter()).runs
+        return self.store.query(self.run_filter(), sort=[("created_at", "desc")], limit=newest).runs[::-1]
 
     @param.depends("learner", "label", "mode", "start", "end", watch=True)
     def _filters_changed(self) -> None:

@@ -290,7 +290,7 @@ class RunsTableView(pn.viewable.Viewer):
         self.state.param.watch(self._update, ["page_runs", "timezone"])
         self.state.param.watch(self._count, ["matching", "total", "timezone"])
         self.state.param.watch(self._sync_selection, "selected_ids")
-        self.state.param.watch(self._show_details, ["selected_ids", "revision"])
+        self.state.param.watch(self._show_details, ["selected_ids", "changes"])
         self.table.param.watch(self._selected, "selection")
         self._update()
         self._count()
