@@ -216,8 +216,9 @@ def run(workdir: Path, sizes: tuple[int, ...], repeats: int, import_files: int =
                 result["by_dialect"][name][str(n)] = row
                 print(f"bench: store {name} {n:,} runs measured", file=sys.stderr, flush=True)
             if page:
-                loads = 1 + (repeats if n <= 10_000 else max(1, repeats // 2))
-                ready = instructor_ready(dialects, {name: s.count() for name, s in stores.items()}, workdir, loads)
+                # as many rounds at every size: the page reads one page of runs, whatever their number
+                ready = instructor_ready(dialects, {name: s.count() for name, s in stores.items()}, workdir,
+                                         1 + repeats)
                 for name, timed in ready.items():
                     result["by_dialect"][name][str(n)]["instructor"] = timed
                 print(f"bench: instructor page at {n:,} runs timed", file=sys.stderr, flush=True)
@@ -300,6 +301,21 @@ def _visit(context, url: str, n: int, table: bool, settled: bool) -> dict:
     return seen
 
 
+def _wait_idle(servers, timeout: float = 20.0) -> None:
+    """Until no server of ``servers`` has used CPU for 0.2 s (a closed page's clean-up done), so
+    the next visit is not charged for the last one's leftovers; at most ``timeout`` seconds."""
+    from common import cpu_seconds
+
+    deadline = time.monotonic() + timeout
+    used = [cpu_seconds(s.pid) for s in servers]
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = [cpu_seconds(s.pid) for s in servers]
+        if now == used:
+            return
+        used = now
+
+
 def _visits(samples: list[dict]) -> dict:
     """Medians and p95s of a target's visits: ``first`` (an empty cache) and ``repeat`` (the cache
     the first one filled)."""
@@ -311,10 +327,11 @@ def instructor_ready(urls: dict[str, str], counts: dict[str, int], workdir: Path
     """The instructor page ready, on each store of ``urls`` (dialect → store URL, holding
     ``counts[dialect]`` runs), against its floor, in the same minutes.
 
-    Each of ``loads`` rounds visits, in turn, the workbench on each store, the floor
-    (bench/instructor_floor.py: the same template, a 20-row Tabulator, the count) and the bare
-    page (the count alone): in a new browser context (nothing cached), then again in the same
-    context (Panel's and Bokeh's bundles cached, as in a real instructor's browser). Each visit
+    Each of ``loads`` rounds visits, in turn (each round starting with the next one), the
+    workbench on each store, the floor (bench/instructor_floor.py: the same template, a 20-row
+    Tabulator, the count) and the bare page (the count alone): in a new browser context (nothing
+    cached), then again in the same context (Panel's and Bokeh's bundles cached, as in a real
+    instructor's browser); every server idle before each visit. Each visit
     gives seconds from navigation start to the first text (the run count) and to the table's
     first page. ``ratio``: the workbench's medians over the floor's.
     """
@@ -329,15 +346,19 @@ def instructor_ready(urls: dict[str, str], counts: dict[str, int], workdir: Path
     targets = [(name, server, counts[name], True, True) for name, server in servers.items()]
     targets += [("floor", floor, n_floor, True, False), ("bare", bare, n_floor, False, False)]
     samples: dict[str, list[dict]] = {name: [] for name, *_ in targets}
+    every = [server for _, server, *_ in targets]
     try:
         with sync_playwright() as p:
             browser = launch_chromium(p)
-            for _ in range(loads):
-                for name, server, n, table, settled in targets:
+            for round_ in range(loads):
+                k = round_ % len(targets)  # each target first in turn: none always follows the same one
+                for name, server, n, table, settled in targets[k:] + targets[:k]:
                     context = browser.new_context()
                     loopback_only(context, server.url.rstrip("/"))
                     url = server.url + "instructor"
+                    _wait_idle(every)
                     first = _visit(context, url, n, table, settled)
+                    _wait_idle(every)
                     samples[name].append({"first": first, "repeat": _visit(context, url, n, table, settled)})
                     context.close()
             browser.close()
