@@ -393,7 +393,7 @@ def test_one_transaction_per_file_nothing_half_imported(store, monkeypatch):
 def test_a_new_store_has_the_current_version_and_reopens(tmp_path):
     url = sqlite_url(tmp_path / "runs.db")
     with RunStore(url) as store:
-        assert store.version == store_schema.current_version() == 2
+        assert store.version == store_schema.current_version() == 3
         store.save(make_record())
     with RunStore(url, create=False) as again:
         assert again.count() == 1
@@ -409,11 +409,11 @@ def test_an_older_store_is_upgraded_on_open_and_keeps_its_runs(store_url, monkey
 
     monkeypatch.setattr(store_schema, "UPGRADES", [*store_schema.UPGRADES, add_an_index])
     with RunStore(store_url) as upgraded:
-        assert upgraded.version == 3
+        assert upgraded.version == 4
         assert upgraded.get(record.id) == record
         assert "ix_test_upgrade" in {i["name"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
     with RunStore(store_url) as again:  # upgraded once: the step does not run again
-        assert again.version == 3
+        assert again.version == 4
 
 
 def test_a_version_1_store_gets_the_sort_indexes_and_keeps_its_runs(store_url):
@@ -428,12 +428,53 @@ def test_a_version_1_store_gets_the_sort_indexes_and_keeps_its_runs(store_url):
             conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
                          .values(value=1))
     with RunStore(store_url) as upgraded:
-        assert upgraded.version == 2
+        assert upgraded.version == 3
         indexes = {i["name"]: i["column_names"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
         assert indexes["ix_workbench_runs_learner"] == ["learner", "created_at", "id"]
         assert indexes["ix_workbench_runs_total_future_weight"] == ["total_future_weight", "created_at", "id"]
         page = upgraded.query(sort=[("learner", "desc"), ("created_at", "desc")], limit=2, offset=1)
         assert [r.learner for r in page.runs] == ["L1", "L0"] and page.total == 3
+
+
+def test_a_version_2_store_counts_blank_text_as_none_and_gets_the_learners_index(store_url):
+    with RunStore(store_url) as store:
+        runs = [make_record(minutes=1, learner="Ada", prediction=" \u3000", explanation="\t"),
+                make_record(minutes=2, learner="Ada", prediction="p", explanation=" e ")]
+        store.import_records(runs)
+        assert store.count(RunFilter(has_prediction=True)) == store.count(RunFilter(has_explanation=True)) == 1
+        with store.engine.begin() as conn:  # back to version 2: any text was flagged, no such index
+            conn.execute(store_schema.runs.update().values(has_prediction=True, has_explanation=True))
+            conn.exec_driver_sql("DROP INDEX ix_workbench_runs_learner_progress")
+            conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
+                         .values(value=2))
+    with RunStore(store_url) as upgraded:
+        assert upgraded.version == 3
+        assert upgraded.count(RunFilter(has_prediction=True)) == upgraded.count(RunFilter(has_explanation=True)) == 1
+        (ada,) = upgraded.learner_runs().learners
+        assert (ada.predicted_at, ada.explained_at) == (runs[1].created_datetime, runs[1].created_datetime)
+        assert "ix_workbench_runs_learner_progress" in {
+            i["name"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
+
+
+def test_the_learners_view_reads_its_index_alone_on_sqlite(tmp_path):
+    """Its GROUP BY never reads the runs' rows (each holds a whole record): a covering index."""
+    from sqlalchemy import event
+
+    seen = []
+
+    def keep(conn, cursor, statement, parameters, context, executemany):
+        seen.append((statement, parameters))
+
+    with RunStore(sqlite_url(tmp_path / "runs.db")) as store:
+        store.save(make_record(learner="Ada", prediction="p"))
+        event.listen(store.engine, "before_cursor_execute", keep)
+        store.learner_runs()
+        event.remove(store.engine, "before_cursor_execute", keep)
+    statement, parameters = next((st, p) for st, p in seen if "GROUP BY" in st)
+    raw = sqlite3.connect(tmp_path / "runs.db")
+    plan = " ".join(str(row) for row in raw.execute("EXPLAIN QUERY PLAN " + statement, parameters))
+    raw.close()
+    assert "COVERING INDEX ix_workbench_runs_learner_progress" in plan
 
 
 def test_a_store_from_a_newer_workbench_is_refused_with_a_message(store_url):
@@ -442,7 +483,7 @@ def test_a_store_from_a_newer_workbench_is_refused_with_a_message(store_url):
             conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
                          .values(value=7))
     with pytest.raises(StoreOpenError, match=r"made by a newer attention-workbench \(store version 7; "
-                                             r"this one reads versions up to 2\): upgrade"):
+                                             r"this one reads versions up to 3\): upgrade"):
         RunStore(store_url)
 
 

@@ -35,7 +35,6 @@ from app.store.dialects import (
     StoreOpenError,
     column_text,
     contains_any_case,
-    has_text,
     make_engine,
     parse_url,
     record_time_text,
@@ -76,6 +75,7 @@ class RunFilter:
     failure_mode : str or None
         Keep runs of this failure mode (a :data:`~attention_core.modes.FAILURE_MODES` name).
     causal, has_prediction, has_explanation, has_failed_checks : bool or None
+        A prediction or explanation of only whitespace counts as none.
     created_from, created_before : datetime or None
         Timezone-aware; keep runs created at or after ``created_from`` and before
         ``created_before`` (a local day is ``[its midnight, the next midnight)``).
@@ -168,11 +168,17 @@ def _record_row(record: ExperimentRecord, text: str, dialect: str) -> dict:
         "d_k": record.d_k, "d_model": record.d_model,
         "total_future_weight": record.total_future_weight, "min_row_sum": record.min_row_sum,
         "max_row_sum_error": record.max_row_sum_error, "failed_checks": ";".join(record.failed_checks),
-        "has_prediction": bool(record.prediction), "has_explanation": bool(record.explanation),
+        "has_prediction": _has_text(record.prediction), "has_explanation": _has_text(record.explanation),
         "prediction": column_text(record.prediction, dialect),
         "explanation": column_text(record.explanation, dialect), "notes": column_text(record.notes, dialect),
         "schema_version": record.schema_version, "record": text,
     }
+
+
+def _has_text(text: str | None) -> bool:
+    """Whether a prediction or explanation is there: text beyond whitespace, as the learners view
+    (seed 003's checkpoints) counts it."""
+    return bool((text or "").strip())
 
 
 def stored_record(text: str) -> ExperimentRecord:
@@ -382,7 +388,7 @@ class RunStore:
             data["explanation"] = explanation
             record = ExperimentRecord(**data)
             conn.execute(update(runs).where(runs.c.id == run_id).values(
-                explanation=column_text(explanation, self.dialect), has_explanation=bool(explanation),
+                explanation=column_text(explanation, self.dialect), has_explanation=_has_text(explanation),
                 record=record.to_json()))
             self._changed(conn)
         return record
@@ -480,8 +486,8 @@ class RunStore:
 
     def learner_runs(self, filters: RunFilter | None = None) -> LearnerTally:
         """Per distinct learner text: its runs and when it first reached each of seed 003's
-        checkpoints; one ``GROUP BY learner, mode`` query (a scan of the runs, whatever their
-        number), its few groups then added up per learner here.
+        checkpoints; one ``GROUP BY learner, mode`` query read from one index (every column it
+        needs, not the runs' rows), its few groups then added up per learner here.
 
         Runs whose learner is missing or only whitespace are counted in ``unnamed``. Names are
         not merged here: the learners view merges spellings (surrounding spaces, case) over
@@ -506,8 +512,8 @@ class RunStore:
 
         statement = select(
             c.learner, c.mode, func.count().label("runs"), func.min(c.created_at).label("first_at"),
-            first(and_(c.has_prediction, has_text(c.prediction, self.dialect))).label("predicted_at"),
-            first(and_(c.has_explanation, has_text(c.explanation, self.dialect))).label("explained_at"),
+            first(c.has_prediction).label("predicted_at"),
+            first(c.has_explanation).label("explained_at"),
             first(correct_causal).label("correct_causal_at"),
             first(contrast).label("mask_after_softmax_at"),
             func.count(case((not_(or_(correct_causal, contrast)), 1))).label("others"),

@@ -16,7 +16,9 @@ Two tables, named ``workbench_*`` so a class's PostgreSQL database can hold othe
 A store is opened by :func:`open_store`: a new, empty database gets the tables; a store at an
 older version is upgraded on the spot by the steps in :data:`UPGRADES`, in one transaction; a
 newer one, and a database holding other tables but not ours, are refused with a message. Version
-1 is the first release's; version 2 indexes each sort column with created_at and id.
+1 is the first release's; version 2 indexes each sort column with created_at and id; version 3
+counts a prediction or explanation of only whitespace as none and indexes what the learners view
+counts.
 
 Left out: the queries (:mod:`app.store.runs`).
 """
@@ -40,12 +42,13 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     inspect,
+    not_,
     select,
     update,
 )
 from sqlalchemy.engine import Connection, Engine
 
-from app.store.dialects import prepare_store
+from app.store.dialects import has_text, prepare_store
 
 metadata = MetaData()
 CHANGE_SHARDS = 16
@@ -92,7 +95,7 @@ runs = Table(
     Column("min_row_sum", Float),
     Column("max_row_sum_error", Float),
     Column("failed_checks", String(2200), nullable=False),  # names joined by ";", "" when none
-    Column("has_prediction", Boolean, nullable=False),
+    Column("has_prediction", Boolean, nullable=False),  # text beyond whitespace (str.strip())
     Column("has_explanation", Boolean, nullable=False),
     Column("prediction", Text),
     Column("explanation", Text),
@@ -110,6 +113,10 @@ _INDEXED = ("learner", "label", "mode", "failure_mode", "causal", "T", "d_k", "t
 Index("ix_workbench_runs_created_at_id", runs.c.created_at, runs.c.id)
 _SORT_INDEXES = [Index(f"ix_workbench_runs_{name.lower()}", runs.c[name], runs.c.created_at, runs.c.id)
                  for name in _INDEXED]
+# Everything the learners view counts (RunStore.learner_runs), so its GROUP BY reads this index
+# alone, not every run's row (a SQLite row holds its whole record).
+_LEARNERS_INDEX = Index("ix_workbench_runs_learner_progress", runs.c.learner, runs.c.mode, runs.c.created_at,
+                        runs.c.failure_mode, runs.c.causal, runs.c.T, runs.c.has_prediction, runs.c.has_explanation)
 
 meta = Table(
     "workbench_meta", metadata,
@@ -138,7 +145,15 @@ def _sort_indexes(conn: Connection) -> None:
         index.create(conn)
 
 
-UPGRADES: list[Callable[[Connection], None]] = [_sort_indexes]
+def _learners_index(conn: Connection) -> None:
+    """Version 3: a prediction or explanation of only whitespace (an imported record's) is none,
+    as the learners view counts it (version 2 flagged any text); the learners view's index."""
+    for flag, text in ((runs.c.has_prediction, runs.c.prediction), (runs.c.has_explanation, runs.c.explanation)):
+        conn.execute(update(runs).where(flag, not_(has_text(text, conn.dialect.name))).values({flag.name: False}))
+    _LEARNERS_INDEX.create(conn, checkfirst=True)
+
+
+UPGRADES: list[Callable[[Connection], None]] = [_sort_indexes, _learners_index]
 
 
 def current_version() -> int:
