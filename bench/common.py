@@ -123,15 +123,19 @@ def spawn(cmd: list[str], log: Path, port: int) -> Server:
 def wait_listening(server: Server, timeout: float = 60.0) -> float:
     """Seconds from spawn until the port accepts a connection."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"server exited with {server.process.returncode}:\n"
-                               f"{server.log.read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", server.port), timeout=0.5):
-                return time.monotonic() - server.started
-        except OSError:
-            time.sleep(0.01)
+    try:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                raise RuntimeError(f"server exited with {server.process.returncode}:\n"
+                                   f"{server.log.read_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", server.port), timeout=0.5):
+                    return time.monotonic() - server.started
+            except OSError:
+                time.sleep(0.01)
+    except BaseException:  # interrupted while it starts: the caller never gets it to stop
+        server.stop()
+        raise
     server.stop()
     raise RuntimeError(f"server did not listen within {timeout} s:\n{server.log.read_text()}")
 

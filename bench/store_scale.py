@@ -339,15 +339,18 @@ def instructor_ready(urls: dict[str, str], counts: dict[str, int], workdir: Path
     from playwright.sync_api import sync_playwright
 
     n_floor = max(counts.values())
-    servers = {name: start_workbench(workdir / "instructor-store", workdir / f"instructor-{name}-{n_floor}.log",
-                                     store=url) for name, url in urls.items()}
-    floor = _start_floor(n_floor, workdir / f"instructor-floor-{n_floor}.log")
-    bare = _start_floor(n_floor, workdir / f"instructor-bare-{n_floor}.log", bare=True)
-    targets = [(name, server, counts[name], True, True) for name, server in servers.items()]
-    targets += [("floor", floor, n_floor, True, False), ("bare", bare, n_floor, False, False)]
-    samples: dict[str, list[dict]] = {name: [] for name, *_ in targets}
-    every = [server for _, server, *_ in targets]
+    started: list = []  # stopped whatever happens, even while the next one starts
+    samples: dict[str, list[dict]] = {}
     try:
+        for name, url in urls.items():
+            started.append(start_workbench(workdir / "instructor-store", workdir / f"instructor-{name}-{n_floor}.log",
+                                           store=url))
+        started.append(_start_floor(n_floor, workdir / f"instructor-floor-{n_floor}.log"))
+        started.append(_start_floor(n_floor, workdir / f"instructor-bare-{n_floor}.log", bare=True))
+        pages = zip(urls, started[:len(urls)], strict=True)
+        targets = [(name, server, counts[name], True, True) for name, server in pages]
+        targets += [("floor", started[-2], n_floor, True, False), ("bare", started[-1], n_floor, False, False)]
+        samples = {name: [] for name, *_ in targets}
         with sync_playwright() as p:
             browser = launch_chromium(p)
             for round_ in range(loads):
@@ -356,14 +359,14 @@ def instructor_ready(urls: dict[str, str], counts: dict[str, int], workdir: Path
                     context = browser.new_context()
                     loopback_only(context, server.url.rstrip("/"))
                     url = server.url + "instructor"
-                    _wait_idle(every)
+                    _wait_idle(started)
                     first = _visit(context, url, n, table, settled)
-                    _wait_idle(every)
+                    _wait_idle(started)
                     samples[name].append({"first": first, "repeat": _visit(context, url, n, table, settled)})
                     context.close()
             browser.close()
     finally:
-        for server in (*servers.values(), floor, bare):
+        for server in started:
             server.stop()
     floor_visits, bare_visits = _visits(samples["floor"]), _visits(samples["bare"])
     out = {}
