@@ -109,13 +109,13 @@ class InstructorState(param.Parameterized):
         token = self.store.change_token()
         if token == self._token:
             return
-        self._token = token
         modes = mode_order(self.store.modes())
         self.param.mode.objects = [ALL_MODES, *modes]
         if self.mode not in self.param.mode.objects:
             self.mode = ALL_MODES  # its watcher reads the page
         self.total = self.store.count()
         self._read_page()
+        self._token = token  # only once read: a tick that failed half-way is tried again
         self.param.update(revision=self.revision + 1, changes=self.changes + 1)
 
     def local_time(self, record: RunSummary | ExperimentRecord) -> datetime:
