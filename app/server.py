@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 
 import panel as pn
+from tornado.web import OutputTransform
 
 from app.auth import INSTRUCTOR_PATH, exposure_problem, serve_options
 from app.framing import EMBED_PATH, framing_transform, parse_origins
@@ -136,6 +137,32 @@ def _workers_end_with_their_parent() -> None:
     os.register_at_fork(after_in_child=in_worker)
 
 
+class InstructorSlashRedirect(OutputTransform):
+    """Send ``/instructor/`` (typed, or a bookmark's) to ``/instructor``, its query kept.
+
+    Bokeh answers the slashed address with the page one folder deeper, whose template asks for
+    Panel's files relative to the route, so every one of them missed and the page stayed blank.
+    An output transform, as :func:`app.framing.framing_transform`: Bokeh's page routes come
+    before any pattern the server is given, so a redirect handler would never be reached.
+    """
+
+    def __init__(self, request) -> None:
+        super().__init__(request)
+        self._to = INSTRUCTOR_PATH + (f"?{request.query}" if request.query else "") \
+            if request.path == f"{INSTRUCTOR_PATH}/" else None
+
+    def transform_first_chunk(self, status_code, headers, chunk, finishing):
+        if self._to is None or status_code != 200:
+            return status_code, headers, chunk
+        headers["Location"] = self._to
+        headers["Content-Length"] = "0"
+        headers.pop("Content-Type", None)
+        return 302, headers, b""
+
+    def transform_chunk(self, chunk, finishing):
+        return b"" if self._to is not None else chunk
+
+
 def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", show: bool = False,
           num_procs: int = 1, instructor_password: str | None = None,
           no_instructor_auth: bool = False, embed_origins: Sequence[str] = ()) -> None:
@@ -212,6 +239,6 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         # Bokeh's own names: pn.serve passes unknown keywords on, so shorter ones are ignored.
         check_unused_sessions_milliseconds=CHECK_UNUSED_SESSIONS_MS,
         unused_session_lifetime_milliseconds=UNUSED_SESSION_LIFETIME_MS, threaded=False, num_procs=num_procs,
-        transforms=[framing_transform(embed_origins)],
+        transforms=[framing_transform(embed_origins), InstructorSlashRedirect],
         **serve_options(instructor_password),
     )

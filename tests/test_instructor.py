@@ -495,3 +495,17 @@ def test_the_whole_class_views_wait_for_the_store_to_change_not_for_the_filters(
     store.save(make_record(minutes=5, learner="New"))
     page.state.refresh()
     assert counted == [1]
+
+
+def test_the_pages_json_export_stops_at_its_limit_and_says_how_to_export_more(store, monkeypatch):
+    import app.instructor.page as page_module
+
+    monkeypatch.setattr(page_module, "PAGE_JSON_RUNS", 2)
+    s = InstructorState(store=store)
+    view = ExportView(state=s)
+    assert view.json.disabled and not view.csv.disabled
+    assert "JSON from this page holds at most 2 runs</b> (the filters keep 3)" in view.note.object
+    assert "attention-workbench export --format json" in view.note.object
+    s.learner = "ada"  # two runs: within the limit
+    assert not view.json.disabled and "at most" not in view.note.object
+    assert len(json.loads(view._download("json").getvalue())["runs"]) == 2

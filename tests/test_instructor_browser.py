@@ -273,6 +273,14 @@ def test_exports_hold_exactly_the_filtered_runs_and_match_the_cli(server, browse
     assert labels == ["=1+1", "second", "third"]
 
 
+def test_the_instructor_page_with_a_trailing_slash_opens_the_page(server, page, watch):
+    page.goto(server.url + "instructor/?from=bookmark")
+    expect(page).to_have_url(re.compile(r"/instructor\?from=bookmark$"))
+    expect(page.get_by_test_id("runs-total")).to_be_visible(timeout=30_000)
+    expect(page.locator(".tabulator").first).to_be_visible()  # Panel's files found: the page drew
+    watch.assert_clean()
+
+
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 

@@ -351,3 +351,24 @@ def test_a_pages_websocket_sends_each_message_at_once():
         "server.stop()\n"
     )
     assert _in_a_child(code).splitlines()[-1] == "[1]"
+
+
+def test_the_instructor_page_asked_for_with_a_trailing_slash_is_sent_to_its_own_address():
+    from types import SimpleNamespace
+
+    from tornado.httputil import HTTPHeaders
+
+    from app.server import InstructorSlashRedirect
+
+    def answer(path, query="", status=200):
+        transform = InstructorSlashRedirect(SimpleNamespace(path=path, query=query))
+        headers = HTTPHeaders({"Content-Type": "text/html", "Content-Length": "5"})
+        code, headers, body = transform.transform_first_chunk(status, headers, b"<html", True)
+        return code, headers.get("Location"), body
+
+    assert answer("/instructor/", "x=1") == (302, "/instructor?x=1", b"")
+    assert answer("/instructor/") == (302, "/instructor", b"")
+    # Everything else as it was: the page itself, the learner pages, an error, a login redirect.
+    assert answer("/instructor") == (200, None, b"<html")
+    assert answer("/embed/") == (200, None, b"<html")
+    assert answer("/instructor/", status=302)[0] == 302 and answer("/instructor/", status=403)[2] == b"<html"

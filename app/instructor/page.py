@@ -44,8 +44,18 @@ _LOGOUT_CSS = """
 """
 
 
+# The most runs the page's JSON export sends (about 46 MB): a download travels through the page's
+# WebSocket and is built in the browser's memory, and 100,000 runs (230 MB) never arrived.
+# More are exported on the server with `attention-workbench export`.
+PAGE_JSON_RUNS = 20_000
+
+
 class ExportView(pn.viewable.Viewer):
-    """Download the filtered runs as a JSON bundle or CSV; fresh content on every click."""
+    """Download the filtered runs as a JSON bundle or CSV; fresh content on every click.
+
+    JSON for at most :data:`PAGE_JSON_RUNS` runs; past that its button is off and a note says
+    to filter or to export on the server.
+    """
 
     state = param.ClassSelector(class_=InstructorState)
 
@@ -58,6 +68,19 @@ class ExportView(pn.viewable.Viewer):
         self.csv = pn.widgets.FileDownload(
             callback=lambda: self._download("csv"), filename="class-runs.csv",
             label="Export CSV", embed=False, button_type="primary")
+        self.note = pn.pane.HTML("", name="export-note")
+        self.state.param.watch(self._limit, "matching")
+        self._limit()
+
+    def _limit(self, *events) -> None:
+        too_many = self.state.matching > PAGE_JSON_RUNS
+        self.json.disabled = too_many
+        self.note.object = (
+            "<p>Exports hold the runs the filters keep, text exactly as saved.</p>" if not too_many else
+            f"<p data-testid='export-note'>Exports hold the runs the filters keep, text exactly as saved. "
+            f"<b>JSON from this page holds at most {PAGE_JSON_RUNS:,} runs</b> (the filters keep "
+            f"{self.state.matching:,}): filter by date, learner or mode, or export them all on the server "
+            "with <code>attention-workbench export --format json -o class-runs.json</code>.</p>")
 
     def _download(self, fmt: str) -> io.StringIO:
         self.state.refresh()  # runs saved since the last tick are in the file too
@@ -75,8 +98,7 @@ class ExportView(pn.viewable.Viewer):
         return f"class-runs-{stamp}{'' if self._repeats == 1 else f'-{self._repeats}'}.{fmt}"
 
     def __panel__(self):
-        return pn.Row(self.json, self.csv, pn.pane.HTML(
-            "<p>Exports hold the runs the filters keep, text exactly as saved.</p>"))
+        return pn.Row(self.json, self.csv, self.note)
 
 
 class ProblemsView(pn.viewable.Viewer):
