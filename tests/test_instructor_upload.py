@@ -112,3 +112,11 @@ def test_upload_in_a_real_browser_then_the_size_limit(tmp_path, page):
         watch.assert_clean()
     finally:
         running.stop()
+
+
+def test_the_summary_counts_one_run_in_the_singular():
+    from app.store.importing import FileReport, ImportReport
+
+    one = ImportReport([FileReport("a.json", imported=["r1"])])
+    assert one.summary().startswith("imported 1 run, skipped 0")
+    assert ImportReport([FileReport("b.json", imported=["r1", "r2"])]).summary().startswith("imported 2 runs,")

@@ -106,8 +106,9 @@ class ImportReport:
 
     def summary(self) -> str:
         """One closing sentence with the totals."""
-        return (f"imported {self.total('imported')} runs, skipped {self.total('skipped')} already in the "
-                f"store, refused {self.total('refused')} (same id, different content), "
+        imported = self.total("imported")
+        return (f"imported {imported} run{'' if imported == 1 else 's'}, skipped {self.total('skipped')} "
+                f"already in the store, refused {self.total('refused')} (same id, different content), "
                 f"{self.total('invalid')} not valid, {self.unread} of {len(self.files)} files not read")
 
 
