@@ -506,6 +506,8 @@ def test_the_pages_json_export_stops_at_its_limit_and_says_how_to_export_more(st
     assert view.json.disabled and not view.csv.disabled
     assert "JSON from this page holds at most 2 runs</b> (the filters keep 3)" in view.note.object
     assert "attention-workbench export --format json" in view.note.object
+    # The note wraps beside the buttons: at its own width it pushed the page 70 px sideways at 1280 px.
+    assert view.note.sizing_mode == "stretch_width" and view.__panel__().sizing_mode == "stretch_width"
     s.learner = "ada"  # two runs: within the limit
     assert not view.json.disabled and "at most" not in view.note.object
     assert len(json.loads(view._download("json").getvalue())["runs"]) == 2

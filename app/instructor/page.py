@@ -68,7 +68,7 @@ class ExportView(pn.viewable.Viewer):
         self.csv = pn.widgets.FileDownload(
             callback=lambda: self._download("csv"), filename="class-runs.csv",
             label="Export CSV", embed=False, button_type="primary")
-        self.note = pn.pane.HTML("", name="export-note")
+        self.note = pn.pane.HTML("", name="export-note", sizing_mode="stretch_width")
         self.state.param.watch(self._limit, "matching")
         self._limit()
 
@@ -98,7 +98,7 @@ class ExportView(pn.viewable.Viewer):
         return f"class-runs-{stamp}{'' if self._repeats == 1 else f'-{self._repeats}'}.{fmt}"
 
     def __panel__(self):
-        return pn.Row(self.json, self.csv, self.note)
+        return pn.Row(self.json, self.csv, self.note, sizing_mode="stretch_width")
 
 
 class ProblemsView(pn.viewable.Viewer):
