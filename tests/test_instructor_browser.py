@@ -281,6 +281,29 @@ def test_the_instructor_page_with_a_trailing_slash_opens_the_page(server, page, 
     watch.assert_clean()
 
 
+def test_table_rows_left_behind_by_a_data_change_are_redrawn_from_its_data(tmp_path, page):
+    # Panel's Tabulator sometimes kept the first of two quick data changes' rows (an upload of
+    # several files); the page redraws rows that disagree with the table's data after a change.
+    write_runs(tmp_path / "runs", 5)
+    running = start_server(tmp_path / "runs", tmp_path / "server.log", env=NO_PASSWORD)
+    try:
+        watch = watched(page, running)
+        open_instructor(page, running)
+        expect(table_rows(page)).to_have_count(5)
+        page.evaluate("""() => {
+          const find = (view) => view == null ? null : view.tabulator !== undefined ? view :
+            (view.child_views || []).map(find).find(v => v) || null
+          const view = Object.values(Bokeh.index).map(find).find(v => v)
+          view.model.source.properties.data.change.emit()  // a data change, drawn by Panel …
+          view.tabulator.setData([])  // … then overtaken, as in a lost race: none of its rows
+        }""")
+        expect(table_rows(page)).to_have_count(5)
+        expect(table_rows(page).first).to_contain_text("run 4")
+        watch.assert_clean()
+    finally:
+        running.stop()
+
+
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 

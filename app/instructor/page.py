@@ -19,7 +19,7 @@ from app.auth import LOGOUT_PATH
 from app.instructor.chart import CHART_HEIGHT, ClassChartView
 from app.instructor.learners import LearnersView
 from app.instructor.state import InstructorState, zone
-from app.instructor.table import PAGE_ARIA_JS, FiltersView, RunsTableView
+from app.instructor.table import PAGE_ARIA_JS, TABLE_RESYNC_JS, FiltersView, RunsTableView
 from app.instructor.upload import UploadView
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
@@ -222,6 +222,7 @@ class InstructorPage(pn.viewable.Viewer):
         announce_lost_connection(DISCONNECTED, STALE_COUNT_JS)
         if pn.state.curdoc is not None:
             pn.state.curdoc.js_on_event("document_ready", CustomJS(code=PAGE_ARIA_JS))
+            pn.state.curdoc.js_on_event("document_ready", CustomJS(code=TABLE_RESYNC_JS))
         return self
 
     def template(self) -> pn.template.BootstrapTemplate:

@@ -126,6 +126,29 @@ const walk = (root) => {
 }
 walk(document)
 """
+# Run in the browser once the page is ready. Two table updates in quick succession (an upload of
+# several files, a filter typed while runs arrive) sometimes left Panel's Tabulator showing the
+# first one's rows while its data held the second's (a browser test reproduced it 2 runs in 3):
+# after each change of the table's data, once it has settled, rows and data are compared and the
+# rows redrawn from the data if they differ. Nothing happens while they agree.
+TABLE_RESYNC_JS = """
+const views = (view, out) => {
+  if (view == null) return out
+  if (view.tabulator !== undefined && typeof view.setData === 'function') out.push(view)
+  for (const child of (view.child_views || [])) views(child, out)
+  return out
+}
+for (const root of Object.values(Bokeh.index)) {
+  for (const view of views(root, [])) {
+    const source = view.model.source
+    source.properties.data.change.connect(() => setTimeout(() => {
+      const table = view.tabulator
+      if (table && table.initialized && !view._building && table.getDataCount() !== source.get_length())
+        view.setData()
+    }, 300))
+  }
+}
+"""
 _COUNT_CSS = ".stale { background: #eceff1; color: #37474f; padding: 8px 12px; border-radius: 4px; }"
 
 
