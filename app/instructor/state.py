@@ -38,6 +38,11 @@ _MODE_ORDER = (
 )
 
 
+def page_count(runs: int) -> int:
+    """How many table pages ``runs`` runs fill (1 when there are none)."""
+    return max(1, -(-runs // PAGE_SIZE))
+
+
 def mode_order(titles) -> list[str]:
     """Run titles in the lesson's order (see ``_MODE_ORDER``), any others alphabetically."""
     titles = set(titles)
@@ -95,7 +100,7 @@ class InstructorState(param.Parameterized):
     @property
     def pages(self) -> int:
         """How many pages the runs passing the filters fill (1 when none pass)."""
-        return max(1, -(-self.matching // PAGE_SIZE))
+        return page_count(self.matching)
 
     @property
     def sort(self) -> list[tuple[str, str]]:
@@ -117,9 +122,6 @@ class InstructorState(param.Parameterized):
         self._read_page()
         self._token = token  # only once read: a tick that failed half-way is tried again
         self.param.update(revision=self.revision + 1, changes=self.changes + 1)
-
-    def local_time(self, record: RunSummary | ExperimentRecord) -> datetime:
-        return record.created_datetime.astimezone(zone(self.timezone))
 
     def run_filter(self) -> RunFilter | None:
         """The filters as the store's query takes them, or None when they keep every run.
@@ -166,7 +168,7 @@ class InstructorState(param.Parameterized):
         page past the last (runs filtered away) becomes the last."""
         found = self.store.query(self.run_filter(), sort=self.sort, limit=PAGE_SIZE,
                                  offset=(self.page - 1) * PAGE_SIZE)
-        last = max(1, -(-found.total // PAGE_SIZE))
+        last = page_count(found.total)
         if self.page > last:
             self.matching = found.total
             self.page = last  # its watcher reads that page
