@@ -23,7 +23,7 @@ import pytest
 from class_runs import write_runs
 from playwright.sync_api import Page, expect
 from store_helpers import sqlite_store
-from workbench_server import ROOT, PageWatch, blocking_violations, start_server
+from workbench_server import ROOT, PageWatch, blocking_violations, start_server, wait_for_tables_drawn
 
 from app.auth import PASSWORD_ENV
 from app.instructor.table import PAGE_SIZE
@@ -91,6 +91,7 @@ def open_instructor(page: Page, server) -> None:
     expect(page.get_by_test_id("runs-total")).to_be_visible(timeout=30_000)
     page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
                            "Bokeh.documents[0].get_model_by_name('class-source')")
+    wait_for_tables_drawn(page)
 
 
 def save_as_learner(context, server, learner: str, label: str, *, broken: bool = False,
@@ -300,6 +301,32 @@ def test_table_rows_left_behind_by_a_data_change_are_redrawn_from_its_data(tmp_p
         expect(table_rows(page)).to_have_count(5)
         expect(table_rows(page).first).to_contain_text("run 4")
         watch.assert_clean()
+    finally:
+        running.stop()
+
+
+def test_the_tables_rows_are_not_rebuilt_when_it_scrolls_back_into_view(tmp_path, page):
+    # Tabulator's virtual renderer rebuilt every row when the table came back into view, so a
+    # click on an Open run link or a tick box arriving then was lost (a browser test lost it).
+    write_runs(tmp_path / "runs", 3)
+    running = start_server(tmp_path / "runs", tmp_path / "server.log", env=NO_PASSWORD)
+    try:
+        page.set_viewport_size({"width": 1280, "height": 400})
+        open_instructor(page, running)
+        link = page.get_by_role("link", name=re.compile("^Open run ")).first
+        link.scroll_into_view_if_needed()
+        link.evaluate("a => { a.dataset.kept = 'yes' }")
+        next_frames = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+        page.evaluate("() => document.getElementById('main').scrollTo(0, 1e6)")  # the template's scroller
+        page.evaluate(next_frames)
+        assert not link.evaluate("a => a.getBoundingClientRect().bottom > 0 && "
+                                 "a.getBoundingClientRect().top < innerHeight"), "the table stayed in view"
+        link.scroll_into_view_if_needed()
+        page.evaluate(next_frames)
+        expect(page.locator("a[data-kept='yes']")).to_have_count(1)
+        with page.context.expect_page() as opened:
+            page.locator("a[data-kept='yes']").click()
+        expect(opened.value).to_have_url(re.compile(r"/\?run="))
     finally:
         running.stop()
 

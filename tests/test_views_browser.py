@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
-from workbench_server import open_learner_page, start_server
+from workbench_server import open_learner_page, start_server, wait_for_tables_drawn
 
 from app.auth import PASSWORD_ENV
 from attention_core import scaled_dot_product_attention
@@ -246,6 +246,7 @@ def test_the_instructor_table_links_each_run_to_the_workbench_opening_it(server,
     expect(link).to_be_visible(timeout=30_000)
     expect(link).to_have_text("Open run")
     expect(link).to_have_attribute("href", f"/?run={run.id}")
+    wait_for_tables_drawn(page)  # a click during the table's first redraw is lost
     # Followed, it opens the learner page for that run in a new tab.
     with page.context.expect_page() as opened:
         link.click()

@@ -147,6 +147,29 @@ def open_learner_page(page, url: str, *, at_1280: bool = False) -> None:
     page.wait_for_function(_LEARNER_PAGE_READY)
 
 
+# Panel's Tabulator redraws every row once after its first layout (``after_layout`` asks for a
+# resize redraw), replacing each cell's elements: a click landing during that redraw is lost (the
+# mouse goes down on the old link and up on the new one). These are the view's own flags for "a
+# redraw is pending or running".
+_TABLES_DRAWN = """() => {
+  const tables = (view, out) => {
+    if (view == null) return out
+    if (view.tabulator !== undefined) out.push(view)
+    for (const child of (view.child_views || [])) tables(child, out)
+    return out
+  }
+  const found = window.Bokeh ? Object.values(Bokeh.index).flatMap(root => tables(root, [])) : []
+  return found.length > 0 && found.every(v => v.tabulator != null && !v._initializing
+    && !v._resize_pending && v._resize_flush == null && !v.is_drawing)
+}"""
+
+
+def wait_for_tables_drawn(page) -> None:
+    """Wait until every Tabulator on ``page`` has finished its first layout's redraw, after which
+    its rows (and the links and boxes in them) stay put until the data or the size changes."""
+    page.wait_for_function(_TABLES_DRAWN)
+
+
 BLOCKING = {"critical", "serious"}
 
 

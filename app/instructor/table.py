@@ -298,7 +298,10 @@ class RunsTableView(pn.viewable.Viewer):
             # No widths: the shown columns share the width equally (fitColumns) and their text
             # wraps, so choosing columns changes only which are hidden. A change of widths
             # rebuilds Tabulator in the browser, and a second change arriving mid-build threw.
-            configuration={"columnDefaults": {"headerWordWrap": True}},
+            # Tabulator's virtual renderer (its default) rebuilds every row whenever the table
+            # scrolls back into view, and a click on an Open run link or a tick box landing then is
+            # lost; a page holds 20 rows, so the basic renderer (all rows, drawn once) costs nothing.
+            configuration={"columnDefaults": {"headerWordWrap": True}, "renderVertical": "basic"},
             stylesheets=[_TABLE_CSS],
         )
         self.pager = PagerView(state=self.state)
