@@ -334,7 +334,7 @@ def _export(url: str, fmt: str, output: Path | None) -> int:
         return EXIT_USAGE
     finally:
         store.close()
-    print(f"exported {count[0]} runs from {store.where}", file=sys.stderr)
+    print(f"exported {count[0]:,} run{'' if count[0] == 1 else 's'} from {store.where}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -43,6 +43,21 @@ def test_export_json_to_stdout_byte_for_byte_what_the_store_holds(runs, capsys):
     assert f"exported 3 runs from {Path(url.removeprefix('sqlite:///'))}" in err
 
 
+def test_export_counts_the_runs_as_a_reader_writes_them(tmp_path, capsys):
+    from class_runs import write_runs
+
+    write_runs(tmp_path / "class", 1_200)
+    url = sqlite_url(tmp_path / "class" / "runs.db")
+    assert main(["export", "--store", url, "--format", "csv", "-o", str(tmp_path / "class.csv")]) == 0
+    assert "exported 1,200 runs from" in capsys.readouterr().err
+    one = tmp_path / "one"
+    with sqlite_store(one) as store:
+        store.save(make_record())
+    assert main(["export", "--store", sqlite_url(one / "runs.db"), "--format", "json", "-o",
+                 str(tmp_path / "one.json")]) == 0
+    assert "exported 1 run from" in capsys.readouterr().err
+
+
 def test_export_csv_to_a_file_atomically(runs, capsys, tmp_path):
     url, records = runs
     target = tmp_path / "out" / "class.csv"

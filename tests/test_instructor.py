@@ -388,6 +388,13 @@ def test_every_place_names_a_run_by_its_title(tmp_path):
     assert "B: broken (Mask after softmax (broken))" in compare.summary.object
 
 
+def test_the_class_pictures_key_counts_runs_with_thousands_separators():
+    from app.instructor.chart import mode_key
+
+    key = mode_key(["Correct, causal", "No mask"], {"Correct, causal": 12_345, "No mask": 1}, ["#111", "#222"])
+    assert "Correct, causal (12,345 runs)" in key and "No mask (1 run)" in key
+
+
 def test_mode_order_puts_the_lesson_contrast_first_then_bidirectional_runs():
     every = {run_title(m, c, T) for m in FAILURE_MODES for c in (True, False) for T in (1, 3)}
     order = mode_order(every | {"Something else"})
@@ -413,6 +420,13 @@ def test_ten_thousand_runs_refresh_queries_nothing_while_the_store_is_unchanged(
     assert s.page_runs is before
     view = RunsTableView(state=s)
     assert len(view.table.value) == 20  # the table holds one page
+    # Counts as a reader writes them.
+    assert "<b data-testid='runs-shown'>10,000</b> of <span data-testid='runs-total'>10,000</span>" \
+        in view.count.object
+    assert view.pager.where.object == "<span data-testid='runs-page'>of 500 (runs 1–20 of 10,000)</span>"
+    monkeypatch.undo()  # the last page is read from the store
+    view.pager.last.clicks += 1
+    assert "(runs 9,981–10,000 of 10,000)" in view.pager.where.object
     pn.state.clear_caches()
 
 

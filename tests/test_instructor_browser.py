@@ -145,7 +145,7 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     tag = uuid.uuid4().hex[:6]
     page.set_viewport_size({"width": 1400, "height": 1000})
     open_instructor(page, server)
-    before = int(page.get_by_test_id("runs-total").text_content())
+    before = int(page.get_by_test_id("runs-total").text_content().replace(",", ""))
     learners = [browser.new_context(), browser.new_context()]
     save_as_learner(learners[0], server, f"Ada {tag}", "correct")
     save_as_learner(learners[1], server, f"Grace {tag}", "broken", broken=True)
@@ -430,7 +430,7 @@ def test_ten_thousand_runs_open_without_errors(tmp_path, page):
     try:
         watch = watched(page, running)
         open_instructor(page, running)
-        expect(page.get_by_test_id("runs-total")).to_have_text("10000")
+        expect(page.get_by_test_id("runs-total")).to_have_text("10,000")
         expect(table_rows(page)).to_have_count(20)  # one page, fetched from the server
         expect(table_rows(page).first).to_contain_text("run 9999")  # newest first
         # The class picture draws the newest 5,000 runs, and says so.
@@ -442,26 +442,26 @@ def test_ten_thousand_runs_open_without_errors(tmp_path, page):
         assert page.get_by_role("heading", name="Class picture").evaluate(size) == \
             page.get_by_role("heading", name="Runs", exact=True).evaluate(size)
         where = page.get_by_test_id("runs-page")
-        expect(where).to_have_text("of 500 (runs 1–20 of 10000)")
+        expect(where).to_have_text("of 500 (runs 1–20 of 10,000)")
         page.get_by_role("button", name="Last »").click()
-        expect(where).to_have_text("of 500 (runs 9981–10000 of 10000)")
+        expect(where).to_have_text("of 500 (runs 9,981–10,000 of 10,000)")
         expect(table_rows(page).last).to_contain_text("run 0")
         expect(page.get_by_role("button", name="Next ›")).to_be_disabled()
         # Sorted in the store over every run, not within the page; a new sort starts on page 1.
         page.get_by_label("Sort by").select_option("learner")
-        expect(where).to_have_text("of 500 (runs 1–20 of 10000)")
+        expect(where).to_have_text("of 500 (runs 1–20 of 10,000)")
         expect(table_rows(page).first).to_contain_text("run 9989")  # learner 29 (Z to A), newest first
         page.get_by_role("button", name="A to Z").click()
         expect(table_rows(page).first).to_contain_text("run 0")  # learner 00, oldest first
         page.get_by_role("button", name="Next ›").click()
-        expect(where).to_have_text("of 500 (runs 21–40 of 10000)")
+        expect(where).to_have_text("of 500 (runs 21–40 of 10,000)")
         expect(table_rows(page).first).to_contain_text("run 600")  # learner 00's 21st run
         box = page.get_by_label("Page", exact=True)
         box.fill("3")
         box.press("Enter")
         expect(table_rows(page).first).to_contain_text("run 1200")
         page.get_by_role("button", name="« First").click()
-        expect(where).to_have_text("of 500 (runs 1–20 of 10000)")
+        expect(where).to_have_text("of 500 (runs 1–20 of 10,000)")
         expect(page.get_by_role("button", name="‹ Previous")).to_be_disabled()
         filter_learner(page, "learner 07")
         expect(page.get_by_test_id("runs-shown")).to_have_text("334")  # n % 30 == 7 for n < 10,000

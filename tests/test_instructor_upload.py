@@ -120,3 +120,13 @@ def test_the_summary_counts_one_run_in_the_singular():
     one = ImportReport([FileReport("a.json", imported=["r1"])])
     assert one.summary().startswith("imported 1 run, skipped 0")
     assert ImportReport([FileReport("b.json", imported=["r1", "r2"])]).summary().startswith("imported 2 runs,")
+
+
+def test_the_summary_writes_large_counts_with_thousands_separators():
+    from app.store.importing import FileReport, ImportReport
+
+    bundle = FileReport("class.json", imported=[f"r{n}" for n in range(12_345)],
+                        skipped=[f"s{n}" for n in range(1_000)])
+    report = ImportReport([bundle])
+    assert report.summary().startswith("imported 12,345 runs, skipped 1,000 already in the store")
+    assert bundle.lines()[0] == "class.json: imported 12,345, skipped 1,000 already in the store"

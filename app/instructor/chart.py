@@ -55,7 +55,7 @@ def mode_key(modes: list[str], counts: dict[str, int], colours: list[str]) -> st
     """
     items = "".join(
         f"<li><span style='color: {colour}' aria-hidden='true'>●</span> <b>{n}</b> "
-        f"{html.escape(mode)} ({counts[mode]} run{'' if counts[mode] == 1 else 's'})</li>"
+        f"{html.escape(mode)} ({counts[mode]:,} run{'' if counts[mode] == 1 else 's'})</li>"
         for n, (mode, colour) in enumerate(zip(modes, colours, strict=True), start=1))
     return f"<ol aria-label='Groups of the class picture'>{items}</ol>"
 

@@ -256,9 +256,9 @@ class PagerView(pn.viewable.Viewer):
         self.page.value = s.page
         first = (s.page - 1) * PAGE_SIZE + 1
         last = min(s.page * PAGE_SIZE, s.matching)
-        shown = f"runs {first}–{last}" if s.matching else "no runs"
-        self.where.object = (f"<span data-testid='runs-page'>of {s.pages} ({shown} of "
-                             f"{s.matching})</span>")
+        shown = f"runs {first:,}–{last:,}" if s.matching else "no runs"
+        self.where.object = (f"<span data-testid='runs-page'>of {s.pages:,} ({shown} of "
+                             f"{s.matching:,})</span>")
         self.first.disabled = self.previous.disabled = s.page <= 1
         self.next.disabled = self.last.disabled = s.page >= s.pages
 
@@ -342,8 +342,8 @@ class RunsTableView(pn.viewable.Viewer):
     def _count(self, *events) -> None:
         s = self.state
         self.count.object = (f"<p class='runs-count' data-testid='runs-count'>"
-                             f"<b data-testid='runs-shown'>{s.matching}</b> of "
-                             f"<span data-testid='runs-total'>{s.total}</span> runs shown. "
+                             f"<b data-testid='runs-shown'>{s.matching:,}</b> of "
+                             f"<span data-testid='runs-total'>{s.total:,}</span> runs shown. "
                              f"Times are in {html.escape(s.timezone)}; exports keep UTC.</p>")
 
     def _show_details(self, *events) -> None:

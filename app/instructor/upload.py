@@ -31,7 +31,7 @@ def upload_summary(report: ImportReport, limit: int = 40) -> str:
     (what it added, skipped and refused, and why a file or a record was not taken)."""
     lines = [line for f in report.files for line in f.lines()]
     shown = "".join(f"<li>{html.escape(line)}</li>" for line in lines[:limit])
-    more = f"<li>… and {len(lines) - limit} more lines</li>" if len(lines) > limit else ""
+    more = f"<li>… and {len(lines) - limit:,} more lines</li>" if len(lines) > limit else ""
     kind = "refused" if report.unread or report.total("refused") or report.total("invalid") else "done"
     return (f"<div class='import {kind}' role='status' data-testid='import-summary'>"
             f"<p><b>Upload: {html.escape(report.summary())}.</b></p><ul>{shown}{more}</ul></div>")

@@ -67,21 +67,21 @@ class FileReport:
         """What to tell a person about this file, one sentence a line."""
         if self.error is not None:
             return [f"{self.name}: not read: {self.error}"]
-        parts = [f"imported {len(self.imported)}"]
+        parts = [f"imported {len(self.imported):,}"]
         if self.skipped:
-            parts.append(f"skipped {len(self.skipped)} already in the store")
+            parts.append(f"skipped {len(self.skipped):,} already in the store")
         if self.refused:
             shown = ", ".join(self.refused[:5]) + (", …" if len(self.refused) > 5 else "")
-            parts.append(f"refused {len(self.refused)} whose id is in the store with different content ({shown})")
+            parts.append(f"refused {len(self.refused):,} whose id is in the store with different content ({shown})")
         if self.invalid:
-            parts.append(f"{len(self.invalid)} not valid")
+            parts.append(f"{len(self.invalid):,} not valid")
         out = [f"{self.name}: " + ", ".join(parts)]
         out += [f"{self.name} {where}: not imported: {reason}" for where, reason in self.invalid[:20]]
         if len(self.invalid) > 20:
-            out.append(f"{self.name}: … and {len(self.invalid) - 20} more records not valid")
+            out.append(f"{self.name}: … and {len(self.invalid) - 20:,} more records not valid")
         out += [f"{self.name}: {note}" for note in self.notes[:20]]
         if len(self.notes) > 20:
-            out.append(f"{self.name}: … and {len(self.notes) - 20} more notes like these")
+            out.append(f"{self.name}: … and {len(self.notes) - 20:,} more notes like these")
         return out
 
 
@@ -107,9 +107,9 @@ class ImportReport:
     def summary(self) -> str:
         """One closing sentence with the totals."""
         imported = self.total("imported")
-        return (f"imported {imported} run{'' if imported == 1 else 's'}, skipped {self.total('skipped')} "
-                f"already in the store, refused {self.total('refused')} (same id, different content), "
-                f"{self.total('invalid')} not valid, {self.unread} of {len(self.files)} files not read")
+        return (f"imported {imported:,} run{'' if imported == 1 else 's'}, skipped {self.total('skipped'):,} "
+                f"already in the store, refused {self.total('refused'):,} (same id, different content), "
+                f"{self.total('invalid'):,} not valid, {self.unread:,} of {len(self.files):,} files not read")
 
 
 def _records_in(document: object) -> tuple[list[tuple[str, object]], bool]:
@@ -251,7 +251,7 @@ def unimported_runs_notice(store: RunStore, folder: Path, store_option: str = ""
     if not missing:
         return None
     option = f" {store_option}" if store_option else ""
-    return (f"{folder} holds {missing} run file{'s' if missing > 1 else ''} from an earlier workbench that "
+    return (f"{folder} holds {missing:,} run file{'s' if missing > 1 else ''} from an earlier workbench that "
             f"{'are' if missing > 1 else 'is'} not in the store {store.where}: bring them in with "
             f"`attention-workbench import {folder}{option}` (the files are left as they are).")
 
