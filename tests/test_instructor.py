@@ -336,6 +336,33 @@ def test_a_page_per_session_over_one_store(store):
     assert "Select 2 more runs" in second.comparison.hint.object
 
 
+def test_the_comparison_names_each_run_by_learner_label_and_local_time_escaped(tmp_path):
+    store = sqlite_store(tmp_path / "runs")
+    runs = [make_record(minutes=0, learner="Ada <b>", label="try 1"),
+            make_record("mask_after_softmax", minutes=1, learner="Ada <b>", label="try 1")]
+    for r in runs:
+        store.save(r)
+    page = InstructorPage(store)
+    page.state.timezone = "Europe/Berlin"
+    for r in runs:
+        page.state.select(r.id)
+    summary = page.comparison.compare.summary.object
+    # T0 is 09:15:02 UTC, 10:15:02 in Berlin; same learner and label, told apart by the time.
+    assert "A: Ada &lt;b&gt; · “try 1” · 2025-01-31 10:15:02 CET (Correct, causal)" in summary
+    assert "B: Ada &lt;b&gt; · “try 1” · 2025-01-31 10:16:02 CET (Mask after softmax (broken))" in summary
+    assert "Ada <b>" not in summary
+    page.state.timezone = "UTC"  # the instructor's browser reports another zone: renamed
+    assert "A: Ada &lt;b&gt; · “try 1” · 2025-01-31 09:15:02 UTC" in page.comparison.compare.summary.object
+    # Nothing tells two runs apart but their ids: the ids are added.
+    twins = [make_record(record_id=f"twin-{n}", minutes=5) for n in (1, 2)]
+    for r in twins:
+        store.save(r)
+    page.state.selected_ids = [r.id for r in twins]
+    summary = page.comparison.compare.summary.object
+    assert "A: no learner name · no label · 2025-01-31 09:20:02 UTC · twin-1" in summary
+    assert "B: no learner name · no label · 2025-01-31 09:20:02 UTC · twin-2" in summary
+
+
 def test_create_instructor_serves_the_page_in_its_template(store):
     template = create_instructor(store)
     assert isinstance(template, pn.template.BootstrapTemplate)

@@ -216,6 +216,10 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     assert diff["value"][row2] == pytest.approx(a["value"][row2] - b["value"][row2])
     summary = page.get_by_role("table", name="Comparison of row sums and future-token weight")
     expect(summary).to_contain_text(re.compile(r"\(Mask after softmax \(broken\)\)"))
+    # Each run named by learner, label and created time (as the table shows it).
+    created = table_rows(page).filter(has_text=f"Ada {tag}").locator("[tabulator-field='created (local)']")
+    expect(summary).to_contain_text(f"A: Ada {tag} · “correct” · {created.text_content()} ")
+    expect(summary).to_contain_text(f"B: Grace {tag} · “broken” · ")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1400, "height": 2700})
     page.screenshot(path=str(SCREENSHOTS / "instructor-compare.png"))

@@ -17,6 +17,7 @@ from bokeh.models import CustomJS
 
 from app.auth import LOGOUT_PATH
 from app.instructor.chart import CHART_HEIGHT, ClassChartView
+from app.instructor.columns import created_texts
 from app.instructor.learners import LearnersView
 from app.instructor.state import InstructorState, zone
 from app.instructor.table import PAGE_ARIA_JS, TABLE_RESYNC_JS, FiltersView, RunsTableView
@@ -128,6 +129,18 @@ class ProblemsView(pn.viewable.Viewer):
         return self.pane
 
 
+def comparison_names(records, timezone: str) -> list[str]:
+    """What the comparison calls each run: learner, label and created time in ``timezone`` (as the
+    table shows it), so two runs of one learner, or two unlabelled runs, can be told apart; the id
+    is added where that still leaves two names alike. Plain text (the comparison escapes it)."""
+    times = created_texts(records, timezone, "%Y-%m-%d %H:%M:%S %Z")
+    names = [f"{r.learner or 'no learner name'} · {f'“{r.label}”' if r.label else 'no label'} · {t}"
+             for r, t in zip(records, times, strict=True)]
+    if len(set(names)) < len(names):
+        names = [f"{name} · {r.id}" for name, r in zip(names, records, strict=True)]
+    return names
+
+
 class ComparisonPanel(pn.viewable.Viewer):
     """The comparison of the selected runs, and a hint while fewer than two are selected."""
 
@@ -137,7 +150,7 @@ class ComparisonPanel(pn.viewable.Viewer):
         super().__init__(**params)
         self.compare = ComparisonView()
         self.hint = pn.pane.HTML("", name="compare-hint")
-        self.state.param.watch(self._update, ["selected_ids", "changes"])
+        self.state.param.watch(self._update, ["selected_ids", "changes", "timezone"])
         self._update()  # runs may have been selected before the page was complete
 
     def _update(self, *events) -> None:
@@ -146,7 +159,7 @@ class ComparisonPanel(pn.viewable.Viewer):
         self.hint.object = ("" if missing <= 0 else
                             f"<h3>Comparison</h3><p>Select {missing} more run{'s' if missing > 1 else ''} "
                             "to compare (tick it in the table or click its point).</p>")
-        self.compare.show(compared)
+        self.compare.show(compared, names=comparison_names(compared[:2], self.state.timezone))
 
     def __panel__(self):
         return pn.Column(self.hint, self.compare, sizing_mode="stretch_width")
