@@ -228,11 +228,11 @@ def test_import_takes_files_folders_and_bundles_reports_each_and_exits_1_only_wh
     out = capsys.readouterr().out
     assert f"{laptop / records[0].id}.json: imported 0, skipped 1 already in the store" in out
     assert f"{laptop / records[1].id}.json: imported 1" in out
-    assert f"{laptop / 'notes.json'}: not read: not valid JSON" in out
+    assert f"{laptop / 'notes.json'}: not valid JSON" in out
     assert f"{bundle}: imported 1, skipped 1 already in the store, refused 1 whose id is in the store with " \
            f"different content ({records[1].id})" in out
     assert "created_at 2025-01-31T09:18:02.123456 has no UTC offset; imported as UTC" in out
-    assert f"{tmp_path / 'missing.json'}: not read: no such file or folder" in out
+    assert f"{tmp_path / 'missing.json'}: no such file or folder" in out
     assert out.rstrip().splitlines()[-1].startswith(
         "imported 3 runs, skipped 2 already in the store, refused 1 (same id, different content), 0 not valid, "
         "2 of 6 files not read")

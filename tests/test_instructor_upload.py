@@ -39,7 +39,7 @@ def test_an_upload_imports_records_and_bundles_and_says_what_it_did(store):
     summary = upload_summary(report)
     assert ("Upload: imported 2 runs, skipped 1 already in the store, refused 1 (same id, different "
             "content), 0 not valid, 1 of 4 files not read.") in summary
-    assert "notes.json: not read: not valid JSON" in summary
+    assert "notes.json: not valid JSON" in summary
     assert "class='import refused'" in summary  # not the green of an upload that all went in
     done = view.take({"again.json": new[0].to_json().encode("utf-8")})
     assert "class='import done'" in upload_summary(done)
@@ -83,6 +83,8 @@ def test_upload_in_a_real_browser_then_the_size_limit(tmp_path, page):
     (files / "lin-run.json").write_text(home[0].to_json(), encoding="utf-8")
     (files / "lin-bundle.json").write_text(export_json(home), encoding="utf-8")
     (files / "broken.json").write_text("{", encoding="utf-8")
+    (files / "readme.txt").write_text("Bring your runs on Friday.", encoding="utf-8")
+    (files / "empty.json").write_bytes(b"")
     running = start_server(tmp_path / "class", tmp_path / "server.log", env=NO_PASSWORD)
     try:
         watch = watched(page, running)
@@ -90,10 +92,16 @@ def test_upload_in_a_real_browser_then_the_size_limit(tmp_path, page):
         open_instructor(page, running)
         expect(page.get_by_test_id("runs-total")).to_have_text("0")
         picker = page.locator("input[type=file]")
-        picker.set_input_files([str(files / n) for n in ("lin-run.json", "lin-bundle.json", "broken.json")])
+        picker.set_input_files([str(files / n) for n in ("lin-run.json", "lin-bundle.json", "broken.json",
+                                                           "readme.txt", "empty.json")])
         summary = page.get_by_test_id("import-summary")
         expect(summary).to_contain_text("Upload: imported 2 runs, skipped 1 already in the store")
-        expect(summary).to_contain_text("broken.json: not read: not valid JSON")
+        expect(summary).to_contain_text("broken.json: not valid JSON")
+        # Not refused by FilePond's type check ("Expects  or application/json"): named, in the
+        # import command's words.
+        expect(summary).to_contain_text("readme.txt: not a JSON record or export bundle (.json)")
+        expect(summary).to_contain_text("empty.json: the file is empty")
+        expect(page.get_by_text("Expects", exact=False)).to_have_count(0)
         expect(page.get_by_test_id("runs-total")).to_have_text("2")  # in the table without a reload
         expect(table_rows(page).filter(has_text="at home 2")).to_have_count(1)
         assert blocking_violations(page) == []
@@ -130,3 +138,31 @@ def test_the_summary_writes_large_counts_with_thousands_separators():
     report = ImportReport([bundle])
     assert report.summary().startswith("imported 12,345 runs, skipped 1,000 already in the store")
     assert bundle.lines()[0] == "class.json: imported 12,345, skipped 1,000 already in the store"
+
+
+def test_a_file_that_is_not_json_or_is_empty_gets_the_import_commands_words(store, tmp_path, capsys):
+    from app.cli import main
+    from app.store import sqlite_url
+
+    view = UploadView(state=InstructorState(store=store))
+    view.dropper.value = {"readme.txt": "Bring your runs on Friday.\n", "empty.json": b"",
+                          "photo.png": b"\x89PNG\r\n\x1a\n\x00", "blank.json": b" \n"}
+    summary = view.summary.object
+    assert "<li>readme.txt: not a JSON record or export bundle (.json)</li>" in summary
+    assert "<li>photo.png: not a JSON record or export bundle (.json)</li>" in summary
+    assert "<li>empty.json: the file is empty</li>" in summary
+    assert "<li>blank.json: the file is empty</li>" in summary
+    assert "Expects" not in summary and "Expecting value" not in summary
+    # A run file under another name is still a run file.
+    view.dropper.value["ada.txt"] = make_record(minutes=3).to_json()
+    view.dropper.param.trigger("value")
+    assert "ada.txt: imported 1" in view.summary.object
+    # The same files on the command line: the same words.
+    (tmp_path / "readme.txt").write_text("Bring your runs on Friday.\n")
+    (tmp_path / "empty.json").write_bytes(b"")
+    assert main(["import", "--store", sqlite_url(tmp_path / "cli.db"), str(tmp_path / "readme.txt"),
+                 str(tmp_path / "empty.json")]) == 1
+    out = capsys.readouterr().out
+    assert f"{tmp_path / 'readme.txt'}: not a JSON record or export bundle (.json)\n" in out
+    assert f"{tmp_path / 'empty.json'}: the file is empty\n" in out
+

@@ -3,7 +3,7 @@
 The rules are the ``import`` command's, by the same function (:func:`app.store.importing.import_data`,
 one transaction per file): each record validated, a run already in the store with the same
 content skipped, the same id with different content refused (never overwritten), a bad file
-reported with its reason while the others still go in. What happened is summed up on the page,
+reported with its reason, in the command's words, while the others still go in. What happened is summed up on the page,
 file by file. Learners' runs come from ``panel serve`` on their own machines: their downloads
 (*Download my runs*) and exports are these files.
 
@@ -52,9 +52,11 @@ class UploadView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
+        # Any type is taken and judged here, in the import command's words ("readme.txt: not a
+        # JSON record or export bundle (.json)"): FilePond's own type check said "Expects  or
+        # application/json" without naming the file.
         self.dropper = pn.widgets.FileDropper(
-            name="Import runs", multiple=True, accepted_filetypes=[".json", "application/json"],
-            max_file_size=f"{self.max_mb}MB", sizing_mode="stretch_width")
+            name="Import runs", multiple=True, max_file_size=f"{self.max_mb}MB", sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("", name="import-summary", stylesheets=[_SUMMARY_CSS],
                                     sizing_mode="stretch_width")
         self._reports: dict[str, FileReport] = {}  # each listed file's import, by name

@@ -5,7 +5,7 @@ before anything is written; then the file's valid records go into the store in o
 (:meth:`~app.store.runs.RunStore.import_records`), so a file is never half-imported. A run
 already in the store with the same content is skipped; the same id with different content is
 refused and reported, never overwritten. A bad file (unreadable, not JSON, neither a record nor
-a bundle, too large) is reported with its reason and the other files are still imported. A
+a bundle, empty, too large) is reported with its reason and the other files are still imported. A
 ``created_at`` without a UTC offset (another tool's record) is read as UTC, with a note.
 
 :func:`import_paths` is the command line's; :func:`import_data` is one file's (an upload's).
@@ -27,6 +27,9 @@ from attention_core.records import ID_PATTERN, ExperimentRecord, RecordError, _r
 
 # A bundle of 100,000 runs is ~300 MB; a file much larger than that is not one of ours.
 MAX_IMPORT_BYTES = 1024 * 1024 * 1024
+# Why a file holds no run, in the command's and the upload's words alike.
+EMPTY = "the file is empty"
+NOT_JSON = "not a JSON record or export bundle (.json)"
 _NAIVE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?", re.ASCII)
 
 
@@ -66,7 +69,7 @@ class FileReport:
     def lines(self) -> list[str]:
         """What to tell a person about this file, one sentence a line."""
         if self.error is not None:
-            return [f"{self.name}: not read: {self.error}"]
+            return [f"{self.name}: {self.error}"]
         parts = [f"imported {len(self.imported):,}"]
         if self.skipped:
             parts.append(f"skipped {len(self.skipped):,} already in the store")
@@ -128,13 +131,20 @@ def _records_in(document: object) -> tuple[list[tuple[str, object]], bool]:
 def read_records(name: str, data: bytes) -> FileReport | tuple[FileReport, list[ExperimentRecord]]:
     """Parse and validate one file's content; the report so far and its valid records.
 
-    Returns a bare :class:`FileReport` (with ``error``) when the file cannot be read at all.
+    Returns a bare :class:`FileReport` (with ``error``) when the file cannot be read at all:
+    :data:`EMPTY` for an empty file; :data:`NOT_JSON` for one that is not JSON and not named
+    ``.json`` (notes, a picture); ``not valid JSON (…)``, with the parser's reason, for a ``.json``
+    file that is not. A file of any name holding a record or a bundle is read.
     """
     report = FileReport(name)
+    if not data.strip():
+        report.error = EMPTY
+        return report
     try:
         document = json.loads(data, parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as error:  # JSONDecodeError, UnicodeDecodeError, NaN
-        report.error = f"not valid JSON ({error})"
+        # A parser's position in a file that was never JSON (notes, a picture) helps nobody.
+        report.error = f"not valid JSON ({error})" if name.lower().endswith(".json") else NOT_JSON
         return report
     try:
         found, bundle = _records_in(document)
@@ -256,5 +266,5 @@ def unimported_runs_notice(store: RunStore, folder: Path, store_option: str = ""
             f"`attention-workbench import {folder}{option}` (the files are left as they are).")
 
 
-__all__ = ["MAX_IMPORT_BYTES", "FileReport", "ImportReport", "files_to_import", "import_data", "import_paths",
-           "read_records", "unimported_runs_notice"]
+__all__ = ["EMPTY", "MAX_IMPORT_BYTES", "NOT_JSON", "FileReport", "ImportReport", "files_to_import", "import_data",
+           "import_paths", "read_records", "unimported_runs_notice"]
