@@ -393,7 +393,7 @@ def test_one_transaction_per_file_nothing_half_imported(store, monkeypatch):
 def test_a_new_store_has_the_current_version_and_reopens(tmp_path):
     url = sqlite_url(tmp_path / "runs.db")
     with RunStore(url) as store:
-        assert store.version == store_schema.current_version() == 3
+        assert store.version == store_schema.current_version() == 4
         store.save(make_record())
     with RunStore(url, create=False) as again:
         assert again.count() == 1
@@ -409,11 +409,11 @@ def test_an_older_store_is_upgraded_on_open_and_keeps_its_runs(store_url, monkey
 
     monkeypatch.setattr(store_schema, "UPGRADES", [*store_schema.UPGRADES, add_an_index])
     with RunStore(store_url) as upgraded:
-        assert upgraded.version == 4
+        assert upgraded.version == 5
         assert upgraded.get(record.id) == record
         assert "ix_test_upgrade" in {i["name"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
     with RunStore(store_url) as again:  # upgraded once: the step does not run again
-        assert again.version == 4
+        assert again.version == 5
 
 
 def test_a_version_1_store_gets_the_sort_indexes_and_keeps_its_runs(store_url):
@@ -428,7 +428,7 @@ def test_a_version_1_store_gets_the_sort_indexes_and_keeps_its_runs(store_url):
             conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
                          .values(value=1))
     with RunStore(store_url) as upgraded:
-        assert upgraded.version == 3
+        assert upgraded.version == store_schema.current_version()
         indexes = {i["name"]: i["column_names"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
         assert indexes["ix_workbench_runs_learner"] == ["learner", "created_at", "id"]
         assert indexes["ix_workbench_runs_total_future_weight"] == ["total_future_weight", "created_at", "id"]
@@ -448,7 +448,7 @@ def test_a_version_2_store_counts_blank_text_as_none_and_gets_the_learners_index
             conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
                          .values(value=2))
     with RunStore(store_url) as upgraded:
-        assert upgraded.version == 3
+        assert upgraded.version == store_schema.current_version()
         assert upgraded.count(RunFilter(has_prediction=True)) == upgraded.count(RunFilter(has_explanation=True)) == 1
         (ada,) = upgraded.learner_runs().learners
         assert (ada.predicted_at, ada.explained_at) == (runs[1].created_datetime, runs[1].created_datetime)
@@ -477,13 +477,53 @@ def test_the_learners_view_reads_its_index_alone_on_sqlite(tmp_path):
     assert "COVERING INDEX ix_workbench_runs_learner_progress" in plan
 
 
+def test_a_version_3_store_gets_the_newest_runs_index_with_the_text_filters_columns(store_url):
+    with RunStore(store_url) as store:
+        store.save(make_record(learner="Ada", label="first"))
+        with store.engine.begin() as conn:  # back to version 3: the default order's index without the texts
+            conn.exec_driver_sql("DROP INDEX ix_workbench_runs_newest_texts")
+            conn.exec_driver_sql("CREATE INDEX ix_workbench_runs_created_at_id ON workbench_runs (created_at, id)")
+            conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
+                         .values(value=3))
+    with RunStore(store_url) as upgraded:
+        assert upgraded.version == 4
+        indexes = {i["name"]: i["column_names"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
+        assert indexes["ix_workbench_runs_newest_texts"] == ["created_at", "id", "learner", "label"]
+        assert "ix_workbench_runs_created_at_id" not in indexes
+        assert labels(upgraded.query(RunFilter(learner="ADA", label="irs"), sort=[("created_at", "desc")],
+                                     limit=20)) == ["first"]
+
+
+def test_a_text_filter_on_the_newest_runs_reads_an_index_alone_on_sqlite(tmp_path):
+    """The table's first page and the class picture under a learner or label filter never read the
+    runs' rows (each holds a whole record) to find the runs that pass: the index holds the texts."""
+    from sqlalchemy import event
+
+    seen = []
+
+    def keep(conn, cursor, statement, parameters, context, executemany):
+        seen.append((statement, parameters))
+
+    with RunStore(sqlite_url(tmp_path / "runs.db")) as store:
+        store.save(make_record(learner="Ada", label="first"))
+        event.listen(store.engine, "before_cursor_execute", keep)
+        store.query(RunFilter(learner="ad", label="fi"), sort=[("created_at", "desc")], limit=20, counted=False)
+        event.remove(store.engine, "before_cursor_execute", keep)
+    statement, parameters = next((st, p) for st, p in seen if "LIMIT" in st)
+    raw = sqlite3.connect(tmp_path / "runs.db")
+    raw.create_function("workbench_contains", 2, lambda a, b: 0)
+    plan = " ".join(str(row) for row in raw.execute("EXPLAIN QUERY PLAN " + statement, parameters))
+    raw.close()
+    assert "SCAN workbench_runs USING COVERING INDEX ix_workbench_runs_newest_texts" in plan
+
+
 def test_a_store_from_a_newer_workbench_is_refused_with_a_message(store_url):
     with RunStore(store_url) as store:
         with store.engine.begin() as conn:
             conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
                          .values(value=7))
     with pytest.raises(StoreOpenError, match=r"made by a newer attention-workbench \(store version 7; "
-                                             r"this one reads versions up to 3\): upgrade"):
+                                             r"this one reads versions up to 4\): upgrade"):
         RunStore(store_url)
 
 
