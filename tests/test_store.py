@@ -206,6 +206,24 @@ def test_sort_count_and_page_run_in_sql(class_store):
     assert s.query(RunFilter(learner="ada"), limit=1).total == 2
 
 
+def test_a_page_asked_not_to_count_runs_no_count(class_store):
+    """The class picture's read of the newest runs: the same runs, no COUNT scan (the table's page counted them)."""
+    from sqlalchemy import event
+
+    statements = []
+
+    def keep(conn, cursor, statement, parameters, context, executemany):
+        statements.append(statement)
+
+    f, newest = RunFilter(learner="ada"), [("created_at", "desc")]
+    event.listen(class_store.engine, "before_cursor_execute", keep)
+    page = class_store.query(f, sort=newest, limit=1, counted=False)
+    event.remove(class_store.engine, "before_cursor_execute", keep)
+    assert labels(page) == ["open"] and page.total is None
+    assert not [st for st in statements if "count(" in st.lower()]
+    assert page.runs == class_store.query(f, sort=newest, limit=1).runs
+
+
 @pytest.mark.parametrize("bad", [("record", "asc"), ("id; DROP TABLE workbench_runs", "asc"),
                                  ("created_at", "desc; --"), ("1", "asc")])
 def test_a_sort_is_picked_by_name_never_written_into_sql(class_store, bad):

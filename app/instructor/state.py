@@ -143,7 +143,8 @@ class InstructorState(param.Parameterized):
         """The runs passing the filters, oldest first: every one, or the ``newest`` ones (one query)."""
         if newest is None:
             return self.store.query(self.run_filter()).runs
-        return self.store.query(self.run_filter(), sort=[("created_at", "desc")], limit=newest).runs[::-1]
+        return self.store.query(self.run_filter(), sort=[("created_at", "desc")], limit=newest,
+                                counted=False).runs[::-1]
 
     @param.depends("learner", "label", "mode", "start", "end", watch=True)
     def _filters_changed(self) -> None:

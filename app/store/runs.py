@@ -98,10 +98,11 @@ class RunFilter:
 
 @dataclass(frozen=True)
 class RunPage:
-    """One page of a query: its runs (summaries, in the asked order) and how many runs match in all."""
+    """One page of a query: its runs (summaries, in the asked order) and how many runs match in all
+    (``None`` when the query was asked not to count them)."""
 
     runs: list[RunSummary]
-    total: int
+    total: int | None
 
 
 @dataclass(frozen=True)
@@ -440,7 +441,7 @@ class RunStore:
         return [*order, runs.c.id.asc() if last == "asc" else runs.c.id.desc()]
 
     def query(self, filters: RunFilter | None = None, *, sort: Sequence[tuple[str, str]] = DEFAULT_SORT,
-              limit: int | None = None, offset: int = 0) -> RunPage:
+              limit: int | None = None, offset: int = 0, counted: bool = True) -> RunPage:
         """The runs that pass ``filters``, sorted, one page of them, and how many pass in all.
 
         Parameters
@@ -450,6 +451,8 @@ class RunStore:
             Columns from :data:`SORTABLE`; ties are broken by id. Default: oldest first.
         limit, offset : int
             The page (``ORDER BY … LIMIT … OFFSET``); ``limit=None`` gives every run.
+        counted : bool
+            Count the runs that pass (a second scan of them); ``False`` leaves ``total`` None.
 
         Raises
         ------
@@ -462,7 +465,8 @@ class RunStore:
             raise ValueError("limit and offset must be 0 or more")
         where, order = self._where(filters), self._order(sort)
         with self._read() as conn:
-            total = conn.execute(select(func.count()).select_from(runs).where(*where)).scalar_one()
+            total = (conn.execute(select(func.count()).select_from(runs).where(*where)).scalar_one()
+                     if counted else None)
             statement = select(*_SUMMARY_COLUMNS).order_by(*order)
             if limit is None:
                 statement = statement.where(*where).offset(offset)
