@@ -552,3 +552,21 @@ def test_the_pages_json_export_stops_at_its_limit_and_says_how_to_export_more(st
     s.learner = "ada"  # two runs: within the limit
     assert not view.json.disabled and "at most" not in view.note.object
     assert len(json.loads(view._download("json").getvalue())["runs"]) == 2
+
+
+def test_the_class_picture_is_redrawn_in_the_next_tick_after_the_tables_page_once(store, monkeypatch):
+    """In a served session the table's page and count go to the browser first: the picture's read
+    of up to CHART_RUNS runs waits for the server's next tick, and moves in one tick redraw once."""
+    s = InstructorState(store=store)
+    chart = ClassChartView(state=s)
+    ticks = []  # the server's next tick, as pn.state.execute schedules it in a session
+    monkeypatch.setattr(pn.state, "execute", lambda callback, schedule="auto": ticks.append((callback, schedule)))
+    s.learner = "ada"
+    s.label = "open"
+    assert (s.matching, [r.label for r in s.page_runs]) == (1, ["open"])  # the table: at once
+    assert list(chart.source.data["label"]) == ["first", "broken", "open"]  # the picture: not yet
+    assert [schedule for _, schedule in ticks] == [True]
+    ticks.pop()[0]()
+    assert list(chart.source.data["label"]) == ["open"]
+    s.learner = ""  # the next move schedules a redraw again
+    assert len(ticks) == 1

@@ -89,7 +89,8 @@ class ClassChartView(pn.viewable.Viewer):
         self.key = pn.pane.HTML("", name="class-key", stylesheets=[_KEY_CSS], sizing_mode="stretch_width")
         self.note = pn.pane.HTML("", name="class-note")
         self.source.selected.on_change("indices", self._tapped)
-        self.state.param.watch(self._update, "revision")
+        self._due = False  # an update is scheduled for the next tick
+        self.state.param.watch(self._schedule_update, "revision")
         self.param.watch(self._update, "group_by")
         self.state.param.watch(self._relabel, "timezone")
         self.state.param.watch(self._show_selected, "selected_ids")
@@ -155,7 +156,16 @@ class ClassChartView(pn.viewable.Viewer):
                 "future_weight": numbers(r.total_future_weight for r in records),
                 "min_row_sum": numbers(r.min_row_sum for r in records)}
 
+    def _schedule_update(self, *events) -> None:
+        """Redraw in the server's next tick (at once without one): the change that moved
+        ``revision`` (the table's page and count) reaches the browser first, not after this
+        picture's read of up to CHART_RUNS runs and their points; moves in one tick redraw once."""
+        if not self._due:
+            self._due = True
+            pn.state.execute(self._update, schedule=True)
+
     def _update(self, *events) -> None:
+        self._due = False
         self._runs = self.state.filtered(newest=CHART_RUNS)  # a point each
         self._by_id = {r.id: r for r in self._runs}
         data = self._data(self._runs)
