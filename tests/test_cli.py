@@ -239,3 +239,35 @@ def test_import_takes_files_folders_and_bundles_reports_each_and_exits_1_only_wh
     with RunStore(url) as store:
         assert [r.learner for r in store.iter_records()] == ["Ada"] * 4
     assert main(["import", "--store", url, str(tmp_path / "missing.json"), str(laptop / "notes.json")]) == 1
+
+
+def test_a_folder_import_says_which_files_it_passed_over_because_they_are_not_json(tmp_path, capsys):
+    url = sqlite_url(tmp_path / "class.db")
+    runs = tmp_path / "runs"
+    (runs / "week 2").mkdir(parents=True)
+    record = make_record(learner="Ada")
+    (runs / f"{record.id}.json").write_text(record.to_json())
+    (runs / "notes.txt").write_text("bring laptops")
+    (runs / "Thumbs.db").write_bytes(b"\0")
+    (runs / "week 2" / "photo.png").write_bytes(b"\x89PNG")
+    (runs / ".DS_Store").write_bytes(b"\0")  # hidden: left alone, as hidden folders are
+    assert main(["import", "--store", url, str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert f"{runs}: passed over 3 files that are not .json: notes.txt, Thumbs.db, week 2/photo.png\n" in out
+    assert out.rstrip().endswith(f"0 of 1 files not read, 3 passed over (not .json) (store {tmp_path / 'class.db'})")
+    assert f"{runs / record.id}.json: imported 1" in out
+    # Many: a few names, then "…"; one: in the singular; a folder of nothing else: no line.
+    for n in range(7):
+        (runs / f"scan {n}.pdf").write_bytes(b"%PDF")
+    main(["import", "--store", url, str(runs)])
+    assert (f"{runs}: passed over 10 files that are not .json: notes.txt, scan 0.pdf, scan 1.pdf, "
+            "scan 2.pdf, scan 3.pdf, …\n") in capsys.readouterr().out
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "readme.txt").write_text("hello")
+    assert main(["import", "--store", url, str(only)]) == 1
+    out = capsys.readouterr().out
+    assert f"{only}: passed over 1 file that is not .json: readme.txt\n" in out
+    assert f"{only}: a folder without .json files\n" in out
+    main(["import", "--store", url, str(runs / f"{record.id}.json")])
+    assert "passed over" not in capsys.readouterr().out

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,10 +89,33 @@ class FileReport:
 
 
 @dataclass
+class PassedOver:
+    """The files in a folder given to an import that were passed over: not ``.json`` files.
+
+    Attributes
+    ----------
+    folder : str
+        The folder as given.
+    names : list of str
+        The files passed over, relative to ``folder``, in name order (any case).
+    """
+
+    folder: str
+    names: list[str]
+
+    def lines(self) -> list[str]:
+        """One sentence: how many files, and the first few names."""
+        n, shown = len(self.names), ", ".join(self.names[:5]) + (", …" if len(self.names) > 5 else "")
+        return [f"{self.folder}: passed over {n:,} file{'s' if n != 1 else ''} that {'are' if n != 1 else 'is'} "
+                f"not .json: {shown}"]
+
+
+@dataclass
 class ImportReport:
-    """Every file's :class:`FileReport`, and the totals."""
+    """Every file's :class:`FileReport`, the folders' files passed over, and the totals."""
 
     files: list[FileReport] = field(default_factory=list)
+    passed_over: list[PassedOver] = field(default_factory=list)
 
     def total(self, what: str) -> int:
         """How many runs were ``imported``, ``skipped``, ``refused`` or ``invalid`` in all."""
@@ -109,10 +132,11 @@ class ImportReport:
 
     def summary(self) -> str:
         """One closing sentence with the totals."""
-        imported = self.total("imported")
+        imported, passed = self.total("imported"), sum(len(p.names) for p in self.passed_over)
         return (f"imported {imported:,} run{'' if imported == 1 else 's'}, skipped {self.total('skipped'):,} "
                 f"already in the store, refused {self.total('refused'):,} (same id, different content), "
-                f"{self.total('invalid'):,} not valid, {self.unread:,} of {len(self.files):,} files not read")
+                f"{self.total('invalid'):,} not valid, {self.unread:,} of {len(self.files):,} files not read"
+                + (f", {passed:,} passed over (not .json)" if passed else ""))
 
 
 def _records_in(document: object) -> tuple[list[tuple[str, object]], bool]:
@@ -189,17 +213,24 @@ def import_data(store: RunStore, name: str, data: bytes, *, relaxed: bool = Fals
     return report
 
 
-def files_to_import(paths: Iterable[str | os.PathLike]) -> Iterator[tuple[str, Path | None, str | None]]:
+def files_to_import(paths: Iterable[str | os.PathLike], *,
+                    on_passed_over: Callable[[PassedOver], None] | None = None,
+                    ) -> Iterator[tuple[str, Path | None, str | None]]:
     """``(name, path, problem)`` for each file the paths name: a file as given, a folder's
     ``*.json`` files (subfolders too, hidden ones and symbolic links to folders left out), in
-    name order; ``problem`` says why a path gives no file."""
+    name order; ``problem`` says why a path gives no file. A folder's other files (not hidden)
+    are passed over, and ``on_passed_over`` is told which before the folder's first file."""
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            found = []
+            found, others = [], []
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found += [Path(root) / f for f in files if f.endswith(".json") and not f.startswith(".")]
+                shown = [f for f in files if not f.startswith(".")]
+                found += [Path(root) / f for f in shown if f.endswith(".json")]
+                others += [(Path(root) / f).relative_to(path).as_posix() for f in shown if not f.endswith(".json")]
+            if others and on_passed_over is not None:
+                on_passed_over(PassedOver(str(path), sorted(others, key=str.casefold)))
             if not found:
                 yield str(path), None, "a folder without .json files"
             for file in sorted(found):
@@ -213,7 +244,8 @@ def files_to_import(paths: Iterable[str | os.PathLike]) -> Iterator[tuple[str, P
 def import_paths(store: RunStore, paths: Iterable[str | os.PathLike], *, on_file=None) -> ImportReport:
     """Import every file that ``paths`` name (see :func:`files_to_import`), a transaction each.
 
-    ``on_file(report)`` is called after each file (the command line prints as it goes). Each
+    ``on_file(report)`` is called after each file (the command line prints as it goes), and
+    with a :class:`PassedOver` for each folder that holds files other than ``.json`` ones. Each
     file's transaction commits without waiting for the disk, and one closing commit waits for
     them all: a crash loses no file half-imported, and at worst the last few whole files (the
     same command brings them in again; what is there is skipped).
@@ -224,7 +256,13 @@ def import_paths(store: RunStore, paths: Iterable[str | os.PathLike], *, on_file
         The store could not be written; files before this one stay imported.
     """
     result = ImportReport()
-    for name, path, problem in files_to_import(paths):
+
+    def passed_over(note: PassedOver) -> None:
+        result.passed_over.append(note)
+        if on_file is not None:
+            on_file(note)
+
+    for name, path, problem in files_to_import(paths, on_passed_over=passed_over):
         if problem is None:
             try:
                 if not path.is_file():
@@ -266,5 +304,5 @@ def unimported_runs_notice(store: RunStore, folder: Path, store_option: str = ""
             f"`attention-workbench import {folder}{option}` (the files are left as they are).")
 
 
-__all__ = ["EMPTY", "MAX_IMPORT_BYTES", "NOT_JSON", "FileReport", "ImportReport", "files_to_import", "import_data",
-           "import_paths", "read_records", "unimported_runs_notice"]
+__all__ = ["EMPTY", "MAX_IMPORT_BYTES", "NOT_JSON", "FileReport", "ImportReport", "PassedOver", "files_to_import",
+           "import_data", "import_paths", "read_records", "unimported_runs_notice"]
