@@ -104,6 +104,7 @@ def _provider_class():
     """
     import hmac
 
+    from jinja2 import Environment, FileSystemLoader
     from panel.auth import BasicAuthProvider
     from tornado.web import HTTPError
 
@@ -111,6 +112,12 @@ def _provider_class():
         def __init__(self, password: str, **kwargs):
             self._password = password  # before Bokeh's __init__ looks at login_handler
             super().__init__(**kwargs)
+            # Panel compiles a template file with a loader of its own folders, where the frame
+            # that login.html and logout.html extend (auth_page.html) is not found: loaded here.
+            pages = Environment(loader=FileSystemLoader(LOGIN_TEMPLATE.parent), trim_blocks=True,
+                                lstrip_blocks=True)
+            self._login_template = pages.get_template(LOGIN_TEMPLATE.name)
+            self._logout_template = pages.get_template(LOGOUT_TEMPLATE.name)
 
         @property
         def login_handler(self):
@@ -220,8 +227,7 @@ def serve_options(password: str | None) -> dict:
 
     return {
         "auth_provider": _provider_class()(
-            password, login_template=str(LOGIN_TEMPLATE), logout_template=str(LOGOUT_TEMPLATE),
-            logout_endpoint=LOGOUT_PATH, guest_endpoints=list(GUEST_ENDPOINTS)),
+            password, logout_endpoint=LOGOUT_PATH, guest_endpoints=list(GUEST_ENDPOINTS)),
         "cookie_secret": secrets.token_urlsafe(32),
         "oauth_guest_endpoints": list(GUEST_ENDPOINTS),
     }

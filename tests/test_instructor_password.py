@@ -137,6 +137,26 @@ def test_log_out_is_offered_only_to_a_logged_in_instructor(tmp_path, monkeypatch
     assert auth.LOGOUT_TEMPLATE.is_file()
 
 
+def test_the_login_and_logout_pages_share_one_head_and_render_as_panel_renders_them():
+    provider = auth.serve_options("pw")["auth_provider"]
+    # The arguments Panel's BasicLoginHandler and LogoutHandler render them with.
+    login = provider.login_handler._login_template.render(
+        login_endpoint="/login", errormessage="<b>wrong</b>", PANEL_CDN="https://cdn.example/")
+    logout = provider.logout_handler._logout_template.render(LOGIN_ENDPOINT="/login", PANEL_CDN="https://cdn.example/")
+    for page, title in ((login, "Instructor login"), (logout, "Logged out")):
+        assert page.startswith("<!DOCTYPE html>") and page.count("<head>") == 1
+        assert f"<title>{title} · Self-attention workbench</title>" in page
+        assert '<meta name="viewport"' in page and "<header>Self-attention workbench</header>" in page
+        assert "cdn.example" not in page and "{%" not in page
+    assert '<form action="./login" method="post">' in login and "&lt;b&gt;wrong&lt;/b&gt;" in login
+    assert 'next_url=/instructor' in login and "button { margin-top: 20px" in login
+    assert '<a class="button" href="./login">Log in again</a>' in logout and "a.button {" in logout
+    # One <head>, in the frame both extend.
+    for template in (auth.LOGIN_TEMPLATE, auth.LOGOUT_TEMPLATE):
+        text = template.read_text(encoding="utf-8")
+        assert text.startswith('{% extends "auth_page.html" %}') and "<head>" not in text
+
+
 def test_log_in_from_a_password_file_then_log_out(tmp_path, browser):
     path = secret_file(tmp_path, "from the file\n")
     server = start_server(tmp_path / "runs", tmp_path / "server.log", "--instructor-password-file", str(path),
