@@ -57,6 +57,10 @@ def _store_rows(where: str, n: int, row: dict, passed: bool | None) -> list[tupl
     rows.append((f"{where}: newest 20 + count / filtered / change token (ms)",
                  f"{row['page_s']['median'] * 1000:.1f} / {row['page_filtered_s']['median'] * 1000:.1f}"
                  f" / {row['change_token_s']['median'] * 1000:.2f}", "", "", ""))
+    if "picture_filtered_s" in row:
+        rows.append((f"{where}: learner filter: table page, no run matches / class picture's 5,000 (ms)",
+                     f"{row['page_filter_none_s']['median'] * 1000:.1f} / "
+                     f"{row['picture_filtered_s']['median'] * 1000:.1f}", "", "", ""))
     if "learners_s" in row:
         rows.append((f"{where}: learners view, checkpoints per learner (ms)",
                      f"{row['learners_s']['median'] * 1000:.0f}", "", "", ""))

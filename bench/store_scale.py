@@ -8,7 +8,8 @@ with new ids, times and learner names. Then, for each dialect and size:
   start, as one server's sessions do) — p50 / p95 of a save — beside the floor: the same saves
   one at a time, nobody else saving.
 - ``query``: what the instructor page asks: the count and the newest 20 runs; the same with a
-  learner filter; the change token it polls every 2 s; the learners view's count per learner.
+  learner filter, and with one no run matches; the class picture's newest 5,000 filtered runs;
+  the change token it polls every 2 s; the learners view's count per learner.
 - ``export``: the JSON bundle (stored texts) and the CSV (columns, as ``export`` writes it) of
   every run, written to a file, beside the floor: ``SELECT record`` through the driver, written
   to a file as is.
@@ -157,6 +158,12 @@ def measure(store: RunStore, n: int, workdir: Path, repeats: int) -> dict:
     row["page_s"] = _timed(lambda: store.query(sort=newest, limit=20), repeats * 3)
     row["page_filtered_s"] = _timed(lambda: store.query(RunFilter(learner="learner 7"), sort=newest, limit=20),
                                     repeats * 3)
+    # A learner filter typed on the instructor page: the table's count and page for a text no run
+    # holds (the walk cannot stop early), and the class picture's newest 5,000 of "learner 7".
+    row["page_filter_none_s"] = _timed(lambda: store.query(RunFilter(learner="zzz"), sort=newest, limit=20),
+                                       repeats * 3)
+    row["picture_filtered_s"] = _timed(lambda: store.query(RunFilter(learner="learner 7"), sort=newest,
+                                                           limit=5000, counted=False), repeats * 3)
     row["change_token_s"] = _timed(store.change_token, repeats * 10)
     row["learners_s"] = _timed(store.learner_runs, repeats)
     row["save"] = saves(store, n)
