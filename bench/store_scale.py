@@ -280,6 +280,12 @@ TABLE_JS = "() => {" + _FIND_JS + """
 SETTLED_JS = "() => {" + _FIND_JS + """
   return deepAll(document, "table.learners", []).length > 0;
 }"""
+# Where a visit's time went, from navigation start: the page's HTML began to arrive (the server
+# had built the session's document by then) and every script in its head had run.
+PHASES_JS = """() => {
+  const nav = performance.getEntriesByType('navigation')[0];
+  return {html_s: nav.responseStart / 1000, scripts_s: nav.domContentLoadedEventEnd / 1000};
+}"""
 
 
 def _start_floor(n: int, log: Path, bare: bool = False):
@@ -296,12 +302,14 @@ def _start_floor(n: int, log: Path, bare: bool = False):
 
 def _visit(context, url: str, n: int, table: bool, settled: bool) -> dict:
     """One page load in ``context``: seconds from navigation start to the first text (and the
-    table's first page), read in the page; the page is closed after."""
+    table's first page), and to the phases of ``PHASES_JS``, read in the page; the page is
+    closed after."""
     page = context.new_page()
     page.goto(url, wait_until="commit")
     seen = {"text_s": page.wait_for_function(TEXT_JS, arg=n, timeout=300_000, polling=25).json_value() / 1000}
     if table:
         seen["table_s"] = page.wait_for_function(TABLE_JS, timeout=300_000, polling=25).json_value() / 1000
+    seen.update(page.evaluate(PHASES_JS))
     if settled:
         page.wait_for_function(SETTLED_JS, timeout=300_000, polling=100)
     page.close()
