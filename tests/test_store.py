@@ -192,6 +192,13 @@ def test_mode_date_and_flag_filters(class_store):
     assert sorted(s.modes()) == ["Correct, causal", "Mask after softmax (broken)", "No mask"]
 
 
+def test_the_modes_are_read_again_once_a_run_changed_the_store(store):
+    store.save(make_record("correct", minutes=0))
+    assert store.modes() == ["Correct, causal"]
+    store.save(make_record("no_mask", minutes=1))  # the change token moves
+    assert sorted(store.modes()) == ["Correct, causal", "No mask"]
+
+
 def test_sort_count_and_page_run_in_sql(class_store):
     s = class_store
     page = s.query(sort=[("created_at", "desc")], limit=2, offset=1)

@@ -118,8 +118,9 @@ class InstructorState(param.Parameterized):
         self.param.mode.objects = [ALL_MODES, *modes]
         if self.mode not in self.param.mode.objects:
             self.mode = ALL_MODES  # its watcher reads the page
-        self.total = self.store.count()
         self._read_page()
+        # Without filters the page's count is the store's: one count less as a page opens.
+        self.total = self.matching if self.run_filter() is None else self.store.count()
         self._token = token  # only once read: a tick that failed half-way is tried again
         self.param.update(revision=self.revision + 1, changes=self.changes + 1)
 

@@ -262,6 +262,7 @@ class RunStore:
         # SQLite takes one writer at a time; this process's writers queue here, in order, instead
         # of in SQLite's busy handler, which sleeps ever longer between tries and serves no order.
         self._write_lock = threading.Lock() if self.dialect == "sqlite" else None
+        self._modes: tuple[int, list[str]] | None = None  # the distinct titles, and the change token read before them
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: (s := ref()) is not None and s._after_fork())
 
@@ -484,9 +485,16 @@ class RunStore:
             return conn.execute(select(func.count()).select_from(runs).where(*self._where(filters))).scalar_one()
 
     def modes(self) -> list[str]:
-        """The distinct run titles in the store (for a mode filter's choices), unordered."""
-        with self._read() as conn:
-            return [m for (m,) in conn.execute(select(runs.c.mode).distinct())]
+        """The distinct run titles in the store (for a mode filter's choices), unordered.
+
+        Read again only once the change token moved: every instructor page asks as it opens, and
+        PostgreSQL's ``DISTINCT`` reads every run's title.
+        """
+        token = self.change_token()
+        if self._modes is None or self._modes[0] != token:
+            with self._read() as conn:
+                self._modes = (token, [m for (m,) in conn.execute(select(runs.c.mode).distinct())])
+        return list(self._modes[1])
 
     def learner_runs(self, filters: RunFilter | None = None) -> LearnerTally:
         """Per distinct learner text: its runs and when it first reached each of seed 003's
