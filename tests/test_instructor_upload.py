@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 
 import pytest
 from store_helpers import make_record, sqlite_store
@@ -166,3 +168,31 @@ def test_a_file_that_is_not_json_or_is_empty_gets_the_import_commands_words(stor
     assert f"{tmp_path / 'readme.txt'}: not a JSON record or export bundle (.json)\n" in out
     assert f"{tmp_path / 'empty.json'}: the file is empty\n" in out
 
+
+
+def test_an_upload_is_imported_off_the_servers_event_loop(store):
+    # A class's bundle takes seconds to validate; imported on the event loop it held up every
+    # learner's page (a newcomer's edit waited 28.6 s behind a 25 MB upload).
+    view = UploadView(state=InstructorState(store=store))
+    record = make_record("correct", minutes=9, learner="Lin", label="from home")
+    taking, release = threading.Event(), threading.Event()
+    take = view.take
+
+    def slow_take(files):
+        taking.set()
+        assert release.wait(10), "nothing else ran on the event loop while the upload was imported"
+        return take(files)
+
+    view.take = slow_take
+
+    async def a_learners_callback():
+        while not taking.is_set():
+            await asyncio.sleep(0.01)
+        release.set()  # ran while the import was still going on
+
+    async def both():
+        await asyncio.gather(view._import({"lin.json": record.to_json()}), a_learners_callback())
+
+    asyncio.run(both())
+    assert "lin.json: imported 1" in view.summary.object
+    assert store.get(record.id).label == "from home"

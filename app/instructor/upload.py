@@ -14,7 +14,9 @@ with FilePond's message, before sending it; the server checks the size again.
 
 from __future__ import annotations
 
+import asyncio
 import html
+from functools import partial
 
 import panel as pn
 import param
@@ -60,6 +62,7 @@ class UploadView(pn.viewable.Viewer):
         self.summary = pn.pane.HTML("", name="import-summary", stylesheets=[_SUMMARY_CSS],
                                     sizing_mode="stretch_width")
         self._reports: dict[str, FileReport] = {}  # each listed file's import, by name
+        self._importing: set[str] = set()  # names being imported now
         self.dropper.param.watch(self._uploaded, "value")
 
     def _uploaded(self, event) -> None:
@@ -68,14 +71,43 @@ class UploadView(pn.viewable.Viewer):
         # summary covers every file in the list; one removed from it may be dropped again.
         files = event.new or {}
         self._reports = {name: report for name, report in self._reports.items() if name in files}
-        added = {name: data for name, data in files.items() if name not in self._reports}
-        if added:
-            self._reports.update((report.name, report) for report in self.take(added).files)
-            self.summary.object = upload_summary(ImportReport(list(self._reports.values())))
-            # The new runs in the table and the class picture at once, in a tick of their own as
-            # the periodic refresh does: updated inside the upload's own event, Tabulator's remote
-            # page sometimes stayed empty until a later change.
-            pn.state.execute(self.state.refresh, schedule=True)
+        added = {name: data for name, data in files.items()
+                 if name not in self._reports and name not in self._importing}
+        if not added:
+            return
+        doc = pn.state.curdoc
+        if doc is None or doc.session_context is None:  # no server (a notebook, a test): at once
+            self._show(self.take(added))
+            return
+        self._importing.update(added)
+        self.summary.object = self._summary()
+        pn.state.execute(partial(self._import, added))
+
+    async def _import(self, files: dict[str, bytes | str]) -> None:
+        """Import ``files`` in a worker thread: a bundle of thousands of runs takes a while to
+        validate, and on the server's event loop it would hold up every learner's page."""
+        try:
+            report = await asyncio.to_thread(self.take, files)
+        finally:
+            self._importing.difference_update(files)
+        self._show(report)
+
+    def _show(self, report: ImportReport) -> None:
+        self._reports.update((r.name, r) for r in report.files)
+        self.summary.object = self._summary()
+        # The new runs in the table and the class picture at once, in a tick of their own as
+        # the periodic refresh does: updated inside the upload's own event, Tabulator's remote
+        # page sometimes stayed empty until a later change.
+        pn.state.execute(self.state.refresh, schedule=True)
+
+    def _summary(self) -> str:
+        done = upload_summary(ImportReport(list(self._reports.values()))) if self._reports else ""
+        if not self._importing:
+            return done
+        names = ", ".join(sorted(self._importing))
+        return (f"<div class='import' role='status' data-testid='import-progress'><p><b>Importing "
+                f"{len(self._importing):,} file{'s' if len(self._importing) != 1 else ''}…</b> "
+                f"{html.escape(names)}</p></div>{done}")
 
     def take(self, files: dict[str, bytes | str]) -> ImportReport:
         """Import ``files`` (name → content) into the store, each in its own transaction."""
