@@ -201,6 +201,8 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     ada = chart["id"][chart["learner"].index(f"Ada {tag}")]
     broken_id = chart["id"][broken]
     table_rows(page).filter(has_text=f"Ada {tag}").locator("input[type='checkbox']").check()
+    # The server has the tick (its run's full text is shown) before the point is clicked.
+    expect(page.get_by_label(re.compile("Full text of run"))).to_contain_text(f"Ada {tag}")
     x, y = page.evaluate(POINT_JS, ["class-row-sum-figure", "min_row_sum", broken_id])
     page.mouse.click(x, y)
     expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_be_visible()
