@@ -193,6 +193,10 @@ def test_an_upload_is_imported_off_the_servers_event_loop(store):
     async def both():
         await asyncio.gather(view._import({"lin.json": record.to_json()}), a_learners_callback())
 
-    asyncio.run(both())
+    # A loop of its own, in a thread: the test process may already run one (Playwright's).
+    server_loop = threading.Thread(target=asyncio.run, args=(both(),))
+    server_loop.start()
+    server_loop.join(30)
+    assert not server_loop.is_alive()
     assert "lin.json: imported 1" in view.summary.object
     assert store.get(record.id).label == "from home"
