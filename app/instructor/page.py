@@ -65,10 +65,10 @@ class ExportView(pn.viewable.Viewer):
         self._stamp, self._repeats = "", 0  # the last file name's time, and how often it was given
         self.json = pn.widgets.FileDownload(
             callback=lambda: self._download("json"), filename="class-runs.json",
-            label="Export JSON", embed=False, button_type="primary")
+            label="Export JSON", embed=False, color="primary")
         self.csv = pn.widgets.FileDownload(
             callback=lambda: self._download("csv"), filename="class-runs.csv",
-            label="Export CSV", embed=False, button_type="primary")
+            label="Export CSV", embed=False, color="primary")
         self.note = pn.pane.HTML("", name="export-note", sizing_mode="stretch_width")
         self.state.param.watch(self._limit, "matching")
         self._limit()

@@ -169,15 +169,15 @@ class FiltersView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.state
-        self.learner = pn.widgets.TextInput.from_param(s.param.learner, name="Learner contains",
+        self.learner = pn.widgets.TextInput.from_param(s.param.learner, label="Learner contains",
                                                        width=180)
-        self.label = pn.widgets.TextInput.from_param(s.param.label, name="Label contains", width=180)
-        self.mode = pn.widgets.Select.from_param(s.param.mode, name="Mode", width=330)
+        self.label = pn.widgets.TextInput.from_param(s.param.label, label="Label contains", width=180)
+        self.mode = pn.widgets.Select.from_param(s.param.mode, label="Mode", width=330)
         # Bokeh's picker (Panel's DatetimeRangePicker drops a range of one day); its typed field
         # is named by PAGE_ARIA_JS.
-        self.dates = pn.widgets.DateRangePicker(name="Created between (local dates)", width=230)
+        self.dates = pn.widgets.DateRangePicker(label="Created between (local dates)", width=230)
         self.dates.param.watch(self._set_dates, "value")
-        self.clear = pn.widgets.Button(name="Clear filters", button_type="light", margin=(27, 10, 10, 10))
+        self.clear = pn.widgets.Button(label="Clear filters", color="light", margin=(27, 10, 10, 10))
         self.clear.on_click(self._clear)
 
     def _set_dates(self, event) -> None:
@@ -220,20 +220,20 @@ class PagerView(pn.viewable.Viewer):
         s = self.state
         self.sort_by = pn.widgets.Select.from_param(s.param.sort_by, width=230)
         self.order = pn.widgets.RadioButtonGroup(
-            name="Order", options=order_options(s.sort_by), value=s.descending, button_type="light",
-            button_style="outline", align="end", margin=(5, 10, 12, 10))
+            label="Order", options=order_options(s.sort_by), value=s.descending, color="light",
+            variant="outline", align="end", margin=(5, 10, 12, 10))
         self.order.param.watch(lambda e: setattr(s, "descending", e.new), "value")
-        self.first = pn.widgets.Button(name="« First", description="First page")
-        self.previous = pn.widgets.Button(name="‹ Previous", description="Previous page")
-        self.next = pn.widgets.Button(name="Next ›", description="Next page")
-        self.last = pn.widgets.Button(name="Last »", description="Last page")
+        self.first = pn.widgets.Button(label="« First", description="First page")
+        self.previous = pn.widgets.Button(label="‹ Previous", description="Previous page")
+        self.next = pn.widgets.Button(label="Next ›", description="Next page")
+        self.last = pn.widgets.Button(label="Last »", description="Last page")
         for button, to in ((self.first, lambda: 1), (self.previous, lambda: s.page - 1),
                            (self.next, lambda: s.page + 1), (self.last, lambda: s.pages)):
             button.param.update(button_type="light", align="end", margin=(5, 4, 12, 4))
             button.on_click(lambda event, to=to: setattr(s, "page", min(max(to(), 1), s.pages)))
         # No bounds on the field (the browser would keep an out-of-range number without sending
         # it): a number past either end goes to that end.
-        self.page = pn.widgets.IntInput(name="Page", value=s.page, width=90, stylesheets=[NO_SPIN_BUTTONS])
+        self.page = pn.widgets.IntInput(label="Page", value=s.page, width=90, stylesheets=[NO_SPIN_BUTTONS])
         self.page.param.watch(self._typed, "value")
         self.where = pn.pane.HTML("", name="runs-page", align="end", margin=(5, 10, 14, 4))
         s.param.watch(self._update, ["page", "matching"])
@@ -284,7 +284,7 @@ class RunsTableView(pn.viewable.Viewer):
         self._ids: list[str] = []
         self._replacing = False
         self.table = pn.widgets.Tabulator(
-            runs_frame([], self.state), name="Runs of the class", show_index=False,
+            runs_frame([], self.state), label="Runs of the class", show_index=False,
             selectable="checkbox", disabled=True, hidden_columns=self._hidden(), sortable=False,
             sizing_mode="stretch_width", layout="fit_columns",
             formatters={
@@ -309,7 +309,7 @@ class RunsTableView(pn.viewable.Viewer):
         self.details = pn.pane.HTML("", name="run-details", stylesheets=[_DETAILS_CSS],
                                     sizing_mode="stretch_width")
         self.columns = pn.widgets.CheckBoxGroup.from_param(
-            self.param.shown, name="Columns shown", inline=True, sizing_mode="stretch_width",
+            self.param.shown, label="Columns shown", inline=True, sizing_mode="stretch_width",
             stylesheets=[".bk-input-group { flex-wrap: wrap; column-gap: 4px; }"])
         self.chooser = pn.Card(self.columns, title="Columns shown", collapsed=True, sizing_mode="stretch_width",
                                margin=(5, 10))

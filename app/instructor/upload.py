@@ -58,7 +58,7 @@ class UploadView(pn.viewable.Viewer):
         # JSON record or export bundle (.json)"): FilePond's own type check said "Expects  or
         # application/json" without naming the file.
         self.dropper = pn.widgets.FileDropper(
-            name="Import runs", multiple=True, max_file_size=f"{self.max_mb}MB", sizing_mode="stretch_width")
+            label="Import runs", multiple=True, max_file_size=f"{self.max_mb}MB", sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("", name="import-summary", stylesheets=[_SUMMARY_CSS],
                                     sizing_mode="stretch_width")
         self._reports: dict[str, FileReport] = {}  # each listed file's import, by name
