@@ -319,7 +319,13 @@ def _export(url: str, fmt: str, output: Path | None) -> int:
         pieces = iter_csv(counted(store.iter_csv_rows()))
     try:
         if output is None:
-            _write_stdout(pieces)
+            try:
+                _write_stdout(pieces)
+            except BrokenPipeError:
+                # The reader stopped early (`| head`): Python's documented way out, no traceback
+                # (stdout goes to devnull so the interpreter's last flush does not fail again).
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                return EXIT_WRITE_FAILED
         else:
             try:
                 _write_atomically(output, pieces)

@@ -192,6 +192,17 @@ def test_python_dash_m_export_in_a_subprocess(runs):
     assert [row["learner"] for row in rows] == [r.learner for r in records]
 
 
+def test_export_to_a_reader_that_stops_early_ends_without_a_traceback(runs):
+    # `attention-workbench export --format csv | head -1` printed a BrokenPipeError traceback.
+    url, _ = runs
+    process = subprocess.Popen([sys.executable, "-m", "app.cli", "export", "--store", url, "--format", "csv"],
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # the reader is gone before the first line
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err, err
+
+
 def test_export_and_import_do_not_load_panel(runs, tmp_path):
     url, _ = runs
     bundle = tmp_path / "bundle.json"
