@@ -200,3 +200,11 @@ def test_an_upload_is_imported_off_the_servers_event_loop(store):
     assert not server_loop.is_alive()
     assert "lin.json: imported 1" in view.summary.object
     assert store.get(record.id).label == "from home"
+
+
+def test_a_file_name_cannot_turn_its_summary_line_round(store):
+    # "odd name \u202e.json" reversed the rest of its line: "…erots eht ni ydaerla 1 deppiks".
+    view = UploadView(state=InstructorState(store=store))
+    view.dropper.value = {"odd name \u202e.json": make_record(minutes=4).to_json()}
+    assert "\u202e" not in view.summary.object
+    assert "<li>odd name .json: imported 1</li>" in view.summary.object

@@ -22,6 +22,7 @@ import panel as pn
 import param
 
 from app.instructor.state import InstructorState
+from app.shared.parsing import displayable
 from app.store import StoreError
 from app.store.importing import FileReport, ImportReport, import_data
 
@@ -32,7 +33,8 @@ def upload_summary(report: ImportReport, limit: int = 40) -> str:
     """What an upload did, as escaped HTML: the totals in one sentence, then each file's lines
     (what it added, skipped and refused, and why a file or a record was not taken)."""
     lines = [line for f in report.files for line in f.lines()]
-    shown = "".join(f"<li>{html.escape(line)}</li>" for line in lines[:limit])
+    # A file's name is the uploader's text: no bidi override may turn the rest of its line round.
+    shown = "".join(f"<li>{html.escape(displayable(line))}</li>" for line in lines[:limit])
     more = f"<li>… and {len(lines) - limit:,} more lines</li>" if len(lines) > limit else ""
     kind = "refused" if report.unread or report.total("refused") or report.total("invalid") else "done"
     return (f"<div class='import {kind}' role='status' data-testid='import-summary'>"
