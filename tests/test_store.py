@@ -481,8 +481,9 @@ def test_a_version_2_store_counts_blank_text_as_none_and_gets_the_learners_index
             i["name"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
 
 
-def test_the_learners_view_reads_its_index_alone_on_sqlite(tmp_path):
-    """Its GROUP BY never reads the runs' rows (each holds a whole record): a covering index."""
+def sqlite_query_plan(tmp_path, read, marker: str) -> str:
+    """SQLite's plan for the statement holding ``marker`` that ``read(store)`` runs, over a store
+    of one run (the SQL function the store registers stands in as a stub)."""
     from sqlalchemy import event
 
     seen = []
@@ -491,14 +492,22 @@ def test_the_learners_view_reads_its_index_alone_on_sqlite(tmp_path):
         seen.append((statement, parameters))
 
     with RunStore(sqlite_url(tmp_path / "runs.db")) as store:
-        store.save(make_record(learner="Ada", prediction="p"))
+        store.save(make_record(learner="Ada", label="first", prediction="p"))
         event.listen(store.engine, "before_cursor_execute", keep)
-        store.learner_runs()
+        read(store)
         event.remove(store.engine, "before_cursor_execute", keep)
-    statement, parameters = next((st, p) for st, p in seen if "GROUP BY" in st)
+    statement, parameters = next((st, p) for st, p in seen if marker in st)
     raw = sqlite3.connect(tmp_path / "runs.db")
-    plan = " ".join(str(row) for row in raw.execute("EXPLAIN QUERY PLAN " + statement, parameters))
-    raw.close()
+    raw.create_function("workbench_contains", 2, lambda a, b: 0)
+    try:
+        return " ".join(str(row) for row in raw.execute("EXPLAIN QUERY PLAN " + statement, parameters))
+    finally:
+        raw.close()
+
+
+def test_the_learners_view_reads_its_index_alone_on_sqlite(tmp_path):
+    """Its GROUP BY never reads the runs' rows (each holds a whole record): a covering index."""
+    plan = sqlite_query_plan(tmp_path, lambda store: store.learner_runs(), "GROUP BY")
     assert "COVERING INDEX ix_workbench_runs_learner_progress" in plan
 
 
@@ -522,23 +531,8 @@ def test_a_version_3_store_gets_the_newest_runs_index_with_the_text_filters_colu
 def test_a_text_filter_on_the_newest_runs_reads_an_index_alone_on_sqlite(tmp_path):
     """The table's first page and the class picture under a learner or label filter never read the
     runs' rows (each holds a whole record) to find the runs that pass: the index holds the texts."""
-    from sqlalchemy import event
-
-    seen = []
-
-    def keep(conn, cursor, statement, parameters, context, executemany):
-        seen.append((statement, parameters))
-
-    with RunStore(sqlite_url(tmp_path / "runs.db")) as store:
-        store.save(make_record(learner="Ada", label="first"))
-        event.listen(store.engine, "before_cursor_execute", keep)
-        store.query(RunFilter(learner="ad", label="fi"), sort=[("created_at", "desc")], limit=20, counted=False)
-        event.remove(store.engine, "before_cursor_execute", keep)
-    statement, parameters = next((st, p) for st, p in seen if "LIMIT" in st)
-    raw = sqlite3.connect(tmp_path / "runs.db")
-    raw.create_function("workbench_contains", 2, lambda a, b: 0)
-    plan = " ".join(str(row) for row in raw.execute("EXPLAIN QUERY PLAN " + statement, parameters))
-    raw.close()
+    plan = sqlite_query_plan(tmp_path, lambda store: store.query(
+        RunFilter(learner="ad", label="fi"), sort=[("created_at", "desc")], limit=20, counted=False), "LIMIT")
     assert "SCAN workbench_runs USING COVERING INDEX ix_workbench_runs_newest_texts" in plan
 
 
