@@ -208,3 +208,21 @@ def test_a_file_name_cannot_turn_its_summary_line_round(store):
     view.dropper.value = {"odd name \u202e.json": make_record(minutes=4).to_json()}
     assert "\u202e" not in view.summary.object
     assert "<li>odd name .json: imported 1</li>" in view.summary.object
+
+
+def test_an_import_that_fails_unexpectedly_leaves_no_importing_line(store):
+    view = UploadView(state=InstructorState(store=store))
+    view._importing.add("odd.json")
+    view.summary.object = view._summary()
+    assert "Importing 1 file" in view.summary.object
+
+    def broken_take(files):
+        raise RuntimeError("a bug")
+
+    view.take = broken_take
+    errors = []
+    loop = threading.Thread(target=lambda: errors.append(
+        pytest.raises(RuntimeError, asyncio.run, view._import({"odd.json": b"{}"}))))
+    loop.start()
+    loop.join(30)
+    assert errors and "Importing" not in view.summary.object

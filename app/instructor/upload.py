@@ -90,8 +90,9 @@ class UploadView(pn.viewable.Viewer):
         validate, and on the server's event loop it would hold up every learner's page."""
         try:
             report = await asyncio.to_thread(self.take, files)
-        finally:
+        finally:  # an unexpected error still takes its "Importing…" line off the page
             self._importing.difference_update(files)
+            self.summary.object = self._summary()
         self._show(report)
 
     def _show(self, report: ImportReport) -> None:
