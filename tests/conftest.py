@@ -91,6 +91,17 @@ def store_url(request, tmp_path) -> str:
 
 
 @pytest.fixture
+def learner_page(tmp_path):
+    """A learner page built in this process over a SQLite store of its own, no browser: the
+    middle test layer of STYLE.md (not pytest-playwright's ``page``, so not marked ``browser``)."""
+    from store_helpers import sqlite_store
+
+    from app.learner.page import LearnerPage
+
+    return LearnerPage(store=sqlite_store(tmp_path / "runs"))
+
+
+@pytest.fixture
 def fake_server(monkeypatch) -> list[dict]:
     """The command line's ``serve`` replaced by a recorder: each call's keyword arguments, with
     the environment variables that would change them cleared."""

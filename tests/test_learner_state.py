@@ -26,13 +26,8 @@ from attention_core.records import validate_record
 
 
 @pytest.fixture
-def page(tmp_path):
-    return LearnerPage(store=sqlite_store(tmp_path / "runs"))
-
-
-@pytest.fixture
-def state(page):
-    return page.state
+def state(learner_page):
+    return learner_page.state
 
 
 def html_of(pane) -> str:
@@ -100,12 +95,13 @@ def test_free_text_drops_control_characters_and_is_length_limited():
         clean_text("x" * 101, "label")
 
 
-def test_the_page_is_built_without_a_browser_and_has_one_state(page):
-    assert isinstance(page.state, LearnerState)
-    for view in (page.inputs, page.matrices, page.readouts, page.banner, page.steps, page.record, page.runs):
-        assert view.state is page.state
-    assert not hasattr(page, "template_state")
-    assert page.__panel__() is not None
+def test_the_page_is_built_without_a_browser_and_has_one_state(learner_page):
+    assert isinstance(learner_page.state, LearnerState)
+    for view in (learner_page.inputs, learner_page.matrices, learner_page.readouts, learner_page.banner,
+                 learner_page.steps, learner_page.record, learner_page.runs):
+        assert view.state is learner_page.state
+    assert not hasattr(learner_page, "template_state")
+    assert learner_page.__panel__() is not None
 
 
 def test_two_pages_share_no_state_or_widget(tmp_path):
@@ -141,44 +137,44 @@ def test_saved_runs_name_failed_checks_by_the_titles_the_checklist_shows(state):
         "none", "Mask applied before softmax; Row sums equal 1"]
 
 
-def test_the_broken_checkbox_and_the_failure_mode_are_one_setting(page, state):
+def test_the_broken_checkbox_and_the_failure_mode_are_one_setting(learner_page, state):
     state.failure_mode = "mask_after_softmax"
-    assert state.mask_after_softmax and page.inputs.toggles[2].value == ["Mask after softmax (broken)"]
+    assert state.mask_after_softmax and learner_page.inputs.toggles[2].value == ["Mask after softmax (broken)"]
     state.failure_mode = "no_mask"
-    assert not state.mask_after_softmax and page.inputs.toggles[2].value == []
-    page.inputs.toggles[2].value = ["Mask after softmax (broken)"]  # the learner ticks it
-    assert state.failure_mode == "mask_after_softmax" and page.inputs.failure_mode.value == "mask_after_softmax"
-    page.inputs.toggles[2].value = []
-    assert state.failure_mode == "correct" and page.inputs.failure_mode.value == "correct"
+    assert not state.mask_after_softmax and learner_page.inputs.toggles[2].value == []
+    learner_page.inputs.toggles[2].value = ["Mask after softmax (broken)"]  # the learner ticks it
+    assert state.failure_mode == "mask_after_softmax" and learner_page.inputs.failure_mode.value == "mask_after_softmax"
+    learner_page.inputs.toggles[2].value = []
+    assert state.failure_mode == "correct" and learner_page.inputs.failure_mode.value == "correct"
     assert LearnerState(mask_after_softmax=True).failure_mode == "mask_after_softmax"
 
 
-def test_the_failure_mode_control_offers_every_mode_by_its_title(page):
-    assert page.inputs.failure_mode.label == "Failure mode"
-    assert page.inputs.failure_mode.options == {m.title: m.name for m in FAILURE_MODES.values()}
+def test_the_failure_mode_control_offers_every_mode_by_its_title(learner_page):
+    assert learner_page.inputs.failure_mode.label == "Failure mode"
+    assert learner_page.inputs.failure_mode.options == {m.title: m.name for m in FAILURE_MODES.values()}
 
 
 @pytest.mark.parametrize("name", list(FAILURE_MODES))
-def test_each_mode_is_described_and_exposed_by_a_preset_or_said_to_be_unexposable(page, state, name):
+def test_each_mode_is_described_and_exposed_by_a_preset_or_said_to_be_unexposable(learner_page, state, name):
     state.failure_mode = name
     mode = FAILURE_MODES[name]
-    shown = html_of(page.inputs.mode_note)
+    shown = html_of(learner_page.inputs.mode_note)
     assert mode.description in shown.replace("&#x27;", "'")
     for check in mode.breaks:
         assert CHECK_TITLES[check] in shown
     note = exposure(state.result)
     if note is None:
         assert set(state.result.failed_checks) == set(mode.breaks)
-        assert html_of(page.inputs.exposure_note) == "" and not page.inputs.expose.visible
+        assert html_of(learner_page.inputs.exposure_note) == "" and not learner_page.inputs.expose.visible
         return
-    assert note in html_of(page.inputs.exposure_note).replace("&#x27;", "'")
+    assert note in html_of(learner_page.inputs.exposure_note).replace("&#x27;", "'")
     if name == "no_scaling":  # d_k = 1 cannot show it; the wide-head preset (d_k = 4) does
         assert "d_k = 1" in note and state.result.failed_checks == ()
-    assert page.inputs.expose.visible
-    page.inputs._load_exposing_preset(None)
+    assert learner_page.inputs.expose.visible
+    learner_page.inputs._load_exposing_preset(None)
     assert state.failure_mode == name and exposure(state.result) is None
     assert set(state.result.failed_checks) == set(mode.breaks)
-    assert not page.inputs.expose.visible
+    assert not learner_page.inputs.expose.visible
 
 
 def test_every_mode_either_shows_on_the_default_input_or_has_an_exposing_preset(state):
@@ -206,66 +202,66 @@ def test_a_preset_sets_everything_it_depends_on(state):
         assert state.failure_mode == PRESETS[key].get("failure_mode", chosen)
 
 
-def test_causal_off_is_bidirectional_and_passes(page, state):
+def test_causal_off_is_bidirectional_and_passes(learner_page, state):
     state.causal = False
     r = state.result
     assert r.failed_checks == () and r.total_future_weight > 0
-    assert run_title("correct", False, 3) in readouts(page)
-    assert "bidirectional" in html_of(page.inputs.mask_note)
-    assert not page.banner.pane.visible
+    assert run_title("correct", False, 3) in readouts(learner_page)
+    assert "bidirectional" in html_of(learner_page.inputs.mask_note)
+    assert not learner_page.banner.pane.visible
 
 
-def test_no_mask_is_a_decoder_that_forgot_its_mask(page, state):
+def test_no_mask_is_a_decoder_that_forgot_its_mask(learner_page, state):
     state.failure_mode = "no_mask"
     r = state.result
     assert set(r.failed_checks) == {"mask", "forbidden_zeros"} and r.total_future_weight > 0
-    assert "BROKEN MODE: no mask." in html_of(page.banner.pane) and page.banner.pane.visible
-    assert "This run: <b data-testid='run-title'>No mask</b>" in readouts(page)
-    weights = page.matrices.weights.source.data
+    assert "BROKEN MODE: no mask." in html_of(learner_page.banner.pane) and learner_page.banner.pane.visible
+    assert "This run: <b data-testid='run-title'>No mask</b>" in readouts(learner_page)
+    weights = learner_page.matrices.weights.source.data
     assert weights["hatch"][at(weights, 1, 2)] == " "  # its future cells carry weight, not masked
 
 
-def test_a_padding_tick_that_empties_a_row_gives_zero_weights_and_says_what_other_libraries_do(page, state):
-    page.inputs.grids[0].checks = [True, False, False]  # the learner ticks Padding 1
+def test_a_padding_tick_that_empties_a_row_gives_zero_weights_and_says_what_other_libraries_do(learner_page, state):
+    learner_page.inputs.grids[0].checks = [True, False, False]  # the learner ticks Padding 1
     assert state.padding[0] is True
     r = state.result
     assert r.weights[0].tolist() == [0.0, 0.0, 0.0] and np.isfinite(r.weights).all()
     assert "row_sums" in r.failed_checks
-    text = readouts(page)
+    text = readouts(learner_page)
     assert "Row 1: no visible key." in text and "Row sums equal 1" in text
     assert OTHER_LIBRARIES.replace("'", "&#x27;") in text
     assert "NaN" not in text.replace(OTHER_LIBRARIES.replace("'", "&#x27;"), "")
-    weights = page.matrices.weights.source.data
+    weights = learner_page.matrices.weights.source.data
     assert all(weights["hatch"][at(weights, r_, 1)] == "/" for r_ in (1, 2, 3))  # key 1 is padding
     state.set_padding(0, False)
-    assert page.inputs.grids[0].checks == [False] * 3 and "no visible key" not in readouts(page)
+    assert learner_page.inputs.grids[0].checks == [False] * 3 and "no visible key" not in readouts(learner_page)
     state.prediction = "p"
     record = state.save_run()
     assert "NaN" not in json.dumps(record.to_dict() if hasattr(record, "to_dict") else str(record))
 
 
-def test_no_nan_reaches_a_map_or_the_readouts_in_naive_softmax(page, state):
+def test_no_nan_reaches_a_map_or_the_readouts_in_naive_softmax(learner_page, state):
     state.apply_preset("large_scores", failure_mode="naive_softmax")
     assert set(state.result.failed_checks) == {"finite_weights", "row_sums"}
-    for data in (page.matrices.scores.source.data, page.matrices.weights.source.data):
+    for data in (learner_page.matrices.scores.source.data, learner_page.matrices.weights.source.data):
         assert not any("nan" in t.lower() for t in data["text"])
-    assert "nan" not in readouts(page).lower()
+    assert "nan" not in readouts(learner_page).lower()
 
 
-def test_bad_input_keeps_the_last_good_result_and_cannot_be_saved(page, state):
+def test_bad_input_keeps_the_last_good_result_and_cannot_be_saved(learner_page, state):
     good = state.result
     state.prediction = "token 2 cannot read token 3"
-    type_cell(page, "Key 2", "abc")
+    type_cell(learner_page, "Key 2", "abc")
     assert state.result is good and not state.input_ok
     assert state.field_errors == {"Key 2": "Key 2: 'abc' is not a number; type one such as 1 or -0.5"}
     # The token grid marks the cell and shows the message under its row.
-    assert page.inputs.grids[0].errors == state.field_errors
+    assert learner_page.inputs.grids[0].errors == state.field_errors
     assert state.save_run() is None
     assert state.save_message.startswith("Not saved: fix the highlighted inputs first")
     assert state.store.count() == 0
-    assert "still show the last valid input" in readouts(page)
+    assert "still show the last valid input" in readouts(learner_page)
     state.set_token_text("keys", 1, "2")
-    assert state.input_ok and state.field_errors == {} and page.inputs.grids[0].errors == {}
+    assert state.input_ok and state.field_errors == {} and learner_page.inputs.grids[0].errors == {}
 
 
 def test_score_overflow_is_named_at_the_query(state):
@@ -275,13 +271,13 @@ def test_score_overflow_is_named_at_the_query(state):
     assert "overflows float64" in state.field_errors["Query 3"]
 
 
-def test_token_count_keeps_typed_values(page, state):
+def test_token_count_keeps_typed_values(learner_page, state):
     state.set_token_text("queries", 2, "4.5")
-    page.inputs.tokens.value = 1
+    learner_page.inputs.tokens.value = 1
     assert state.result.T == 1 and state.row == 1
-    page.inputs.tokens.value = 3
+    learner_page.inputs.tokens.value = 3
     assert state.queries[2][0] == "4.5" and state.result.queries[2] == 4.5
-    assert cell_text(page, "Query 3") == "4.5"
+    assert cell_text(learner_page, "Query 3") == "4.5"
 
 
 def test_hidden_fields_do_not_block_the_visible_ones(state):
@@ -318,8 +314,8 @@ def test_large_scores_preset_stays_finite(state):
     assert r.scores.max() > 999
 
 
-def test_heat_map_sources_hold_one_row_per_cell_with_masks_marked(page, state):
-    view = page.matrices
+def test_heat_map_sources_hold_one_row_per_cell_with_masks_marked(learner_page, state):
+    view = learner_page.matrices
     data = view.weights.source.data
     assert len(data["row"]) == 9
     i = at(data, 2, 3)
@@ -335,9 +331,9 @@ def test_heat_map_sources_hold_one_row_per_cell_with_masks_marked(page, state):
     assert "Weights table" in view.weights.table.text
 
 
-def test_scores_1_and_2_beside_a_9_get_colours_apart(page, state):
+def test_scores_1_and_2_beside_a_9_get_colours_apart(learner_page, state):
     state.apply_preset("worked_row")
-    view = page.matrices.scores
+    view = learner_page.matrices.scores
     shown = state.result.scores[state.result.allowed]
     assert (view.mapper.low, view.mapper.high) == (float(shown.min()), float(shown.max())) == (1.0, 9.0)
     data = view.source.data
@@ -350,9 +346,9 @@ def test_scores_1_and_2_beside_a_9_get_colours_apart(page, state):
     assert view.mapper.low < 2.0 < view.mapper.high
 
 
-def test_at_eight_tokens_cell_text_is_short_and_masked_cells_say_so_by_hatch_and_hover(page, state):
+def test_at_eight_tokens_cell_text_is_short_and_masked_cells_say_so_by_hatch_and_hover(learner_page, state):
     state.tokens = 8
-    for view in (page.matrices.scores, page.matrices.weights):
+    for view in (learner_page.matrices.scores, learner_page.matrices.weights):
         data = view.source.data
         assert len(data["row"]) == 64
         assert all(len(t) <= 6 for t in data["text"]), [t for t in data["text"] if len(t) > 6]
@@ -362,7 +358,7 @@ def test_at_eight_tokens_cell_text_is_short_and_masked_cells_say_so_by_hatch_and
         assert all(data["state"][n] != "visible" for n in masked)
         assert "masked" in view.table.text  # the mirror table still says it
     state.tokens = 3
-    assert {text.text_font_size for text in page.matrices.weights._texts} == {"12px"}
+    assert {text.text_font_size for text in learner_page.matrices.weights._texts} == {"12px"}
 
 
 @pytest.mark.parametrize(("x", "text"), [
@@ -373,22 +369,22 @@ def test_short_cell_number_format(x, text):
     assert short_number(x) == text
 
 
-def test_clicking_a_heat_map_row_chooses_the_row(page, state):
-    data = page.matrices.weights.source.data
-    page.matrices.weights.source.selected.indices = [at(data, 3, 1)]  # what a tap sends
-    assert state.row == 3 and page.matrices.weights.source.selected.indices == []
-    page.matrices.scores.source.selected.indices = [at(data, 1, 1)]
+def test_clicking_a_heat_map_row_chooses_the_row(learner_page, state):
+    data = learner_page.matrices.weights.source.data
+    learner_page.matrices.weights.source.selected.indices = [at(data, 3, 1)]  # what a tap sends
+    assert state.row == 3 and learner_page.matrices.weights.source.selected.indices == []
+    learner_page.matrices.scores.source.selected.indices = [at(data, 1, 1)]
     assert state.row == 1
-    page.row.value = 2
+    learner_page.row.value = 2
     assert state.row == 2
     state.tokens = 1
-    assert state.row == 1 and page.row.value == 1
+    assert state.row == 1 and learner_page.row.value == 1
 
 
-def test_the_row_steps_follow_the_chosen_row(page, state):
+def test_the_row_steps_follow_the_chosen_row(learner_page, state):
     state.apply_preset("worked_row")
     state.row = 2
-    text = html_of(page.steps.pane)
+    text = html_of(learner_page.steps.pane)
     for number in ("0.269", "0.731", "17.311"):
         assert number in text
 
@@ -416,8 +412,8 @@ def test_the_difference_colour_range_ends_on_a_round_number_at_or_above_the_larg
     assert 0 < nice_bound(x) < math.inf
 
 
-def test_cell_text_contrasts_with_the_colour_the_cell_is_drawn_in(page, state):
-    view = page.matrices
+def test_cell_text_contrasts_with_the_colour_the_cell_is_drawn_in(learner_page, state):
+    view = learner_page.matrices
     state.apply_preset("reset")
     state.set_token_text("keys", 2, "6.6")
     for heat_map in (view.scores, view.weights):
@@ -479,41 +475,42 @@ def test_restore_runs_takes_back_saved_runs_and_skips_anything_else(state, tmp_p
     assert fresh.restore_message == ""
 
 
-def test_unknown_runs_in_the_address_are_counted_on_the_page_not_just_an_empty_table(page):
-    page.state.restore_runs(["missing-id"])
-    shown = html_of(page.runs.restore_status).replace("&#x27;", "'")
-    assert page.runs.restore_status.visible and "No saved runs yet." in page.runs.table.object
+def test_unknown_runs_in_the_address_are_counted_on_the_page_not_just_an_empty_table(learner_page):
+    learner_page.state.restore_runs(["missing-id"])
+    shown = html_of(learner_page.runs.restore_status).replace("&#x27;", "'")
+    assert learner_page.runs.restore_status.visible and "No saved runs yet." in learner_page.runs.table.object
     assert "1 of the 1 run ids in this page's address (?runs=) was not found" in shown
 
 
-def test_one_token_in_broken_mode_is_named_and_explained_as_nothing_to_mask(page, state):
+def test_one_token_in_broken_mode_is_named_and_explained_as_nothing_to_mask(learner_page, state):
     state.prediction = "p"
     state.set_tokens(1)
     state.mask_after_softmax = True
-    assert "With one token there is no future token" in html_of(page.inputs.mask_note)
-    assert not page.banner.pane.visible
+    assert "With one token there is no future token" in html_of(learner_page.inputs.mask_note)
+    assert not learner_page.banner.pane.visible
     record = state.save_run()
     assert record.title == "Mask after softmax (broken), nothing to mask: one token"
     state.set_tokens(2)
-    assert html_of(page.inputs.mask_note) == "" and page.banner.pane.visible
+    assert html_of(learner_page.inputs.mask_note) == "" and learner_page.banner.pane.visible
     assert state.save_run().title == "Mask after softmax (broken)"
 
 
 @pytest.mark.parametrize("typed", [0, 9, -1, None, True])
-def test_an_impossible_token_count_blocks_saving_until_fixed(page, state, typed):
-    button = page.record.button
+def test_an_impossible_token_count_blocks_saving_until_fixed(learner_page, state, typed):
+    button = learner_page.record.button
     state.prediction = "token 2 cannot read token 3"
-    page.inputs.tokens.value = typed  # what the browser sends
+    learner_page.inputs.tokens.value = typed  # what the browser sends
     assert state.tokens == 3 and "is not a token count" in state.tokens_error
-    assert page.inputs.tokens_message.visible and "role=\"alert\"" in html_of(page.inputs.tokens_message)
+    message = learner_page.inputs.tokens_message
+    assert message.visible and "role=\"alert\"" in html_of(message)
     assert button.disabled
     assert state.save_run() is None and "Tokens:" in state.save_message
     assert state.store.count() == 0
-    page.inputs.tokens.value = 2
+    learner_page.inputs.tokens.value = 2
     assert (state.tokens, state.tokens_error, button.disabled) == (2, "", False)
-    page.inputs.tokens.value = 9
+    learner_page.inputs.tokens.value = 9
     state.apply_preset("worked_row")  # a preset replaces the bad count too
-    assert state.tokens_error == "" and page.inputs.tokens.value == 3 and state.save_run() is not None
+    assert state.tokens_error == "" and learner_page.inputs.tokens.value == 3 and state.save_run() is not None
 
 
 def test_the_token_message_names_an_empty_field_and_counts_in_words(state):

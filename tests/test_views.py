@@ -10,13 +10,11 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pytest
 from store_helpers import sqlite_store
 
 from app.instructor.state import InstructorState
 from app.instructor.table import RunsTableView, open_link, runs_frame
 from app.learner.matrices import png_name
-from app.learner.page import LearnerPage
 from app.shared.compare import ComparisonView, size_difference
 from app.shared.heatmap import HeatMap, file_name
 from attention_core import scaled_dot_product_attention
@@ -32,20 +30,15 @@ def record(result, label: str) -> ExperimentRecord:
     return ExperimentRecord.from_result(result, label=label, prediction="p")
 
 
-@pytest.fixture
-def page(tmp_path) -> LearnerPage:
-    return LearnerPage(store=sqlite_store(tmp_path / "runs"))
-
-
 def test_file_name_keeps_letters_digits_and_single_hyphens():
     assert file_name("weights", "mask_after_softmax", "causal", "T3", None, "") == \
         "weights-mask-after-softmax-causal-T3"
     assert file_name("Weights of run A", "x/../y", "T 3") == "Weights-of-run-A-x-y-T-3"
 
 
-def test_each_learner_heat_map_has_a_named_save_button_and_a_file_name_saying_what_it_shows(page):
-    s = page.state
-    maps = page.matrices
+def test_each_learner_heat_map_has_a_named_save_button_and_a_file_name_saying_what_it_shows(learner_page):
+    s = learner_page.state
+    maps = learner_page.matrices
     assert maps.scores.save_tool.filename == "scores-correct-causal-T3-dk1"
     assert maps.weights.save_tool.filename == "weights-correct-causal-T3-dk1"
     s.apply_preset("worked_row", failure_mode="mask_after_softmax")
