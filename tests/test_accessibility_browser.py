@@ -7,20 +7,16 @@ injected into the served page; it reads open shadow roots, where Bokeh and Panel
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import Page, expect
-from workbench_server import blocking_violations, open_learner_page
+from playwright.sync_api import expect
+from workbench_server import blocking_violations, open_learner_page, type_number, wait_for_weights
 
 from app.learner.state import EXPOSING_PRESETS, PRESETS
 from attention_core.modes import FAILURE_MODES
 
 
-def open_page(page: Page, server) -> None:
-    open_learner_page(page, server.url, at_1280=True)
-
-
 @pytest.mark.parametrize("name", list(FAILURE_MODES))
 def test_no_critical_or_serious_violation_in_each_failure_mode(server, page, watch, name):
-    open_page(page, server)
+    open_learner_page(page, server.url, at_1280=True)
     mode = FAILURE_MODES[name]
     page.get_by_label("Failure mode").select_option(label=mode.title)
     expect(page.get_by_test_id("mode-description")).to_have_text(mode.description)
@@ -33,22 +29,18 @@ def test_no_critical_or_serious_violation_in_each_failure_mode(server, page, wat
 
 
 def test_no_critical_or_serious_violation_with_messages_padding_eight_tokens_and_a_saved_run(server, page, watch):
-    open_page(page, server)
+    open_learner_page(page, server.url, at_1280=True)
     page.get_by_label("Use values (adds output and contributions)", exact=True).check()
     page.get_by_label("Padding 1").check()
     expect(page.get_by_test_id("empty-row-note")).to_be_visible()
-    page.get_by_label("Key 2", exact=True).fill("abc")
-    page.get_by_label("Key 2", exact=True).press("Enter")
+    type_number(page, "Key 2", "abc")
     expect(page.get_by_role("alert").filter(has_text="Key 2")).to_be_visible()
-    page.get_by_label("Tokens").fill("9")
-    page.get_by_label("Tokens").press("Enter")
+    type_number(page, "Tokens", "9")
     expect(page.get_by_role("alert").filter(has_text="Tokens:")).to_be_visible()
     assert blocking_violations(page) == []
-    page.get_by_label("Key 2", exact=True).fill("2")
-    page.get_by_label("Key 2", exact=True).press("Enter")
-    page.get_by_label("Tokens").fill("8")
-    page.get_by_label("Tokens").press("Enter")
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === 64")
+    type_number(page, "Key 2", "2")
+    type_number(page, "Tokens", "8")
+    wait_for_weights(page, 64)
     page.get_by_label("Prediction").fill("p")
     page.get_by_label("Prediction").press("Tab")
     page.get_by_role("button", name="Save run").click()
@@ -58,11 +50,10 @@ def test_no_critical_or_serious_violation_with_messages_padding_eight_tokens_and
 
 
 def test_no_critical_or_serious_violation_in_vector_and_matrix_mode_with_cell_messages(server, page, watch):
-    open_page(page, server)
+    open_learner_page(page, server.url, at_1280=True)
     # The largest page: 8 tokens, d_k = d_v = 4 with values, a refused component.
     page.get_by_label("Use values (adds output and contributions)", exact=True).check()
-    page.get_by_label("Tokens").fill("8")
-    page.get_by_label("Tokens").press("Enter")
+    type_number(page, "Tokens", "8")
     page.get_by_label("Head width d_k").select_option("4")
     page.get_by_label("Value width d_v").select_option("4")
     cell = page.get_by_label("Value 8, component 4", exact=True)
@@ -74,19 +65,16 @@ def test_no_critical_or_serious_violation_in_vector_and_matrix_mode_with_cell_me
     # Matrix mode: seed 000's trace, its projections shown, a refused weight.
     page.get_by_role("button", name="Four-token trace (seed 000)").click()
     expect(page.get_by_role("table", name="Q = X W_Q (4 × 2)")).to_be_visible()
-    page.get_by_label("W_K row 2, column 1", exact=True).fill("x")
-    page.get_by_label("W_K row 2, column 1", exact=True).press("Enter")
+    type_number(page, "W_K row 2, column 1", "x")
     expect(page.get_by_role("alert").filter(has_text="W_K row 2, column 1:")).to_be_visible()
     assert blocking_violations(page) == []
 
 
 @pytest.mark.parametrize("tokens", [3, 8])
 def test_the_hidden_screen_reader_tables_do_not_widen_the_page(server, page, watch, tokens):
-    open_page(page, server)
-    page.get_by_label("Tokens").fill(str(tokens))
-    page.get_by_label("Tokens").press("Enter")
-    page.wait_for_function("n => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === n",
-                           arg=tokens * tokens)
+    open_learner_page(page, server.url, at_1280=True)
+    type_number(page, "Tokens", str(tokens))
+    wait_for_weights(page, tokens * tokens)
     # The tables are still read: they are in the accessibility tree with every cell.
     expect(page.get_by_role("table", name="Weights table").locator("tbody tr")).to_have_count(tokens)
     width = page.evaluate("() => document.scrollingElement.scrollWidth")

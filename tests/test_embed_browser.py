@@ -11,19 +11,16 @@ from __future__ import annotations
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
-from workbench_server import free_port, start_server
+from workbench_server import ROOT, free_port, screenshot, start_server
 
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import TEXT_LIMITS
 
-ROOT = Path(__file__).resolve().parent.parent
-SCREENSHOTS = ROOT / "test-results" / "screenshots"
 FRAME_HEIGHT, COLUMN = 610, 640
 
 # A course page: a 640 px column with the explorable's iframe, and everything it hears kept.
@@ -208,8 +205,7 @@ def test_a_trusted_course_page_frames_the_embed_and_hears_each_saved_run_once(se
     expect(status).to_be_visible()
     run_id = re.search(r"\(([^)]+)\)\.$", status.inner_text()).group(1)
     wait_to_hear(page, "experiment-recorded", 1)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "embed-host-1280x720-correct.png"))
+    screenshot(page, "embed-host-1280x720-correct.png", full_page=False)
     # A round trip after the save (another failure mode shown) and still one message.
     frame.get_by_label("Mask after softmax (broken)").check()
     expect(frame.get_by_test_id("invariants").locator("[data-check='row_sums']")).to_contain_text("FAIL")
@@ -232,7 +228,7 @@ def test_a_trusted_course_page_frames_the_embed_and_hears_each_saved_run_once(se
     second = heard(page, "experiment-recorded")[1]["data"]["run"]
     assert second["failure_mode"] == "mask_after_softmax" and second["id"] != run_id
     assert second["failed_checks"] == ["mask", "row_sums"] and second["min_row_sum"] < 1
-    page.screenshot(path=str(SCREENSHOTS / "embed-host-1280x720-broken.png"))
+    screenshot(page, "embed-host-1280x720-broken.png", full_page=False)
     assert len(heard(page, "experiment-recorded")) == 2 and len(heard(page)) == 3
     assert problems == []
 
@@ -399,6 +395,5 @@ def test_the_embed_asked_for_with_a_trailing_slash_renders_and_works_as_embed(se
     # The saved runs' table (drawn after the page) finds its scripts and styles too.
     tab(frame, "Saved runs").click()
     expect(frame.get_by_role("link", name="Open run 1 in the workbench")).to_be_visible()
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "embed-trailing-slash-1280x720.png"))
+    screenshot(page, "embed-trailing-slash-1280x720.png", full_page=False)
     assert problems == []

@@ -14,7 +14,7 @@ import re
 
 import pytest
 from playwright.sync_api import Page, expect
-from workbench_server import open_learner_page
+from workbench_server import open_learner_page, save_run
 
 from app.learner.checks import OTHER_LIBRARIES
 from app.learner.state import EXPOSING_PRESETS, PRESETS
@@ -40,10 +40,6 @@ PAGE_TEXT_JS = """() => {
 }"""
 
 
-def open_page(page: Page, server) -> None:
-    open_learner_page(page, server.url)
-
-
 def failed_checks(page: Page) -> set[str]:
     return {el.get_attribute("data-check") for el in page.locator(".check-fail").all()}
 
@@ -67,11 +63,7 @@ def choose(page: Page, title: str) -> None:
 
 
 def save_and_read(page: Page, server, label: str) -> dict:
-    page.get_by_label("Prediction").fill("a prediction")
-    page.get_by_label("Label", exact=True).fill(label)
-    page.get_by_label("Label", exact=True).press("Tab")
-    page.get_by_role("button", name="Save run").click()
-    expect(page.get_by_role("status").filter(has_text=f"Saved run “{label}”")).to_be_visible()
+    save_run(page, label, prediction="a prediction")
     texts = server.texts()
     mine = [json.loads(t) for t in texts if json.loads(t)["label"] == label]
     assert len(mine) == 1
@@ -89,7 +81,7 @@ def assert_no_nan_on_the_page(page: Page) -> None:
 @pytest.mark.parametrize("name", [n for n in FAILURE_MODES if n != "correct"])
 def test_each_failure_mode_chosen_on_an_input_that_exposes_it_fails_exactly_its_checks(server, page, watch, name):
     mode = FAILURE_MODES[name]
-    open_page(page, server)
+    open_learner_page(page, server.url)
     choose(page, mode.title)
     expect(page.get_by_test_id("mode-description")).to_have_text(mode.description)
     expect(page.get_by_test_id("mode-breaks")).to_be_visible()
@@ -119,7 +111,7 @@ def test_each_failure_mode_chosen_on_an_input_that_exposes_it_fails_exactly_its_
 
 
 def test_the_broken_checkbox_and_the_failure_mode_control_agree_both_ways(server, page, watch):
-    open_page(page, server)
+    open_learner_page(page, server.url)
     box, select = page.get_by_label("Mask after softmax (broken)", exact=True), page.get_by_label("Failure mode")
     box.check()
     expect(select).to_have_value("Mask after softmax (broken)")
@@ -135,7 +127,7 @@ def test_the_broken_checkbox_and_the_failure_mode_control_agree_both_ways(server
 
 
 def test_causal_mask_off_is_named_bidirectional_and_passes(server, page, watch):
-    open_page(page, server)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     page.get_by_label("Causal mask", exact=True).uncheck()
     expect(page.get_by_test_id("bidirectional-note")).to_contain_text("bidirectional")
@@ -149,7 +141,7 @@ def test_causal_mask_off_is_named_bidirectional_and_passes(server, page, watch):
 
 
 def test_no_mask_is_a_decoder_that_forgot_its_causal_mask(server, page, watch):
-    open_page(page, server)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     choose(page, "No mask")
     expect(page.get_by_label("Causal mask", exact=True)).to_be_checked()  # it asked for the mask
@@ -162,7 +154,7 @@ def test_no_mask_is_a_decoder_that_forgot_its_causal_mask(server, page, watch):
 
 def test_a_padding_tick_that_empties_a_row_gives_zero_weights_a_failed_check_and_the_libraries_note(
         server, page, watch):
-    open_page(page, server)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     page.get_by_label("Padding 1").check()  # row 1 may read only key 1, now padding
     note = page.get_by_test_id("empty-row-note")

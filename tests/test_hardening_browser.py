@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
-from workbench_server import PageWatch, start_server
+from workbench_server import PageWatch, open_learner_page, start_server
 
 from attention_core.records import ExperimentRecord
 
@@ -24,8 +24,7 @@ from attention_core.records import ExperimentRecord
 def open_and_prepare(page: Page, server, label: str) -> PageWatch:
     watch = PageWatch(origin=server.url.rstrip("/"))
     watch.attach(page)
-    page.goto(server.url)
-    expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
+    open_learner_page(page, server.url)
     page.get_by_label("Prediction").fill("token 2 cannot read token 3")
     page.get_by_label("Label").fill(label)
     page.get_by_label("Label").press("Tab")
@@ -177,8 +176,7 @@ def test_killing_the_server_mid_save_loses_no_committed_run_and_the_store_opens(
         page.context.unroute("**/*")  # the first server's watch only let its own port through
         watch = PageWatch(origin=restarted.url.rstrip("/"))
         watch.attach(page)
-        page.goto(restarted.url)
-        expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
+        open_learner_page(page, restarted.url)
         assert restarted.texts() == texts
         watch.assert_clean()
     finally:

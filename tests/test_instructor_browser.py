@@ -23,7 +23,16 @@ import pytest
 from class_runs import write_runs
 from playwright.sync_api import Page, expect
 from store_helpers import sqlite_store
-from workbench_server import ROOT, PageWatch, blocking_violations, start_server, wait_for_tables_drawn
+from workbench_server import (
+    ROOT,
+    PageWatch,
+    blocking_violations,
+    screenshot,
+    source,
+    start_server,
+    type_number,
+    wait_for_tables_drawn,
+)
 
 from app.auth import PASSWORD_ENV
 from app.instructor.table import PAGE_SIZE
@@ -31,17 +40,8 @@ from app.store.importing import import_paths
 from attention_core import self_attention
 from attention_core.records import ExperimentRecord
 
-SCREENSHOTS = ROOT / "test-results" / "screenshots"
 NO_PASSWORD = {PASSWORD_ENV: None}
 
-SOURCE_JS = """name => {
-  const m = window.Bokeh && Bokeh.documents.length && Bokeh.documents[0].get_model_by_name(name);
-  if (!m) return null;
-  const out = {};
-  for (const k of Object.keys(m.data))
-    out[k] = Array.from(m.data[k]).map(v => (typeof v === 'number' && isNaN(v)) ? null : v);
-  return out;
-}"""
 # Where a run's point is on screen: Bokeh's own scales, so the click hits what a user would click.
 POINT_JS = """([figureName, column, runId]) => {
   const doc = Bokeh.documents[0];
@@ -80,10 +80,6 @@ def watch(server, page: Page):
     yield w
     w.assert_clean()
     assert w.dialogs == []
-
-
-def source(page: Page, name: str) -> dict | None:
-    return page.evaluate(SOURCE_JS, name)
 
 
 def open_instructor(page: Page, server) -> None:
@@ -159,8 +155,7 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     filter_learner(page, f"grace {tag}")  # any case
     expect(page.get_by_test_id("runs-shown")).to_have_text("2")
     expect(table_rows(page)).to_have_count(2)
-    page.get_by_label("Label contains").fill("again")
-    page.get_by_label("Label contains").press("Enter")
+    type_number(page, "Label contains", "again")
     expect(table_rows(page)).to_have_count(1)
     expect(table_rows(page)).to_contain_text("correct again")
     page.get_by_role("button", name="Clear filters").click()
@@ -222,9 +217,8 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     created = table_rows(page).filter(has_text=f"Ada {tag}").locator("[tabulator-field='created (local)']")
     expect(summary).to_contain_text(f"A: Ada {tag} · “correct” · {created.text_content()} ")
     expect(summary).to_contain_text(f"B: Grace {tag} · “broken” · ")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1400, "height": 2700})
-    page.screenshot(path=str(SCREENSHOTS / "instructor-compare.png"))
+    screenshot(page, "instructor-compare.png", full_page=False)
 
 
 def test_exports_hold_exactly_the_filtered_runs_and_match_the_cli(server, browser, page, watch):
@@ -506,8 +500,7 @@ def test_version_1_and_2_runs_side_by_side_with_d_k_and_d_model(tmp_path, page):
         expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_be_visible()
         page.wait_for_function(
             "() => Bokeh.documents[0].get_model_by_name('compare-diff-source').data.row.length === 16")
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / "instructor-v1-v2.png"), full_page=True)
+        screenshot(page, "instructor-v1-v2.png")
         with page.expect_download() as got:
             page.get_by_role("button", name="Export JSON").click()
         bundle = json.loads(Path(got.value.path()).read_text(encoding="utf-8"))
@@ -606,8 +599,7 @@ def test_the_runs_table_fits_1280_and_1500_px_and_the_instructor_chooses_its_col
         page.locator(".tabulator-tableholder").first.evaluate(
             "h => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
         assert table_fit(page)["overflow"] == 0
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / "instructor-columns-1500.png"))
+        screenshot(page, "instructor-columns-1500.png", full_page=False)
         watch.assert_clean()
     finally:
         running.stop()

@@ -6,24 +6,11 @@ contribution chart's labels stay readable."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from playwright.sync_api import Page, expect
-from workbench_server import open_learner_page, start_server
+from playwright.sync_api import expect
+from workbench_server import open_learner_page, row_steps, screenshot, start_server, type_number
 
 from app.learner.state import PRESETS
-
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-results" / "screenshots"
-
-
-def steps(page: Page):
-    return page.locator("ol.row-steps")
-
-
-def type_number(page: Page, label: str, text: str) -> None:
-    box = page.get_by_label(label, exact=True)
-    box.fill(text)
-    box.press("Enter")
 
 
 def test_the_wide_head_preset_keeps_the_chosen_failure_mode_from_the_list_as_from_the_hint(server, page, watch):
@@ -43,15 +30,15 @@ def test_the_wide_head_preset_keeps_the_chosen_failure_mode_from_the_list_as_fro
         expect(page.get_by_label("Head width d_k")).to_have_value("4")
         expect(mode).to_have_value("No sqrt(d_k) scaling")
         expect(page.locator("[data-check='score_scale']")).to_contain_text("FAIL")
-        expect(steps(page)).to_contain_text("Correct, for comparison: scores divided by √d_k = √4 = 2.000")
-        shown.append(steps(page).inner_text())
+        expect(row_steps(page)).to_contain_text("Correct, for comparison: scores divided by √d_k = √4 = 2.000")
+        shown.append(row_steps(page).inner_text())
     assert shown[0] == shown[1]
     # In Correct it is the wide head computed correctly, scores divided by √4.
     mode.select_option(label="Correct")
     page.get_by_role("button", name=wide, exact=True).click()
     expect(mode).to_have_value("Correct")
     expect(page.locator(".check-fail")).to_have_count(0)
-    expect(steps(page)).not_to_contain_text("Correct, for comparison")
+    expect(row_steps(page)).not_to_contain_text("Correct, for comparison")
 
 
 def overlaps(a: dict, b: dict) -> bool:
@@ -87,8 +74,7 @@ def test_the_lost_connection_notice_sits_in_the_header_bar_and_hides_no_saved_ru
         expect(notice).to_be_in_viewport(ratio=1)
         box = notice.bounding_box()
         assert header["y"] <= box["y"] and box["y"] + box["height"] <= header["y"] + header["height"], (box, header)
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / "lost-connection-1280x720.png"))
+        screenshot(page, "lost-connection-1280x720.png", full_page=False)
         # Read down to the Saved runs: every Open link and tick box in view is clear of it.
         page.get_by_role("table", name="Saved runs").evaluate("el => el.scrollIntoView({block: 'end'})")
         box = notice.bounding_box()
@@ -96,7 +82,7 @@ def test_the_lost_connection_notice_sits_in_the_header_bar_and_hides_no_saved_ru
             page.get_by_label(re.compile(rf"^Run {i}\b")) for i in range(1, 5)]
         for control in controls:
             assert not overlaps(control.bounding_box(), box), control
-        page.screenshot(path=str(SCREENSHOTS / "lost-connection-saved-runs-1280x720.png"))
+        screenshot(page, "lost-connection-saved-runs-1280x720.png", full_page=False)
     finally:
         own.stop()
 
@@ -133,5 +119,4 @@ def test_a_long_number_shows_whole_in_its_cell_at_the_largest_size(server, page,
         cell = page.get_by_label(label, exact=True)
         expect(cell).to_have_value(text)
         page.wait_for_function(SHOWN_WHOLE_JS, arg=cell.element_handle())
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "long-numbers-1280x720.png"))
+    screenshot(page, "long-numbers-1280x720.png", full_page=False)

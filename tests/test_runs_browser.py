@@ -1,7 +1,7 @@
 """Row steps, the explanation of saved runs and the Saved runs table in a real Chromium (issue 13).
 
-One ``attention-workbench serve`` process serves every test in this module; each test gets a
-fresh browser context, so a fresh session. Assertions read what the page shows, what the Bokeh
+The session's shared ``attention-workbench serve`` (conftest's ``server``) serves these tests;
+each gets a fresh browser context, so a fresh session. Assertions read what the page shows, what the Bokeh
 document holds and what lands on disk, waiting with ``expect()`` or polling, never sleeping.
 Every test ends by checking that no page error was logged and no request left the local server.
 """
@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
-from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
-from workbench_server import open_learner_page
+from workbench_server import (
+    blocking_violations,
+    open_learner_page,
+    row_steps,
+    save_run,
+    saved_run_row,
+    type_number,
+    wait_until,
+)
 
 # Where the centre of a heat-map cell is on the page, from the figure's own scales.
 CELL_JS = """([name, row, column]) => {
@@ -25,14 +31,6 @@ CELL_JS = """([name, row, column]) => {
   return {x: box.left + view.frame.x_scale.compute(String(column)),
           y: box.top + view.frame.y_scale.compute(String(row))};
 }"""
-
-
-def open_page(page: Page, server) -> None:
-    open_learner_page(page, server.url)
-
-
-def steps(page: Page):
-    return page.locator("ol.row-steps")
 
 
 def in_order(*pieces: str) -> re.Pattern:
@@ -49,16 +47,10 @@ def runs_table(page: Page):
     return page.get_by_role("table", name="Saved runs")
 
 
-def run_row(page: Page, run: int):
-    """The Saved runs table's row of run number ``run``, found by its run cell."""
-    return runs_table(page).locator("tbody tr").filter(
-        has=page.locator("td:first-child").filter(has_text=re.compile(rf"^{run}$")))
-
-
 def cell(page: Page, run: int, column: str):
     """Run ``run``'s cell of ``column``, by the column's place in the table's head."""
     heads = runs_table(page).locator("thead th").all_text_contents()
-    return run_row(page, run).locator("td").nth(heads.index(column))
+    return saved_run_row(page, run).locator("td").nth(heads.index(column))
 
 
 def tick(page: Page, run: int):
@@ -66,80 +58,61 @@ def tick(page: Page, run: int):
     return page.get_by_role("checkbox", name=re.compile(rf"^Run {run}\b"))
 
 
-def save(page: Page, label: str) -> None:
-    page.get_by_label("Label", exact=True).fill(label)
-    page.get_by_label("Label", exact=True).press("Tab")
-    page.get_by_role("button", name="Save run").click()
-    expect(page.get_by_role("status").filter(has_text=f"Saved run “{label}”")).to_be_visible()
-
-
 def records_on_disk(server) -> dict[str, dict]:
     """Every stored run's record by id (what the store holds, read from another process)."""
     return {r["id"]: r for r in server.records()}
 
 
-def wait_for(condition, what: str, timeout: float = 15.0):
-    """Poll ``condition()`` until it returns something true (``timeout`` s at most)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)  # polling the disk, which the page cannot signal
-    raise AssertionError(f"never happened: {what}")
-
-
 def test_row_steps_of_the_worked_row_and_of_the_broken_mode(server, page, watch):
-    open_page(page, server)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     expect(page.get_by_role("heading", name="Row steps")).to_be_visible()
     expect(page.get_by_label("Row", exact=True)).to_have_value("2")
     # [1, 2, 9] → [1, 2, −∞] → [−1, 0, −∞] → … → [0.269, 0.731, 0] → 17.31
-    expect(steps(page)).to_have_text(in_order(
+    expect(row_steps(page)).to_have_text(in_order(
         "[1.000, 2.000, 9.000]", "Masked", "[1.000, 2.000, −∞]",
         "Minus the largest visible score", "[−1.000, 0, −∞]", "Divided by the row sum",
         "[0.269, 0.731, 0]", "Output of row 2", "17.311"))
     page.get_by_label("Mask after softmax (broken)").check()
     # Softmax of [1, 2, 9] first, then the zeroing: the visible prefix sums to 0.00125.
-    expect(steps(page)).to_have_text(in_order(
+    expect(row_steps(page)).to_have_text(in_order(
         "Not masked before softmax", "[1.000, 2.000, 9.000]", "Divided by the row sum",
         "[0.000335, 0.000911, 0.999]", "zeroed after softmax, without renormalising",
         "[0.000335, 0.000911, 0]", "Visible prefix sum (no renormalisation)", "0.00125"))
     expect(page.get_by_label("Failure mode")).to_have_value("Mask after softmax (broken)")
     page.get_by_role("button", name="Large scores (~1000)").click()
     page.get_by_label("Failure mode").select_option(label="Naive softmax")
-    expect(steps(page)).to_contain_text("exp: overflows to ∞ (inf)")
+    expect(row_steps(page)).to_contain_text("exp: overflows to ∞ (inf)")
     page.get_by_label("Failure mode").select_option(label="Softmax over the wrong axis")
     expect(page.get_by_text("Softmax normalised column 2 instead of row 2")).to_be_visible()
-    assert "nan" not in steps(page).text_content().lower()
+    assert "nan" not in row_steps(page).text_content().lower()
 
 
 def test_clicking_a_heat_map_row_shows_that_rows_steps(server, page, watch):
-    open_page(page, server)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
-    expect(steps(page)).to_contain_text("Output of row 2")
+    expect(row_steps(page)).to_contain_text("Output of row 2")
     click_cell(page, "weights-figure", 3, 1)
     expect(page.get_by_text("Row 3: query 3 against keys 1–3.")).to_be_visible()
-    expect(steps(page)).to_have_text(in_order("[1.000, 2.000, 9.000]", "[0.000335, 0.000911, 0.999]",
+    expect(row_steps(page)).to_have_text(in_order("[1.000, 2.000, 9.000]", "[0.000335, 0.000911, 0.999]",
                                               "Output of row 3"))
     expect(page.get_by_label("Row", exact=True)).to_have_value("3")
     click_cell(page, "scores-figure", 1, 3)
     expect(page.get_by_text("Row 1: query 1 against keys 1–3.")).to_be_visible()
-    expect(steps(page)).to_contain_text("[1.000, −∞, −∞]")
+    expect(row_steps(page)).to_contain_text("[1.000, −∞, −∞]")
     # The Row control and the steps agree both ways.
-    page.get_by_label("Row", exact=True).fill("2")
-    page.get_by_label("Row", exact=True).press("Enter")
+    type_number(page, "Row", "2")
     expect(page.get_by_text("Row 2: query 2 against keys 1–3.")).to_be_visible()
 
 
 def test_editing_the_explanation_of_a_saved_run_changes_that_record_and_adds_none(server, page, watch):
-    open_page(page, server)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     page.get_by_label("Prediction").fill("Token 2 cannot read token 3.")
     page.get_by_label("Learner").fill("Grace")
-    save(page, "correct")
+    save_run(page, "correct")
     page.get_by_label("Mask after softmax (broken)").check()
-    save(page, "broken")
+    save_run(page, "broken")
     expect(runs_table(page).locator("tbody tr")).to_have_count(2)
     mine = {r["label"]: name for name, r in records_on_disk(server).items() if r["learner"] == "Grace"}
     before = records_on_disk(server)
@@ -155,7 +128,7 @@ def test_editing_the_explanation_of_a_saved_run_changes_that_record_and_adds_non
     explanation.fill("Masking first keeps every row summing to 1 <b>always</b>.")
     page.get_by_role("button", name="Save explanation").click()
     expect(page.get_by_role("status").filter(has_text="Explanation saved to run 1.")).to_be_visible()
-    after = wait_for(lambda: (d := records_on_disk(server))[mine["correct"]]["explanation"] and d,
+    after = wait_until(lambda: (d := records_on_disk(server))[mine["correct"]]["explanation"] and d,
                      "run 1's record holds the explanation")
     assert set(after) == set(before)
     assert after[mine["correct"]]["explanation"] == "Masking first keeps every row summing to 1 <b>always</b>."
@@ -174,7 +147,7 @@ def test_editing_the_explanation_of_a_saved_run_changes_that_record_and_adds_non
     explanation.fill("Zeroing after softmax leaves 0.00125 on the visible prefix.")
     page.get_by_role("button", name="Save explanation").click()
     expect(page.get_by_role("status").filter(has_text="Explanation saved to run 2, the latest run")).to_be_visible()
-    wait_for(lambda: records_on_disk(server)[mine["broken"]]["explanation"],
+    wait_until(lambda: records_on_disk(server)[mine["broken"]]["explanation"],
              "run 2's record holds the explanation")
     assert set(records_on_disk(server)) == set(before)
     expect(cell(page, 2, "explanation")).to_contain_text("0.00125")
@@ -192,18 +165,18 @@ def test_editing_the_explanation_of_a_saved_run_changes_that_record_and_adds_non
 
 
 def test_ticking_two_runs_compares_them_and_says_which(server, page, watch):
-    open_page(page, server)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     page.get_by_label("Prediction").fill("p")
-    save(page, "one")
+    save_run(page, "one")
     page.get_by_label("Mask after softmax (broken)").check()
-    save(page, "<b>two</b>")
+    save_run(page, "<b>two</b>")
     expect(page.get_by_text("Tick two saved runs to compare them side by side.")).to_be_visible()
     # Learner text is text, in the table and in the checkbox's name.
     expect(tick(page, 2)).to_have_accessible_name("Run 2 “<b>two</b>”: Mask after softmax (broken)")
     expect(cell(page, 2, "label")).to_have_text("<b>two</b>")
     assert page.locator(".bk-input-group b").count() == 0 and runs_table(page).locator("b").count() == 0
-    expect(run_row(page, 2)).to_contain_text("Mask after softmax (broken)")
+    expect(saved_run_row(page, 2)).to_contain_text("Mask after softmax (broken)")
     for n in (1, 2):
         tick(page, n).check()
     expect(page.get_by_text("Comparing run 1 (A) with run 2 (B).")).to_be_visible()
@@ -213,17 +186,15 @@ def test_ticking_two_runs_compares_them_and_says_which(server, page, watch):
     page.get_by_role("button", name="Save explanation").click()
     expect(page.get_by_role("status").filter(has_text="Explanation saved to runs 1 and 2.")).to_be_visible()
     # axe-core over the whole page with runs, ticks, a comparison and both status messages.
-    blocking = [f"{v['id']} ({v['impact']}): {v['help']}" for v in Axe().run(page).response["violations"]
-                if v["impact"] in {"critical", "serious"}]
-    assert blocking == []
+    assert blocking_violations(page) == []
 
 
 def test_saved_runs_labels_wrap_whole_and_a_long_learner_name_does_not_widen_the_page(server, page, watch):
     open_learner_page(page, server.url, at_1280=True)
     page.get_by_label("Prediction", exact=True).fill("row 2 reads key 2")
     page.get_by_label("Learner", exact=True).fill("L" * 100)  # one unbroken word
-    save(page, "correct")
-    save(page, "broken")
+    save_run(page, "correct")
+    save_run(page, "broken")
     for label in ("correct", "broken"):
         cell = runs_table(page).get_by_role("cell", name=label, exact=True)
         lines = cell.evaluate("td => { const r = document.createRange(); r.selectNodeContents(td); "

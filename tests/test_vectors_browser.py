@@ -1,98 +1,51 @@
 """Vectors, matrices and saved runs opened again, in a real Chromium (issue 14).
 
-One ``attention-workbench serve`` process serves this module; each test gets a fresh browser
-context. Assertions read what the page shows, what the Bokeh document holds and what lands on
-disk, waiting with ``expect()`` or polling, never sleeping. Every test ends by checking that no
-page error was logged and no request left the local server.
+The session's shared ``attention-workbench serve`` (conftest's ``server``) serves this module;
+each test gets a fresh browser context. Assertions read what the page shows, what the Bokeh
+document holds and what lands on disk, waiting with ``expect()`` or polling, never sleeping.
+Every test ends by checking that no page error was logged and no request left the local server.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
-from workbench_server import PageWatch
+from workbench_server import (
+    open_learner_page,
+    row_of,
+    save_run,
+    source,
+    type_number,
+    wait_for_row,
+    wait_for_weights,
+    watched_session,
+)
 
 from attention_core.records import ExperimentRecord
 
 V1_RECORDS = Path(__file__).parent / "records_v1"
 
-SOURCE_JS = """name => {
-  const doc = window.Bokeh && Bokeh.documents[0];
-  const src = doc && doc.get_model_by_name(name);
-  if (!src) return null;
-  const out = {};
-  for (const k of Object.keys(src.data))
-    out[k] = Array.from(src.data[k]).map(v => (typeof v === 'number' && isNaN(v)) ? null : v);
-  return out;
-}"""
-
 SEED_000_ROW_4 = {"scores": [-0.707, 0.707, 0.0, 1.414], "weights": [0.065, 0.266, 0.131, 0.539],
                   "output": [0.592, -1.279]}
-
-
-def open_page(page: Page, url: str) -> None:
-    page.goto(url)
-    expect(page.get_by_label("Tokens")).to_be_visible(timeout=30_000)
-    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
-                           "Bokeh.documents[0].get_model_by_name('weights-source') && "
-                           "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
-
-
-def source(page: Page, name: str) -> dict:
-    return page.evaluate(SOURCE_JS, name)
-
-
-def row_of(data: dict, row: int, T: int, key: str = "value") -> list:
-    """Row ``row`` (from 1) of a heat map's source, columns 1 … T."""
-    at = {(r, c): n for n, (r, c) in enumerate(zip(data["row"], data["column"], strict=True))}
-    return [data[key][at[(str(row), str(c))]] for c in range(1, T + 1)]
-
-
-def wait_for_row(page: Page, name: str, row: int, T: int, predicate) -> list:
-    """Poll the Bokeh source until ``predicate(row values)`` holds (15 s at most)."""
-    deadline = time.monotonic() + 15
-    values = None
-    while time.monotonic() < deadline:
-        data = source(page, name)
-        try:
-            values = row_of(data, row, T)
-            if predicate(values):
-                return values
-        except (KeyError, TypeError):
-            pass
-        page.wait_for_timeout(50)  # yields to the page's event loop between polls
-    raise AssertionError(f"{name} row {row} never satisfied the condition: {values}")
 
 
 def close_to(expected: list[float], tol: float = 5e-4):
     return lambda values: all(v is not None and abs(v - e) < tol for v, e in zip(values, expected, strict=True))
 
 
-def type_cell(page: Page, label: str, text: str) -> None:
-    box = page.get_by_label(label, exact=True)
-    box.fill(text)
-    box.press("Enter")
-
-
 def save(page: Page, label: str, prediction: str = "a prediction") -> str:
     """Save the run under ``label``; return its id, from the page's own message."""
-    page.get_by_label("Prediction").fill(prediction)
-    page.get_by_label("Label").fill(label)
-    page.get_by_label("Label").press("Tab")
-    page.get_by_role("button", name="Save run").click()
-    status = page.get_by_role("status").filter(has_text=f"Saved run “{label}”")
-    expect(status).to_be_visible()
+    status = save_run(page, label, prediction)
     return re.search(r"\(([A-Za-z0-9_-]+)\)", status.inner_text()).group(1)
 
 
 def test_the_four_token_trace_preset_shows_seed_000_and_its_saved_record_holds_it(server, page, watch):
-    open_page(page, server.url)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Four-token trace (seed 000)").click()
     weights = wait_for_row(page, "weights-source", 4, 4, close_to(SEED_000_ROW_4["weights"]))
     scores = wait_for_row(page, "scores-source", 4, 4, close_to(SEED_000_ROW_4["scores"]))
@@ -112,8 +65,7 @@ def test_the_four_token_trace_preset_shows_seed_000_and_its_saved_record_holds_i
     expect(page.get_by_role("table", name="V = X W_V (4 × 2)")).to_contain_text("-2.000")
     expect(page.get_by_test_id("score-scale")).to_contain_text("q·k / √2 = q·k / 1.414")
     # Row 4's steps end with h_4.
-    page.get_by_label("Row", exact=True).fill("4")
-    page.get_by_label("Row", exact=True).press("Enter")
+    type_number(page, "Row", "4")
     steps = page.get_by_role("list", name="Row steps of row 4")
     expect(steps).to_contain_text("Output of row 4: the sum: [0.592, −1.279]")
     expect(steps).to_contain_text("0.539 × [0, −2.000] = [0, −1.078]")  # v_4's contribution
@@ -127,7 +79,7 @@ def test_the_four_token_trace_preset_shows_seed_000_and_its_saved_record_holds_i
 
 
 def test_d_k_4_scores_are_q_dot_k_over_2_and_only_no_scaling_fails_the_check(server, page, watch):
-    open_page(page, server.url)
+    open_learner_page(page, server.url)
     page.get_by_label("Head width d_k").select_option("4")
     expect(page.get_by_label("Query 3, component 4", exact=True)).to_be_visible()
     # Each token's query and key typed in by hand, component by component.
@@ -135,8 +87,8 @@ def test_d_k_4_scores_are_q_dot_k_over_2_and_only_no_scaling_fails_the_check(ser
     keys = [[1, 1, 1, 1], [0.5, 0, 0.5, 1], [1, 0, 0, 2]]
     for i in range(3):
         for c in range(4):
-            type_cell(page, f"Query {i + 1}, component {c + 1}", str(queries[i][c]))
-            type_cell(page, f"Key {i + 1}, component {c + 1}", str(keys[i][c]))
+            type_number(page, f"Query {i + 1}, component {c + 1}", str(queries[i][c]))
+            type_number(page, f"Key {i + 1}, component {c + 1}", str(keys[i][c]))
     dots = np.array(queries, float) @ np.array(keys, float).T
     row3 = wait_for_row(page, "scores-source", 3, 3, close_to((dots[2] / 2).tolist(), 1e-9))
     assert row3 == (dots[2] / 2).tolist()
@@ -181,10 +133,10 @@ def page_settings(page: Page) -> dict:
 
 
 def test_a_saved_run_opens_by_its_link_and_from_saved_runs_exactly_as_saved(server, browser, page, watch):
-    open_page(page, server.url)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Four-token trace (seed 000)").click()
     expect(page.get_by_label("X token 4, component 1", exact=True)).to_have_value("-1")
-    type_cell(page, "W_V row 1, column 2", "0.5")
+    type_number(page, "W_V row 1, column 2", "0.5")
     page.get_by_label("Padding 2", exact=True).check()
     page.get_by_label("Failure mode").select_option(label="No sqrt(d_k) scaling")
     expect(page.get_by_test_id("score-scale")).to_contain_text("not divided")
@@ -199,21 +151,18 @@ def test_a_saved_run_opens_by_its_link_and_from_saved_runs_exactly_as_saved(serv
     expect(page.get_by_test_id("opened-run")).to_contain_text("Showing saved run “to open again”")
     expect(page.get_by_test_id("opened-run")).to_contain_text("Editing it makes a new run")
     expect(page.get_by_label("W_V row 1, column 2", exact=True)).to_have_value("0.5")
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === 16")
+    wait_for_weights(page, 16)
     assert page_settings(page) == saved
     expect(page.get_by_role("table", name="Saved runs").locator("tbody tr")).to_have_count(1)
     # The same run by its link, in another browser session.
-    other_context = browser.new_context()
-    other = other_context.new_page()
-    other_watch = PageWatch(origin=server.url.rstrip("/"))
-    other_watch.attach(other)
-    open_page(other, f"{server.url}?run={run_id}")
+    other_context, other, other_watch = watched_session(browser, server)
+    open_learner_page(other, f"{server.url}?run={run_id}")
     expect(other.get_by_test_id("opened-run")).to_contain_text(run_id)
     expect(other.get_by_label("W_V row 1, column 2", exact=True)).to_have_value("0.5")
-    other.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === 16")
+    wait_for_weights(other, 16)
     assert page_settings(other) == saved
     # Editing it says a save makes a new run, and saving does so.
-    type_cell(other, "X token 1, component 2", "2")
+    type_number(other, "X token 1, component 2", "2")
     expect(other.get_by_test_id("opened-run")).to_contain_text("Edited from saved run")
     new_id = save(other, "edited copy")
     assert new_id != run_id
@@ -228,7 +177,7 @@ def test_a_version_1_record_opens_by_its_link(server, page, watch):
         store.import_records([ExperimentRecord.from_json((V1_RECORDS / name).read_bytes())])
     record = json.loads((V1_RECORDS / name).read_text())
     assert record["schema_version"] == 1
-    open_page(page, f"{server.url}?run={record['id']}")
+    open_learner_page(page, f"{server.url}?run={record['id']}")
     expect(page.get_by_test_id("opened-run")).to_contain_text("Showing saved run")
     expect(page.get_by_label("Head width d_k")).to_have_value("2")
     expect(page.get_by_label("Value width d_v")).to_have_value("3")
@@ -250,18 +199,18 @@ def test_a_version_1_record_opens_by_its_link(server, page, watch):
     ("?run=%3Cscript%3Ealert(1)%3C%2Fscript%3E", "is not a run id"),
 ])
 def test_an_unknown_or_malformed_run_id_gets_a_clear_message(server, page, watch, query, words):
-    open_page(page, server.url + query)
+    open_learner_page(page, server.url + query)
     alert = page.get_by_role("alert").filter(has_text="Run not opened")
     expect(alert).to_contain_text(words)
     assert page.locator("script", has_text="alert(1)").count() == 0
     # The workbench still works as a fresh page.
     expect(page.get_by_label("Query 1", exact=True)).to_have_value("1")
-    type_cell(page, "Key 2", "3")
+    type_number(page, "Key 2", "3")
     wait_for_row(page, "scores-source", 2, 3, lambda v: v[1] == 3.0)
 
 
 def test_the_grid_works_by_keyboard_alone(server, page, watch):
-    open_page(page, server.url)
+    open_learner_page(page, server.url)
     page.get_by_label("Head width d_k").select_option("2")
     first = page.get_by_label("Query 1, component 1", exact=True)
     expect(first).to_be_visible()
@@ -293,14 +242,13 @@ def test_the_grid_works_by_keyboard_alone(server, page, watch):
 
 def test_at_1280_by_720_the_largest_inputs_and_both_heat_maps_fit_the_width(server, page, watch):
     page.set_viewport_size({"width": 1280, "height": 720})
-    open_page(page, server.url)
+    open_learner_page(page, server.url)
     page.get_by_label("Use values (adds output and contributions)", exact=True).check()
-    page.get_by_label("Tokens").fill("8")
-    page.get_by_label("Tokens").press("Enter")
+    type_number(page, "Tokens", "8")
     page.get_by_label("Head width d_k").select_option("4")
     page.get_by_label("Value width d_v").select_option("4")
     expect(page.get_by_label("Value 8, component 4", exact=True)).to_be_visible()
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === 64")
+    wait_for_weights(page, 64)
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # no sideways scrolling
     widest = max(page.get_by_label(f"Key 1, component {c}", exact=True).bounding_box()["x"] for c in range(1, 5))
     padding = page.get_by_label("Padding 8", exact=True).bounding_box()

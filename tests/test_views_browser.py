@@ -1,8 +1,9 @@
 """Issue 14's views in a real Chromium: the contributions of the chosen row, heat maps saved as
 PNG images, and the comparison of two runs of different sizes.
 
-One ``attention-workbench serve`` serves the module; each test has a fresh browser context (a
-fresh session) and ends by checking that no page error was logged and no request left the server.
+The shared ``attention-workbench serve`` (conftest's ``server``) serves the module; each test
+has a fresh browser context (a fresh session) and ends by checking that no page error was logged
+and no request left the server.
 """
 
 from __future__ import annotations
@@ -10,54 +11,25 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
-from workbench_server import open_learner_page, start_server, wait_for_tables_drawn
+from workbench_server import (
+    blocking_violations,
+    open_learner_page,
+    save_run,
+    screenshot,
+    source,
+    type_number,
+    wait_for_source,
+    wait_for_tables_drawn,
+    wait_for_weights,
+)
 
-from app.auth import PASSWORD_ENV
 from attention_core import scaled_dot_product_attention
 from attention_core.records import ExperimentRecord
 
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-results" / "screenshots"
-
-SOURCE_JS = """name => {
-  const src = window.Bokeh && Bokeh.documents[0] && Bokeh.documents[0].get_model_by_name(name);
-  if (!src) return null;
-  const out = {};
-  for (const k of Object.keys(src.data)) out[k] = Array.from(src.data[k]);
-  return out;
-}"""
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """This module's own server: the instructor page open without a password, for its links."""
-    base = tmp_path_factory.mktemp("views")
-    running = start_server(base / "runs", base / "server.log", env={PASSWORD_ENV: None})
-    yield running
-    running.stop()
-
-
-def open_workbench(page: Page, server) -> None:
-    open_learner_page(page, server.url, at_1280=True)
-
-
-def source(page: Page, name: str) -> dict | None:
-    return page.evaluate(SOURCE_JS, name)
-
-
-def wait_for_source(page: Page, name: str, column: str, expected: list) -> None:
-    """Poll until the Bokeh source ``name``'s ``column`` equals ``expected``."""
-    page.wait_for_function(
-        """([name, column, expected]) => {
-          const src = Bokeh.documents[0].get_model_by_name(name);
-          return src && JSON.stringify(Array.from(src.data[column] || [])) === JSON.stringify(expected);
-        }""", arg=[name, column, expected])
-
 
 def test_contributions_of_the_worked_row_side_by_side(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url, at_1280=True)
     table = page.get_by_role("table", name="Contributions to row 2")
     page.get_by_role("button", name="Worked row (seed 003)").click()
     expect(table.locator("tfoot")).to_contain_text("17.311")
@@ -76,8 +48,7 @@ def test_contributions_of_the_worked_row_side_by_side(server, page, watch):
     expect(charts).not_to_have_count(0)
     page.get_by_role("heading", name="Contributions to row 2").evaluate(
         "e => e.scrollIntoView({block: 'start'})")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "contributions-worked-row.png"))
+    screenshot(page, "contributions-worked-row.png", full_page=False)
 
     # Another row, from the Row control: the table and the bars follow.
     row = page.get_by_label("Row", exact=True)
@@ -95,7 +66,7 @@ def test_contributions_of_the_worked_row_side_by_side(server, page, watch):
 
 
 def test_contributions_when_keys_are_mixed_instead_of_values(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url, at_1280=True)
     page.get_by_label("Failure mode").select_option(label="Keys mixed instead of values")
     page.get_by_role("button", name="Load a preset that shows it: Worked row with values, keys mixed").click()
     expect(page.get_by_test_id("contributions-mixed-keys")).to_contain_text(
@@ -105,9 +76,9 @@ def test_contributions_when_keys_are_mixed_instead_of_values(server, page, watch
 
 
 def test_contributions_of_the_four_token_trace_row_4_by_component(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url, at_1280=True)
     page.get_by_role("button", name="Four-token trace (seed 000)").click()
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === 16")
+    wait_for_weights(page, 16)
     row = page.get_by_label("Row", exact=True)
     row.fill("4")
     row.press("Enter")
@@ -121,8 +92,7 @@ def test_contributions_of_the_four_token_trace_row_4_by_component(server, page, 
     assert source(page, "contributions-source")["weight_label"] == ["0.06", "0.27", "0.13", "0.54"]
     page.get_by_role("heading", name="Contributions to row 4").evaluate(
         "e => e.scrollIntoView({block: 'start'})")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "contributions-four-token-trace-row-4.png"))
+    screenshot(page, "contributions-four-token-trace-row-4.png", full_page=False)
     # Back to numbers without values: the value charts go, with no page error (the watch).
     page.get_by_role("button", name="Reset").click()
     expect(page.get_by_test_id("contributions-need-values")).to_be_visible()
@@ -130,12 +100,6 @@ def test_contributions_of_the_four_token_trace_row_4_by_component(server, page, 
     page.wait_for_function("""() => {
         const fig = Bokeh.documents[0].get_model_by_name('contributions-value-figure');
         return Bokeh.index.find_one(fig).el.getBoundingClientRect().width === 0; }""")
-
-
-def blocking_violations(page: Page) -> list[str]:
-    """axe-core's critical and serious violations on the page, one line each."""
-    return [f"{v['id']} ({v['impact']}): {v['help']}"
-            for v in Axe().run(page).response["violations"] if v["impact"] in {"critical", "serious"}]
 
 
 def png_size(path: str) -> tuple[int, int, int]:
@@ -170,15 +134,8 @@ def save_png(page: Page, button_name: str, *, keyboard: bool = False):
     return download.value
 
 
-def save_run(page: Page, label: str) -> None:
-    page.get_by_label("Label", exact=True).fill(label)
-    page.get_by_label("Label", exact=True).press("Tab")
-    page.get_by_role("button", name="Save run").click()
-    expect(page.get_by_role("status").filter(has_text=f"Saved run “{label}”")).to_be_visible()
-
-
 def test_each_heat_map_downloads_as_a_png_of_the_figure(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url, at_1280=True)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     page.get_by_label("Mask after softmax (broken)").check()
     wait_for_source(page, "weights-source", "state", ["visible", "zeroed after softmax",
@@ -196,13 +153,12 @@ def test_each_heat_map_downloads_as_a_png_of_the_figure(server, page, watch):
 
 
 def test_comparing_runs_of_different_sizes_says_why_and_saves_each_map(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url, at_1280=True)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     page.get_by_label("Prediction").fill("p")
     save_run(page, "three tokens")
-    page.get_by_label("Tokens", exact=True).fill("4")
-    page.get_by_label("Tokens", exact=True).press("Enter")
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === 16")
+    type_number(page, "Tokens", "4")
+    wait_for_weights(page, 16)
     save_run(page, "four tokens")
     for n in (1, 2):
         page.get_by_role("checkbox", name=f"Run {n} “{'three' if n == 1 else 'four'} tokens”: Correct, causal").check()

@@ -1,7 +1,7 @@
 """The learner page in a real Chromium, driven as a learner drives it (issues 3 and 13).
 
-One ``attention-workbench serve`` process serves every test in this module; each test gets a
-fresh browser context, so a fresh session. Assertions read what the page shows, what the Bokeh
+The session's shared ``attention-workbench serve`` (conftest's ``server``) serves these tests;
+each gets a fresh browser context, so a fresh session. Assertions read what the page shows, what the Bokeh
 document holds, and what lands on disk. Every test ends by checking that no page error was
 logged and no request left the local server.
 """
@@ -11,69 +11,31 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
-from workbench_server import PageWatch, open_learner_page, start_server
+from workbench_server import (
+    SCREENSHOTS,
+    cell,
+    open_learner_page,
+    saved_run_row,
+    saved_runs,
+    screenshot,
+    source,
+    start_server,
+    type_number,
+    wait_for_cell,
+    wait_for_weights,
+    watched_session,
+)
 
 from attention_core.records import validate_record
 
-# Written on every run (git ignores test-results/); the README shows a copy kept in assets/.
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-results" / "screenshots"
-
-SOURCE_JS = """name => {
-  const doc = window.Bokeh && Bokeh.documents[0];
-  const src = doc && doc.get_model_by_name(name);
-  if (!src) return null;
-  const d = src.data;
-  const out = {};
-  for (const k of Object.keys(d)) out[k] = Array.from(d[k]).map(v => (typeof v === 'number' && isNaN(v)) ? null : v);
-  return out;
-}"""
-
-
-def open_workbench(page: Page, server) -> None:
-    open_learner_page(page, server.url)
-
-
-def source(page: Page, name: str) -> dict:
-    return page.evaluate(SOURCE_JS, name)
-
-
-def cell(data: dict, row: int, column: int, key: str = "value"):
-    for i, (r, c) in enumerate(zip(data["row"], data["column"], strict=True)):
-        if (r, c) == (str(row), str(column)):
-            return data[key][i]
-    raise AssertionError(f"no cell ({row}, {column}) in {data['row']} {data['column']}")
-
-
-def type_number(page: Page, label: str, text: str) -> None:
-    box = page.get_by_label(label, exact=True)
-    box.fill(text)
-    box.press("Enter")
-
-
-def wait_for_cell(page: Page, name: str, row: int, column: int, predicate, key: str = "value"):
-    """Poll the Bokeh source until ``predicate(cell value)`` holds (10 s at most); return the data."""
-    deadline = time.monotonic() + 10
-    data = None
-    while time.monotonic() < deadline:
-        data = source(page, name)
-        if data and data["row"]:
-            try:
-                if predicate(cell(data, row, column, key)):
-                    return data
-            except AssertionError:
-                pass
-        page.wait_for_timeout(50)  # yields to the page's event loop between polls
-    raise AssertionError(f"{name} cell ({row}, {column}) never satisfied the condition: {data}")
-
 
 def test_typing_queries_and_keys_updates_both_heat_maps_and_readouts(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     # Start from something else, then type the seed's worked row in by hand.
     page.get_by_role("button", name="All equal").click()
     wait_for_cell(page, "weights-source", 2, 1, lambda v: v is not None and abs(v - 0.5) < 1e-9)
@@ -122,7 +84,7 @@ def test_an_edit_reaches_the_page_as_one_patch(server, page, watch):
     # Each message is applied and drawn by BokehJS before the next is read: an edit that came as
     # three patches (readouts, then each heat map) drew the page three times.
     page.add_init_script(COUNT_MESSAGES_JS)
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     expect(page.locator("table.readouts")).to_contain_text("17.311")
     page.wait_for_timeout(500)  # whatever the preset sent has arrived
@@ -137,7 +99,7 @@ def test_an_edit_reaches_the_page_as_one_patch(server, page, watch):
 
 
 def test_mask_toggles_change_row_sums_and_future_weight_as_seed_003_says(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     expect(page.get_by_test_id("min-row-sum")).to_have_text("1.000")
     # Broken mode: future weight still 0, but row 2's visible prefix sums to about 0.00125.
@@ -173,19 +135,8 @@ def save(page: Page, label: str) -> None:
     expect(page.get_by_text(re.compile(rf"Saved run “{re.escape(label)}”"))).to_be_visible()
 
 
-def saved_runs(page: Page):
-    """The rows of the Saved runs table."""
-    return page.get_by_role("table", name="Saved runs").locator("tbody tr")
-
-
-def saved_run_row(page: Page, run: int):
-    """The Saved runs row of run number ``run``, found by its run cell, not its place."""
-    return saved_runs(page).filter(
-        has=page.locator("td:first-child").filter(has_text=re.compile(rf"^{run}$")))
-
-
 def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     # Saving needs a prediction first: the lesson's checkpoint.
     page.get_by_role("button", name="Save run").click()
@@ -247,7 +198,7 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
     assert round(cell(a, 2, 2), 3) == 0.731 and cell(b, 2, 2) < 0.001
     assert math.isclose(cell(diff, 2, 2), cell(a, 2, 2) - cell(b, 2, 2))
     page.get_by_role("heading", name="Comparison").evaluate("el => el.scrollIntoView({block: 'start'})")
-    _screenshot(page, "workbench-compare.png")
+    screenshot(page, "workbench-compare.png")
 
     # Downloads hold this learner's runs, fresh on every click.
     with page.expect_download() as first:
@@ -258,7 +209,7 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
 
 
 def test_bad_input_shows_a_message_keeps_the_last_good_matrices_and_cannot_be_saved(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     before = wait_for_cell(page, "weights-source", 2, 2, lambda v: v is not None and abs(v - 0.731) < 5e-4)
     for text, message in [("abc", "'abc' is not a number"), ("nan", "not a finite number"),
@@ -310,7 +261,7 @@ HELD_GRID_VALUE_JS = """() => (window.__held || []).some(
 
 def test_typing_while_a_presets_numbers_are_on_their_way_keeps_what_was_typed(server, page, watch):
     page.add_init_script(HOLD_INCOMING_JS)
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     page.evaluate("() => { window.__held = []; }")
     page.get_by_role("button", name="All equal").click()
     type_number(page, "Key 2", "abc")  # sent after the click, before its answer is in the page
@@ -328,7 +279,7 @@ def test_typing_while_a_presets_numbers_are_on_their_way_keeps_what_was_typed(se
 def test_a_cell_being_typed_in_keeps_focus_caret_and_text_when_the_grid_changes_around_it(
         server, page, watch):
     page.add_init_script(HOLD_INCOMING_JS)
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     query = page.get_by_label("Query 1", exact=True)
     query.evaluate("e => { e.dataset.marked = 'yes'; }")
     page.evaluate("() => { window.__held = []; }")
@@ -351,27 +302,21 @@ def test_a_cell_being_typed_in_keeps_focus_caret_and_text_when_the_grid_changes_
 
 
 def test_token_count_keeps_what_was_typed(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     type_number(page, "Query 3", "4.5")
-    page.get_by_label("Tokens").fill("5")
-    page.get_by_label("Tokens").press("Enter")
+    type_number(page, "Tokens", "5")
     expect(page.get_by_label("Key 5", exact=True)).to_be_visible()
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === 25")
-    page.get_by_label("Tokens").fill("2")
-    page.get_by_label("Tokens").press("Enter")
+    wait_for_weights(page, 25)
+    type_number(page, "Tokens", "2")
     expect(page.get_by_label("Query 3", exact=True)).to_be_hidden()
-    page.get_by_label("Tokens").fill("3")
-    page.get_by_label("Tokens").press("Enter")
+    type_number(page, "Tokens", "3")
     expect(page.get_by_label("Query 3", exact=True)).to_have_value("4.5")
 
 
 def test_two_browser_contexts_do_not_share_inputs_or_runs(server, browser, page, watch):
-    open_workbench(page, server)
-    other_context = browser.new_context()
-    other = other_context.new_page()
-    other_watch = PageWatch(origin=server.url.rstrip("/"))
-    other_watch.attach(other)
-    open_workbench(other, server)
+    open_learner_page(page, server.url)
+    other_context, other, other_watch = watched_session(browser, server)
+    open_learner_page(other, server.url)
     type_number(page, "Key 1", "7")
     page.get_by_label("Prediction").fill("mine")
     page.get_by_label("Label").fill("first tab")
@@ -382,11 +327,6 @@ def test_two_browser_contexts_do_not_share_inputs_or_runs(server, browser, page,
     expect(saved_runs(page)).to_have_count(1)
     other_watch.assert_clean()
     other_context.close()
-
-
-def _screenshot(page: Page, name: str, full_page: bool = True) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name), full_page=full_page)
 
 
 FIGURE_BOX_JS = """name => {
@@ -407,11 +347,9 @@ def in_view(page: Page, locator) -> None:
 @pytest.mark.parametrize("tokens", [3, 4])
 def test_at_1280_by_720_the_inputs_and_both_heat_maps_show_side_by_side(server, page, watch, tokens):
     page.set_viewport_size({"width": 1280, "height": 720})
-    open_workbench(page, server)
-    page.get_by_label("Tokens").fill(str(tokens))
-    page.get_by_label("Tokens").press("Enter")
-    page.wait_for_function("n => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === n",
-                           arg=tokens ** 2)
+    open_learner_page(page, server.url)
+    type_number(page, "Tokens", str(tokens))
+    wait_for_weights(page, tokens ** 2)
     for label in ("Tokens", "Failure mode", f"Query {tokens}", f"Key {tokens}", f"Padding {tokens}",
                   "Causal mask", "Mask after softmax (broken)"):
         in_view(page, page.get_by_label(label, exact=True))
@@ -422,33 +360,32 @@ def test_at_1280_by_720_the_inputs_and_both_heat_maps_show_side_by_side(server, 
     in_view(page, weights)
     assert scores["x"] + scores["width"] <= weights["x"] + 1 and abs(scores["y"] - weights["y"]) < 2
     assert page.evaluate("() => document.scrollingElement.scrollTop") == 0
-    _screenshot(page, f"learner-1280x720-T{tokens}.png", full_page=False)
+    screenshot(page, f"learner-1280x720-T{tokens}.png", full_page=False)
 
 
 def test_screenshots_of_correct_and_broken_mode_and_of_eight_tokens(server, page, watch):
     page.set_viewport_size({"width": 1280, "height": 720})
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     expect(page.locator("table.readouts")).to_contain_text("17.311")
-    _screenshot(page, "workbench-correct.png")
+    screenshot(page, "workbench-correct.png")
     page.get_by_label("Mask after softmax (broken)", exact=True).check()
     expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
-    _screenshot(page, "workbench-broken.png")
+    screenshot(page, "workbench-broken.png")
     assert (SCREENSHOTS / "workbench-broken.png").stat().st_size > 10_000
-    page.get_by_label("Tokens").fill("8")
-    page.get_by_label("Tokens").press("Enter")
+    type_number(page, "Tokens", "8")
     data = None
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === 64")
+    wait_for_weights(page, 64)
     for name in ("weights-source", "scores-source"):
         data = source(page, name)
         assert all(len(text) <= 6 for text in data["text"]), data["text"]
-    _screenshot(page, "learner-8-tokens.png", full_page=False)
+    screenshot(page, "learner-8-tokens.png", full_page=False)
 
 
 def test_hostile_text_is_shown_literally_and_never_runs(server, page, watch):
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     hostile = "<img src=x onerror=alert(1)>"
     page.get_by_label("Prediction").fill("[click](javascript:alert(2)) **bold** <script>alert(3)</script>")
     page.get_by_label("Learner").fill(hostile)
@@ -465,7 +402,7 @@ def test_hostile_text_is_shown_literally_and_never_runs(server, page, watch):
 
 
 def test_the_workbench_works_by_keyboard_alone(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     page.get_by_label("Query 1", exact=True).focus()
 
     def tab_to(name: str, limit: int = 60) -> None:
@@ -506,7 +443,7 @@ def test_the_workbench_works_by_keyboard_alone(server, page, watch):
 
 
 def test_values_presets_reset_explanation_and_csv_download(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     # Values: off at first; ticking shows Value i fields and an output column.
     expect(page.get_by_label("Value 1", exact=True)).to_be_hidden()
     page.get_by_label("Use values (adds output and contributions)", exact=True).check()
@@ -552,25 +489,23 @@ def test_values_presets_reset_explanation_and_csv_download(server, page, watch):
 
 
 def test_a_token_count_outside_1_to_8_gets_a_message_changes_nothing_and_blocks_saving(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     for text in ["9", "0", "-1"]:
-        page.get_by_label("Tokens").fill(text)
-        page.get_by_label("Tokens").press("Enter")
+        type_number(page, "Tokens", text)
         message = page.get_by_role("alert").filter(has_text="Tokens:")
         expect(message).to_contain_text("choose a whole number from 1 to 8")
         expect(page.get_by_label("Query 3", exact=True)).to_be_visible()
         expect(page.get_by_label("Query 4", exact=True)).to_be_hidden()
         # The field shows a count the page is not using, so a save now would not be what it shows.
         expect(page.get_by_role("button", name="Save run")).to_be_disabled()
-    page.get_by_label("Tokens").fill("4")
-    page.get_by_label("Tokens").press("Enter")
+    type_number(page, "Tokens", "4")
     expect(page.get_by_label("Query 4", exact=True)).to_be_visible()
     expect(page.get_by_role("alert").filter(has_text="Tokens:")).to_have_count(0)
     expect(page.get_by_role("button", name="Save run")).to_be_enabled()
 
 
 def test_a_reload_keeps_this_pages_saved_runs(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     page.get_by_label("Prediction").fill("p")
     page.get_by_label("Label").fill("before reload")
     page.get_by_label("Label").press("Tab")
@@ -588,7 +523,7 @@ def test_a_reload_keeps_this_pages_saved_runs(server, page, watch):
 def test_a_dead_server_is_announced_instead_of_saving_silently(tmp_path, page):
     own = start_server(tmp_path / "runs", tmp_path / "server.log")
     try:
-        open_workbench(page, own)
+        open_learner_page(page, own.url)
         page.get_by_label("Prediction").fill("p")
         page.get_by_label("Prediction").press("Tab")
         page.get_by_role("button", name="Save run").click()
@@ -605,7 +540,7 @@ def test_a_dead_server_is_announced_instead_of_saving_silently(tmp_path, page):
 
 
 def test_a_field_message_keeps_each_tokens_query_and_key_side_by_side(server, page, watch):
-    open_workbench(page, server)
+    open_learner_page(page, server.url)
     type_number(page, "Query 2", "1,5")
     expect(page.get_by_role("alert").filter(has_text="Query 2:")).to_be_visible()
     # The message sits under token 2's row; token 3's query and key stay on one line below it.

@@ -1,9 +1,12 @@
-"""Start a real ``attention-workbench serve`` for browser tests, and watch a page for trouble.
+"""Start a real ``attention-workbench serve`` for browser tests, watch a page for trouble, and
+the helpers every browser test shares (each defined once, here).
 
 The server runs as a subprocess exactly as a learner starts it, on a free port, over a SQLite
 store of the test's own (``runs.db`` in a directory of its own: ``runs_dir``).
 :class:`PageWatch` records page errors, console errors and every
 request that would leave the local server (those are aborted), so tests can assert none happened.
+The page helpers wait by polling (``expect``, ``wait_for_function`` or :func:`wait_until`),
+never by sleeping a fixed time.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Written on every run (git ignores test-results/); the README shows copies kept in assets/.
+SCREENSHOTS = ROOT / "test-results" / "screenshots"
 
 
 def free_port() -> int:
@@ -136,15 +141,160 @@ _LEARNER_PAGE_READY = ("() => window.Bokeh && Bokeh.documents.length > 0 && "
 
 
 def open_learner_page(page, url: str, *, at_1280: bool = False) -> None:
-    """Open the learner page at ``url`` and wait until its heat maps hold data (the page's first
-    result has arrived). ``at_1280``: in a 1280×720 window first."""
+    """Open the learner page at ``url`` (any query, e.g. ``?run=…``) and wait until its heat maps
+    hold data (the page's first result has arrived). ``at_1280``: in a 1280×720 window first."""
     from playwright.sync_api import expect
 
     if at_1280:
         page.set_viewport_size({"width": 1280, "height": 720})
     page.goto(url)
-    expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
+    # "Tokens" is on the page in every input mode (Query 1 is only there for numbers).
+    expect(page.get_by_label("Tokens", exact=True)).to_be_visible(timeout=30_000)
     page.wait_for_function(_LEARNER_PAGE_READY)
+
+
+def watched_session(browser, server):
+    """Another learner's session: a browser context of its own with a :class:`PageWatch` on its
+    page. Returns ``(context, page, watch)``; the caller asserts the watch and closes the context."""
+    context = browser.new_context()
+    page = context.new_page()
+    watch = PageWatch(origin=server.url.rstrip("/"))
+    watch.attach(page)
+    return context, page, watch
+
+
+def wait_until(condition, what: str, *, page=None, timeout: float = 15.0):
+    """Poll ``condition()`` until it returns something true, and return that (``timeout`` s at
+    most; then fail saying ``what`` never happened, with the last value seen).
+
+    For what the page cannot signal (the store on disk, a value computed from several Bokeh
+    sources). With ``page``, each pause is the page's own wait, so its events keep flowing.
+    """
+    deadline = time.monotonic() + timeout
+    value = None
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if page is None:
+            time.sleep(0.05)
+        else:
+            page.wait_for_timeout(50)
+    raise AssertionError(f"never happened: {what} (last: {value!r})")
+
+
+# A Bokeh data source's columns by its model name, NaN read as None (JSON has no NaN).
+_SOURCE_JS = """name => {
+  const doc = window.Bokeh && Bokeh.documents.length && Bokeh.documents[0];
+  const src = doc && doc.get_model_by_name(name);
+  if (!src) return null;
+  const out = {};
+  for (const k of Object.keys(src.data))
+    out[k] = Array.from(src.data[k]).map(v => (typeof v === 'number' && isNaN(v)) ? null : v);
+  return out;
+}"""
+
+
+def source(page, name: str) -> dict | None:
+    """The columns of the Bokeh data source called ``name`` on ``page`` (None if there is none)."""
+    return page.evaluate(_SOURCE_JS, name)
+
+
+def cell(data: dict, row: int, column: int, key: str = "value"):
+    """Cell (``row``, ``column``) (from 1) of a heat map's source data, its ``key`` column."""
+    for i, (r, c) in enumerate(zip(data["row"], data["column"], strict=True)):
+        if (r, c) == (str(row), str(column)):
+            return data[key][i]
+    raise AssertionError(f"no cell ({row}, {column}) in {data['row']} {data['column']}")
+
+
+def row_of(data: dict, row: int, T: int, key: str = "value") -> list:
+    """Row ``row`` (from 1) of a heat map's source data, columns 1 … T."""
+    return [cell(data, row, c, key) for c in range(1, T + 1)]
+
+
+def wait_for_cell(page, name: str, row: int, column: int, predicate, key: str = "value") -> dict:
+    """Poll the heat-map source ``name`` until ``predicate(cell value)`` holds; return its data."""
+    def holds():
+        data = source(page, name)
+        try:
+            return data if data and data["row"] and predicate(cell(data, row, column, key)) else None
+        except AssertionError:  # no such cell yet
+            return None
+    return wait_until(holds, f"{name} cell ({row}, {column}) satisfies the condition", page=page)
+
+
+def wait_for_row(page, name: str, row: int, T: int, predicate) -> list:
+    """Poll the heat-map source ``name`` until ``predicate(row values)`` holds; return the row."""
+    def holds():
+        data = source(page, name)
+        try:
+            values = row_of(data, row, T)
+        except (AssertionError, TypeError):  # no source, or no such row yet
+            return None
+        return [values] if predicate(values) else None  # wrapped: a row of zeros is an answer too
+    return wait_until(holds, f"{name} row {row} satisfies the condition", page=page)[0]
+
+
+def wait_for_source(page, name: str, column: str, expected: list) -> None:
+    """Wait until the Bokeh source ``name``'s ``column`` equals ``expected``."""
+    page.wait_for_function(
+        """([name, column, expected]) => {
+          const src = Bokeh.documents[0].get_model_by_name(name);
+          return src && JSON.stringify(Array.from(src.data[column] || [])) === JSON.stringify(expected);
+        }""", arg=[name, column, expected])
+
+
+def wait_for_weights(page, cells: int) -> None:
+    """Wait until the weights heat map holds ``cells`` cells (T × T for T tokens)."""
+    page.wait_for_function(
+        "n => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === n", arg=cells)
+
+
+def type_number(page, label: str, text: str) -> None:
+    """Type ``text`` into the field named ``label`` and send it with Enter, as a learner does."""
+    box = page.get_by_label(label, exact=True)
+    box.fill(text)
+    box.press("Enter")
+
+
+def save_run(page, label: str, prediction: str | None = None):
+    """Save the run under ``label`` (after writing ``prediction``, if given) and wait for the
+    page's "Saved run “label”" message, which is returned (a locator)."""
+    from playwright.sync_api import expect
+
+    if prediction is not None:
+        page.get_by_label("Prediction").fill(prediction)
+    page.get_by_label("Label", exact=True).fill(label)
+    page.get_by_label("Label", exact=True).press("Tab")
+    page.get_by_role("button", name="Save run").click()
+    status = page.get_by_role("status").filter(has_text=f"Saved run “{label}”")
+    expect(status).to_be_visible()
+    return status
+
+
+def saved_runs(page):
+    """The rows of the Saved runs table."""
+    return page.get_by_role("table", name="Saved runs").locator("tbody tr")
+
+
+def saved_run_row(page, run: int):
+    """The Saved runs row of run number ``run``, found by its run cell, not its place."""
+    return saved_runs(page).filter(
+        has=page.locator("td:first-child").filter(has_text=re.compile(rf"^{run}$")))
+
+
+def row_steps(page):
+    """The row steps' list."""
+    return page.locator("ol.row-steps")
+
+
+def screenshot(page, name: str, full_page: bool = True) -> Path:
+    """Save a screenshot of ``page`` as ``test-results/screenshots/name``; return its path."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / name
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
 
 
 # Panel's Tabulator redraws every row once after its first layout (``after_layout`` asks for a
