@@ -59,12 +59,17 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
     return {**browser_type_launch_args, "executable_path": path, "args": args}
 
 
-@pytest.fixture(scope="module")
-def server(request, tmp_path_factory):
-    """A real ``attention-workbench serve`` for the test module, over a runs directory of its own
-    (a module may define its own ``server`` instead)."""
-    base = tmp_path_factory.mktemp(request.module.__name__.removeprefix("test_"))
-    running = start_server(base / "runs", base / "server.log")
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """One real ``attention-workbench serve`` for every browser test module that does not define
+    its own ``server`` (one with other options, or that needs a store of its own). Each start
+    costs seconds of imports and a cold first page, so it is started once; every test opens a
+    fresh session, and finds its runs in the shared store by id, label or learner. The
+    instructor page is open without a password (whatever the environment says)."""
+    from app.auth import PASSWORD_ENV
+
+    base = tmp_path_factory.mktemp("shared_server")
+    running = start_server(base / "runs", base / "server.log", env={PASSWORD_ENV: None})
     yield running
     running.stop()
 

@@ -8,6 +8,7 @@ and pytest pass it on a correct implementation and fail it on the starter's bug,
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -41,7 +42,7 @@ def save_broken_run(page: Page, server) -> ExperimentRecord:
         expect(page.get_by_role("status").filter(has_text="Saved run “mine”")).to_be_visible()
     except AssertionError as error:  # a server-side exception in a save's watchers shows only there
         raise AssertionError(f"{error}\nserver log:\n{server.log.read_text()[-4000:]}") from None
-    (text,) = server.texts()
+    (text,) = [t for t in server.texts() if json.loads(t)["label"] == "mine"]  # the shared store: this save's
     record = ExperimentRecord.from_json(text)
     assert record.failure_mode == "mask_after_softmax" and record.min_row_sum < 0.5
     assert record.inputs["queries"] == [float(q) for q in QUERIES]

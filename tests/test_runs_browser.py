@@ -1,10 +1,4 @@
-"""Row steps, the explanation of saved runs and the Saved runs table in a real Chromium (issue 13).
-
-The session's shared ``attention-workbench serve`` (conftest's ``server``) serves these tests;
-each gets a fresh browser context, so a fresh session. Assertions read what the page shows, what the Bokeh
-document holds and what lands on disk, waiting with ``expect()`` or polling, never sleeping.
-Every test ends by checking that no page error was logged and no request left the local server.
-"""
+"""Row steps, the explanation of saved runs and the Saved runs table in a real Chromium (issue 13)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Vectors, matrices and saved runs opened again, in a real Chromium (issue 14).
-
-The session's shared ``attention-workbench serve`` (conftest's ``server``) serves this module;
-each test gets a fresh browser context. Assertions read what the page shows, what the Bokeh
-document holds and what lands on disk, waiting with ``expect()`` or polling, never sleeping.
-Every test ends by checking that no page error was logged and no request left the local server.
-"""
+"""Vectors, matrices and saved runs opened again, in a real Chromium (issue 14)."""
 
 from __future__ import annotations
 

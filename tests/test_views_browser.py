@@ -1,10 +1,5 @@
 """Issue 14's views in a real Chromium: the contributions of the chosen row, heat maps saved as
-PNG images, and the comparison of two runs of different sizes.
-
-The shared ``attention-workbench serve`` (conftest's ``server``) serves the module; each test
-has a fresh browser context (a fresh session) and ends by checking that no page error was logged
-and no request left the server.
-"""
+PNG images, and the comparison of two runs of different sizes."""
 
 from __future__ import annotations
 

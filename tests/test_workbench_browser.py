@@ -1,10 +1,4 @@
-"""The learner page in a real Chromium, driven as a learner drives it (issues 3 and 13).
-
-The session's shared ``attention-workbench serve`` (conftest's ``server``) serves these tests;
-each gets a fresh browser context, so a fresh session. Assertions read what the page shows, what the Bokeh
-document holds, and what lands on disk. Every test ends by checking that no page error was
-logged and no request left the local server.
-"""
+"""The learner page in a real Chromium, driven as a learner drives it (issues 3 and 13)."""
 
 from __future__ import annotations
 

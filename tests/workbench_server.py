@@ -5,8 +5,9 @@ The server runs as a subprocess exactly as a learner starts it, on a free port, 
 store of the test's own (``runs.db`` in a directory of its own: ``runs_dir``).
 :class:`PageWatch` records page errors, console errors and every
 request that would leave the local server (those are aborted), so tests can assert none happened.
-The page helpers wait by polling (``expect``, ``wait_for_function`` or :func:`wait_until`),
-never by sleeping a fixed time.
+Browser tests read what the page shows, what its Bokeh document holds and what lands in the
+store; the page helpers wait by polling (``expect``, ``wait_for_function`` or
+:func:`wait_until`), never by sleeping a fixed time.
 """
 
 from __future__ import annotations
