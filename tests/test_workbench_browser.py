@@ -525,7 +525,9 @@ def test_a_dead_server_is_announced_instead_of_saving_silently(tmp_path, page):
         expect(saved).to_have_class(re.compile(r"\bok\b"))
         own.process.kill()
         own.process.wait(timeout=30)
-        expect(page.get_by_text("Connection to the workbench server lost")).to_be_visible()
+        # The toast's message; notyf also copies it, for a moment, into a screen readers' live region.
+        notice = page.locator(".notyf__message").filter(has_text="Connection to the workbench server lost")
+        expect(notice).to_be_visible()
         # The green "Saved run #1" no longer sits beside Save run as if the next click saved too.
         expect(saved).to_contain_text("nothing after this is saved")
         expect(saved).not_to_have_class(re.compile(r"\bok\b"))
