@@ -207,3 +207,18 @@ def test_no_mode_breaks_more_than_it_claims_on_any_input(mode: FailureMode, matr
             )
         padding_breaks = set() if r.allowed.any(axis=-1).all() else {"row_sums"}
         assert set(r.failed_checks) <= mode.breaks | padding_breaks
+
+
+# A row with no visible key: the same named failure in every mode.
+
+
+def test_naive_mode_on_a_padding_row_breaks_only_row_sums() -> None:
+    # Small scores: the naive softmax has nothing to overflow, so the only failure is padding's.
+    r = scaled_dot_product_attention(
+        [1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [10.0, 20.0, 30.0],
+        padding_mask=[False, True, True], failure_mode="naive_softmax",
+    )
+    assert r.weights[0].tolist() == [0.0, 0.0, 0.0]
+    assert not np.isnan(r.weights).any() and not np.isnan(r.output).any()
+    assert r.failed_checks == ("row_sums",)
+    assert set(r.failed_checks) <= FAILURE_MODES["naive_softmax"].breaks

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -90,3 +91,23 @@ def test_rows_are_the_same_with_or_without_a_fully_masked_row() -> None:
     with_empty = np.vstack([x, np.full((1, 6), -np.inf)])
     assert stable_softmax(with_empty)[:6].tolist() == stable_softmax(x).tolist()
     assert stable_softmax(with_empty)[6].tolist() == [0.0] * 6
+
+
+# stable_softmax at float64's ends, without a warning.
+
+
+def test_softmax_of_opposite_extremes_is_exact_and_silent() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise"):
+            w = stable_softmax(np.array([1e308, -1e308]))
+            both = stable_softmax(np.array([[-1.7976931348623157e308, 1.7976931348623157e308]]))
+    assert w.tolist() == [1.0, 0.0]
+    assert both.tolist() == [[0.0, 1.0]]
+
+
+# A row with no visible key: the same named failure in every mode.
+
+
+def test_naive_softmax_of_a_slice_with_nothing_visible_is_zero() -> None:
+    assert naive_softmax(np.array([[-np.inf, -np.inf], [0.0, -np.inf]])).tolist() == [[0.0, 0.0], [1.0, 0.0]]
