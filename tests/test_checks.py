@@ -179,3 +179,9 @@ def test_importing_the_core_needs_no_panel_or_bokeh() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""
+
+
+def test_one_forbidden_cell_is_one_cell():
+    r = scaled_dot_product_attention([1, 1], [1, 2])
+    mask = next(c for c in r.checks if c.name == "mask")
+    assert mask.message == "The 1 forbidden cell was -inf before softmax."

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
 from store_helpers import sqlite_store
 
-from app.learner.checks import OTHER_LIBRARIES
+from app.learner.checks import OTHER_LIBRARIES, readouts_html, row_sum_html
 from app.learner.matrices import MASKED_SCORE
 from app.learner.page import LearnerPage
 from app.learner.state import EXPOSING_PRESETS, PRESETS, LearnerState
@@ -58,6 +59,11 @@ def type_cell(page, label: str, text: str) -> None:
 
 def readouts(page) -> str:
     return html_of(page.readouts.pane)
+
+
+def text_of(html: str) -> str:
+    """HTML's text, one space between pieces."""
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).replace("&#x27;", "'")
 
 
 def at(data: dict, row: int, column: int) -> int:
@@ -521,3 +527,58 @@ def test_the_token_message_names_an_empty_field_and_counts_in_words(state):
     state.set_tokens(2)
     state.set_tokens(0)
     assert state.tokens_error.endswith("Still showing 2 tokens.")
+
+
+@pytest.mark.parametrize("typed", [0, 9, 4, None])
+def test_a_row_outside_the_input_is_refused_in_words_and_the_shown_row_stays(learner_page, typed):
+    state = learner_page.state  # 3 tokens, row 2
+    learner_page.row.value = typed
+    assert state.row == 2
+    shown = "an empty field" if typed is None else repr(typed)
+    assert state.row_error == (f"Row: {shown} is not a row of this input; choose a row from 1 to 3. "
+                               "Still showing row 2.")
+    assert learner_page.row_message.visible and state.row_error in learner_page.row_message.object
+    learner_page.row.value = 3  # a good row clears the message
+    assert state.row == 3 and state.row_error == "" and not learner_page.row_message.visible
+
+
+def test_a_clicked_row_after_a_refused_one_clears_the_message_and_the_field(learner_page):
+    learner_page.row.value = 9
+    learner_page.matrices.weights.source.selected.indices = [0]  # a tap on row 1
+    assert learner_page.state.row == 1 and learner_page.state.row_error == "" and learner_page.row.value == 1
+
+
+@pytest.mark.parametrize(("x", "shown"), [
+    (1.0, "1.000"), (1 - 1e-12, "1.000"), (0.9999, "0.9999 ✗ not 1"),
+    (0.99999999, "0.99999999 ✗ not 1"), (1.0004, "1.0004 ✗ not 1"), (0.269, "0.269 ✗ not 1"),
+    (float("nan"), "undefined ✗ not 1"),
+])
+def test_a_row_sum_off_1_is_shown_with_the_digits_that_show_it_and_the_checks_tolerance(x, shown):
+    assert row_sum_html(x) == shown
+
+
+def test_naive_softmax_readouts_say_undefined_and_qualify_the_future_weight(learner_page):
+    learner_page.state.apply_preset("large_scores", failure_mode="naive_softmax")
+    text = text_of(readouts_html(learner_page.state.result, True))
+    assert "not finite" not in text.replace("weights are not finite numbers", "")
+    assert "undefined ✗ not 1" in text
+    assert "Total future-token weight: 0 (the future cells only: the other weights are undefined)" in text
+    cells = learner_page.matrices.weights.source.data["text"]
+    assert "undefined" in cells and "not finite" not in cells
+
+
+def test_the_same_run_id_twice_in_the_url_is_listed_once(learner_page):
+    state = learner_page.state
+    state.prediction = "p"
+    first = state.save_run()
+    state.set_token_text("queries", 2, "2")
+    second = state.save_run()
+    state.restore_runs([first.id, second.id, first.id, second.id])
+    assert [r.id for r in state.saved] == [first.id, second.id]
+
+
+def test_the_empty_row_note_comes_right_after_the_table_its_row_points_to(learner_page):
+    learner_page.state.set_padding(0, True)
+    html = readouts_html(learner_page.state.result, True)
+    assert "(no visible key: see the note under this table)" in html
+    assert html.index("</table>") < html.index("empty-row-note") < html.index("Total future-token weight")

@@ -18,7 +18,7 @@ from store_helpers import delete_run, sqlite_store, stored
 from app.learner.record import PREDICT_QUESTION, RecordView
 from app.learner.runs import EXPLAIN_QUESTION, SavedRunsView
 from app.learner.state import LearnerState
-from app.learner.steps import RowStepsView
+from app.learner.steps import RowStepsView, steps_html
 
 
 @pytest.fixture
@@ -26,9 +26,14 @@ def state(tmp_path):
     return LearnerState(store=sqlite_store(tmp_path / "runs"))
 
 
+def text_of(markup: str) -> str:
+    """HTML as a reader gets it: its text, one space between pieces."""
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", markup))).strip()
+
+
 def text(view: RowStepsView) -> str:
-    """The steps as a reader gets them: the HTML's text, one space between pieces."""
-    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", view.pane.object))).strip()
+    """The steps as a reader gets them."""
+    return text_of(view.pane.object)
 
 
 def in_order(haystack: str, *needles: str) -> bool:
@@ -356,3 +361,31 @@ def test_every_text_field_says_its_limit_and_longer_text_is_refused_not_cut(stat
     state.prediction = "x" * 20_000
     assert state.save_run() is None
     assert state.save_message == "Not saved: Prediction is 20000 characters long; the limit is 2000"
+
+
+def test_row_steps_write_negatives_with_the_minus_sign_of_minus_infinity(learner_page):
+    learner_page.state.apply_preset("worked_row")
+    text = text_of(steps_html(learner_page.state.result, 2))
+    assert "[−1.000, 0, −∞]" in text and "-" not in re.sub(r"[A-Za-z]-[A-Za-z]|d_k|q_|k_|–", "", text)
+
+
+def test_save_explanation_says_where_it_writes_before_and_what_it_replaced_after(learner_page):
+    state, runs = learner_page.state, learner_page.runs
+    state.prediction = "p"
+    state.save_run()
+    state.set_token_text("queries", 2, "2")
+    state.save_run()
+    assert "Save explanation writes to run 2, the latest run (no run is ticked" in runs.target.object
+    runs.ticks.value = [0]
+    runs.explanation.value = "first words"
+    runs.attach()
+    assert runs.explanation_message == "Explanation saved to run 1."
+    runs.ticks.value = [0, 1]
+    assert runs.target.object == ("<p>Save explanation writes to runs 1 and 2; it replaces the "
+                                  "explanation run 1 already has.</p>")
+    runs.explanation.value = "both runs"
+    runs.attach()
+    assert runs.explanation_message == ("Explanation saved to runs 1 and 2; it replaced the earlier "
+                                        "explanation of run 1.")
+    assert [r.explanation for r in state.saved] == ["both runs", "both runs"]
+    assert runs.target.object.endswith("it replaces the explanation runs 1 and 2 already have.</p>")
