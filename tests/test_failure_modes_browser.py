@@ -14,7 +14,7 @@ import re
 
 import pytest
 from playwright.sync_api import Page, expect
-from workbench_server import open_learner_page, save_run
+from workbench_server import open_learner_page, row_steps, save_run
 
 from app.learner.checks import OTHER_LIBRARIES
 from app.learner.state import EXPOSING_PRESETS, PRESETS
@@ -186,3 +186,31 @@ def test_a_padding_tick_that_empties_a_row_gives_zero_weights_a_failed_check_and
     weights = page.evaluate("""() => Array.from(Bokeh.documents[0].get_model_by_name('weights-source').data.hatch)""")
     assert [weights[3 * r] for r in range(3)] == ["/"] * 3  # key 1 is masked in every row
     assert_no_nan_on_the_page(page)
+
+
+def test_the_wide_head_preset_keeps_the_chosen_failure_mode_from_the_list_as_from_the_hint(server, page, watch):
+    # README: "No sqrt(d_k) scaling (preset Wide head, d_k = 4: sharper rows)". The list's button
+    # reset the mode to Correct, so the sharper rows never showed; the hint's button kept it.
+    open_learner_page(page, server.url, at_1280=True)
+    wide = PRESETS["wide_head"]["label"]
+    mode = page.get_by_label("Failure mode")
+    shown = []
+    for button in (page.get_by_role("button", name=wide, exact=True),
+                   page.get_by_role("button", name=f"Load a preset that shows it: {wide}")):
+        page.get_by_role("button", name="Reset", exact=True).click()
+        expect(page.get_by_label("Query 1", exact=True)).to_have_value("1")
+        mode.select_option(label="No sqrt(d_k) scaling")
+        expect(page.get_by_role("button", name=f"Load a preset that shows it: {wide}")).to_be_visible()
+        button.click()
+        expect(page.get_by_label("Head width d_k")).to_have_value("4")
+        expect(mode).to_have_value("No sqrt(d_k) scaling")
+        expect(page.locator("[data-check='score_scale']")).to_contain_text("FAIL")
+        expect(row_steps(page)).to_contain_text("Correct, for comparison: scores divided by √d_k = √4 = 2.000")
+        shown.append(row_steps(page).inner_text())
+    assert shown[0] == shown[1]
+    # In Correct it is the wide head computed correctly, scores divided by √4.
+    mode.select_option(label="Correct")
+    page.get_by_role("button", name=wide, exact=True).click()
+    expect(mode).to_have_value("Correct")
+    expect(page.locator(".check-fail")).to_have_count(0)
+    expect(row_steps(page)).not_to_contain_text("Correct, for comparison")

@@ -13,6 +13,7 @@ from workbench_server import (
     open_learner_page,
     row_of,
     save_run,
+    screenshot,
     source,
     type_number,
     wait_for_row,
@@ -250,3 +251,38 @@ def test_at_1280_by_720_the_largest_inputs_and_both_heat_maps_fit_the_width(serv
     scores = page.get_by_role("button", name=re.compile("Save Scores as PNG")).bounding_box()
     assert widest < padding["x"] < scores["x"] < weights["x"]  # inputs left of both maps
     assert weights["x"] + weights["width"] <= 1280
+
+
+# Whether a cell shows its whole text, and lies whole inside its grid's visible part and the
+# sidebar (no sideways scrolling needed to read it).
+SHOWN_WHOLE_JS = """el => {
+  const wrap = el.closest('.grid-wrap'), r = el.getBoundingClientRect(), w = wrap.getBoundingClientRect()
+  return el.scrollWidth <= el.clientWidth && wrap.scrollWidth <= wrap.clientWidth
+    && w.left <= r.left && r.right <= w.right && r.right <= 408 }"""
+
+
+def test_a_long_number_shows_whole_in_its_cell_at_the_largest_size(server, page, watch):
+    open_learner_page(page, server.url, at_1280=True)
+    type_number(page, "Tokens", "8")
+    page.get_by_label("Head width d_k").select_option("4")
+    page.get_by_label("Use values (adds output and contributions)").check()
+    page.get_by_label("Value width d_v").select_option("4")
+    typed = {"Key 8, component 4": "9.999", "Value 8, component 4": "-0.00125"}
+    for label, text in typed.items():
+        type_number(page, label, text)
+    page.get_by_label("Input mode").select_option(label="X and projections (W_Q, W_K, W_V)")
+    page.get_by_label("Model width d_model").select_option("4")
+    matrix = {"X token 8, component 4": "9.999", "W_Q row 1, column 1": "9.999",
+              "W_K row 4, column 4": "-0.00125", "W_V row 2, column 4": "123456.75"}
+    for label, text in matrix.items():
+        type_number(page, label, text)
+    for label, text in matrix.items():
+        cell = page.get_by_label(label, exact=True)
+        expect(cell).to_have_value(text)
+        page.wait_for_function(SHOWN_WHOLE_JS, arg=cell.element_handle())
+    page.get_by_label("Input mode").select_option(label="Numbers or vectors (Q, K, V)")
+    for label, text in typed.items():
+        cell = page.get_by_label(label, exact=True)
+        expect(cell).to_have_value(text)
+        page.wait_for_function(SHOWN_WHOLE_JS, arg=cell.element_handle())
+    screenshot(page, "long-numbers-1280x720.png", full_page=False)

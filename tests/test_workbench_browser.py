@@ -547,3 +547,49 @@ def test_a_field_message_keeps_each_tokens_query_and_key_side_by_side(server, pa
     assert abs(query3["y"] - key3["y"]) < 2, (query3, key3)
     assert key2["y"] < message["y"] < query3["y"]
     watch.assert_clean()
+
+
+def overlaps(a: dict, b: dict) -> bool:
+    return (a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"]
+            and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
+
+
+def test_the_lost_connection_notice_sits_in_the_header_bar_and_hides_no_saved_run(tmp_path, page):
+    # In Panel's corner (bottom right, 300 × 180 px) it covered the Saved runs' Open links.
+    own = start_server(tmp_path / "runs", tmp_path / "server.log")
+    try:
+        open_learner_page(page, own.url, at_1280=True)
+        page.get_by_label("Prediction").fill("p")
+        page.get_by_label("Prediction").press("Tab")
+        for n in range(1, 5):
+            type_number(page, "Query 1", str(n))
+            page.get_by_role("button", name="Save run").click()
+            expect(page.get_by_role("status").filter(has_text=f"Saved run #{n}")).to_be_visible()
+        opens = page.get_by_role("link", name=re.compile(r"^Open run \d in the workbench$"))
+        expect(opens).to_have_count(4)
+        own.process.kill()
+        own.process.wait(timeout=30)
+        notice = page.locator(".notyf__toast").filter(has_text="Connection to the workbench server lost")
+        expect(notice).to_be_visible()
+        expect(notice).to_contain_text("your saved runs are kept")
+        # At the top of the page it lies inside the header bar, which holds no control.
+        page.evaluate("window.scrollTo(0, 0)")
+        notice.evaluate("el => Promise.all(el.getAnimations({subtree: true}).map((a) => a.finished))")
+        # The bar is the header pane's host (Panel draws the pane's HTML in its shadow root).
+        header = page.locator("header").evaluate(
+            "el => { const r = el.getRootNode().host.getBoundingClientRect(); "
+            "return {x: r.x, y: r.y, width: r.width, height: r.height} }")
+        expect(notice).to_be_in_viewport(ratio=1)
+        box = notice.bounding_box()
+        assert header["y"] <= box["y"] and box["y"] + box["height"] <= header["y"] + header["height"], (box, header)
+        screenshot(page, "lost-connection-1280x720.png", full_page=False)
+        # Read down to the Saved runs: every Open link and tick box in view is clear of it.
+        page.get_by_role("table", name="Saved runs").evaluate("el => el.scrollIntoView({block: 'end'})")
+        box = notice.bounding_box()
+        controls = [opens.nth(i) for i in range(4)] + [
+            page.get_by_label(re.compile(rf"^Run {i}\b")) for i in range(1, 5)]
+        for control in controls:
+            assert not overlaps(control.bounding_box(), box), control
+        screenshot(page, "lost-connection-saved-runs-1280x720.png", full_page=False)
+    finally:
+        own.stop()
