@@ -78,7 +78,7 @@ def server(tmp_path_factory):
 def postgres_server():
     """A PostgreSQL server for the whole test session, stopped (and its directory removed) after."""
     try:
-        server = start_postgres()
+        server = start_postgres(fsync=False)  # a throwaway server: see there
     except (FileNotFoundError, RuntimeError) as error:
         if os.environ.get("CI") == "true":
             pytest.fail(f"PostgreSQL is needed under CI=true: {error}", pytrace=False)

@@ -49,6 +49,7 @@ class PostgresServer:
     base: Path
     port: int
     as_user: list[str]
+    fsync: bool = True
     _names: count = field(default_factory=lambda: count(1))
 
     @property
@@ -67,11 +68,9 @@ class PostgresServer:
                          "-E", "UTF8", "--no-sync")
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed:\n{done.stdout}\n{done.stderr}")
-        # A throwaway server: CREATE DATABASE and commits do not wait for the disk (what is
-        # committed still reaches the kernel before the client hears so: only the machine
-        # crashing, which no test does, could lose it).
-        options = (f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c max_connections=200 "
-                   "-c fsync=off -c full_page_writes=off")
+        options = f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        if not self.fsync:
+            options += " -c fsync=off -c full_page_writes=off"
         done = self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(self.base / "server.log"),
                          "-o", options, "-w", "-t", "60", "start")
         if done.returncode != 0:
@@ -96,8 +95,15 @@ class PostgresServer:
         return self.url(name)
 
 
-def start_postgres() -> PostgresServer:
+def start_postgres(fsync: bool = True) -> PostgresServer:
     """Start a PostgreSQL server of its own in a temporary directory.
+
+    Parameters
+    ----------
+    fsync : bool
+        False for the tests: CREATE DATABASE and commits then do not wait for the disk. What is
+        committed still reaches the kernel before the client hears so; only the machine
+        crashing, which no test does, could lose it. The benchmarks keep PostgreSQL's default.
 
     Raises
     ------
@@ -118,7 +124,7 @@ def start_postgres() -> PostgresServer:
         user = pwd.getpwnam("postgres")
         os.chown(base, user.pw_uid, user.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"]
-    server = PostgresServer(bin_dir, base, free_port(), as_user)
+    server = PostgresServer(bin_dir, base, free_port(), as_user, fsync)
     try:
         server.start()
     except BaseException:
