@@ -18,7 +18,7 @@ import pytest
 from find_browser import HOW_TO_FIX, find_chromium
 from playwright.sync_api import Page, expect
 from postgres_server import start_postgres
-from workbench_server import PageWatch, start_server
+from workbench_server import NO_PASSWORD, PageWatch, start_server
 
 from app.store import sqlite_url
 
@@ -66,10 +66,8 @@ def server(tmp_path_factory):
     costs seconds of imports and a cold first page, so it is started once; every test opens a
     fresh session, and finds its runs in the shared store by id, label or learner. The
     instructor page is open without a password (whatever the environment says)."""
-    from app.auth import PASSWORD_ENV
-
     base = tmp_path_factory.mktemp("shared_server")
-    running = start_server(base / "runs", base / "server.log", env={PASSWORD_ENV: None})
+    running = start_server(base / "runs", base / "server.log", env=NO_PASSWORD)
     yield running
     running.stop()
 

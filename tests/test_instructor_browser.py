@@ -24,14 +24,16 @@ from class_runs import write_runs
 from playwright.sync_api import Page, expect
 from store_helpers import sqlite_store
 from workbench_server import (
+    NO_PASSWORD,
     ROOT,
-    PageWatch,
     blocking_violations,
+    open_instructor,
     screenshot,
     source,
     start_server,
+    table_rows,
     type_number,
-    wait_for_tables_drawn,
+    watched,
 )
 
 from app.auth import PASSWORD_ENV
@@ -39,8 +41,6 @@ from app.instructor.table import PAGE_SIZE
 from app.store.importing import import_paths
 from attention_core import self_attention
 from attention_core.records import ExperimentRecord
-
-NO_PASSWORD = {PASSWORD_ENV: None}
 
 # Where a run's point is on screen: Bokeh's own scales, so the click hits what a user would click.
 POINT_JS = """([figureName, column, runId]) => {
@@ -66,28 +66,12 @@ def server(tmp_path_factory):
 DAY_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d$")
 
 
-def watched(page: Page, server) -> PageWatch:
-    watch = PageWatch(origin=server.url.rstrip("/"))
-    watch.attach(page)
-    watch.dialogs = []
-    page.on("dialog", lambda d: (watch.dialogs.append(d.message), d.dismiss()))
-    return watch
-
-
 @pytest.fixture
 def watch(server, page: Page):
     w = watched(page, server)
     yield w
     w.assert_clean()
     assert w.dialogs == []
-
-
-def open_instructor(page: Page, server) -> None:
-    page.goto(server.url + "instructor")
-    expect(page.get_by_test_id("runs-total")).to_be_visible(timeout=30_000)
-    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
-                           "Bokeh.documents[0].get_model_by_name('class-source')")
-    wait_for_tables_drawn(page)
 
 
 def save_as_learner(context, server, learner: str, label: str, *, broken: bool = False,
@@ -125,10 +109,6 @@ def show_columns(page: Page, *names: str) -> None:
         page.get_by_role("button", name="Columns shown").click()
     for name in names:
         page.get_by_label(name, exact=True).check()
-
-
-def table_rows(page: Page):
-    return page.locator(".tabulator-row")
 
 
 def cli_export(store_url: str, fmt: str) -> str:

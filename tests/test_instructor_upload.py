@@ -76,8 +76,7 @@ def test_a_file_over_the_size_limit_is_refused_with_a_message(store):
 
 def test_upload_in_a_real_browser_then_the_size_limit(tmp_path, page):
     from playwright.sync_api import expect
-    from test_instructor_browser import NO_PASSWORD, open_instructor, table_rows, watched
-    from workbench_server import blocking_violations, start_server
+    from workbench_server import NO_PASSWORD, blocking_violations, open_instructor, start_server, table_rows, watched
 
     home = [make_record("no_mask", minutes=m, learner="Lin", label=f"at home {m}") for m in (1, 2)]
     files = tmp_path / "from-learners"

@@ -24,9 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from app.auth import PASSWORD_ENV
+
 ROOT = Path(__file__).resolve().parent.parent
 # Written on every run (git ignores test-results/); the README shows copies kept in assets/.
 SCREENSHOTS = ROOT / "test-results" / "screenshots"
+# start_server's env for a server whose instructor page is open without a password, whatever
+# the environment says.
+NO_PASSWORD = {PASSWORD_ENV: None}
 
 
 def free_port() -> int:
@@ -152,6 +157,32 @@ def open_learner_page(page, url: str, *, at_1280: bool = False) -> None:
     # "Tokens" is on the page in every input mode (Query 1 is only there for numbers).
     expect(page.get_by_label("Tokens", exact=True)).to_be_visible(timeout=30_000)
     page.wait_for_function(_LEARNER_PAGE_READY)
+
+
+def watched(page, server) -> PageWatch:
+    """A :class:`PageWatch` on ``page`` that also keeps (and dismisses) every dialog the page
+    opens, in ``watch.dialogs``: learner text that ran as code would open one."""
+    watch = PageWatch(origin=server.url.rstrip("/"))
+    watch.attach(page)
+    watch.dialogs = []
+    page.on("dialog", lambda d: (watch.dialogs.append(d.message), d.dismiss()))
+    return watch
+
+
+def open_instructor(page, server) -> None:
+    """Open ``server``'s instructor page and wait until its table and class picture are drawn."""
+    from playwright.sync_api import expect
+
+    page.goto(server.url + "instructor")
+    expect(page.get_by_test_id("runs-total")).to_be_visible(timeout=30_000)
+    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
+                           "Bokeh.documents[0].get_model_by_name('class-source')")
+    wait_for_tables_drawn(page)
+
+
+def table_rows(page):
+    """The instructor table's rows."""
+    return page.locator(".tabulator-row")
 
 
 def watched_session(browser, server):
