@@ -44,8 +44,12 @@ lint: $(STAMP)
 postgres: $(STAMP)
 	$(BIN)/python tests/postgres_server.py --install
 
+# Two pytest-xdist workers: a browser test leaves a core idle while its page waits for the
+# server. Each test file runs whole on one worker, so its module's servers and its order stay.
+TEST_WORKERS ?= 2
+
 test: browser node postgres lint
-	$(BIN)/python -m pytest $(ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 bench: $(STAMP)
 	@test -f bench/run.py || { echo "make: bench/run.py does not exist yet" >&2; exit 1; }
