@@ -63,9 +63,10 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
 def server(tmp_path_factory):
     """One real ``attention-workbench serve`` for every browser test module that does not define
     its own ``server`` (one with other options, or that needs a store of its own). Each start
-    costs seconds of imports and a cold first page, so it is started once; every test opens a
-    fresh session, and finds its runs in the shared store by id, label or learner. The
-    instructor page is open without a password (whatever the environment says)."""
+    costs seconds of imports and a cold first page, so it is started once (per pytest-xdist
+    worker); every test opens a fresh session, and finds its runs in the shared store by id,
+    label or learner. The instructor page is open without a password (whatever the environment
+    says)."""
     base = tmp_path_factory.mktemp("shared_server")
     running = start_server(base / "runs", base / "server.log", env=NO_PASSWORD)
     yield running
