@@ -21,6 +21,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import stat
+from importlib.resources import files
 from pathlib import Path
 
 PASSWORD_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD"
@@ -28,8 +29,10 @@ PASSWORD_FILE_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD_FILE"
 INSTRUCTOR_USER = "instructor"
 INSTRUCTOR_PATH = "/instructor"
 LOGOUT_PATH = "/logout"
-LOGIN_TEMPLATE = Path(__file__).resolve().parent / "instructor" / "login.html"
-LOGOUT_TEMPLATE = Path(__file__).resolve().parent / "instructor" / "logout.html"
+# Package data (pyproject.toml), so an installed wheel has them; files("app"), not "app.instructor",
+# whose import loads the instructor page's code.
+LOGIN_TEMPLATE = files("app") / "instructor" / "login.html"
+LOGOUT_TEMPLATE = files("app") / "instructor" / "logout.html"
 # Endpoints anyone may open without logging in: the learner pages (the workbench and its
 # embed), their WebSockets and autoload scripts, with or without a query string.
 GUEST_ENDPOINTS = ["/", "/embed"]
@@ -104,7 +107,7 @@ def _provider_class():
     """
     import hmac
 
-    from jinja2 import Environment, FileSystemLoader
+    from jinja2 import Environment, PackageLoader
     from panel.auth import BasicAuthProvider
     from tornado.web import HTTPError
 
@@ -114,8 +117,7 @@ def _provider_class():
             super().__init__(**kwargs)
             # Panel compiles a template file with a loader of its own folders, where the frame
             # that login.html and logout.html extend (auth_page.html) is not found: loaded here.
-            pages = Environment(loader=FileSystemLoader(LOGIN_TEMPLATE.parent), trim_blocks=True,
-                                lstrip_blocks=True)
+            pages = Environment(loader=PackageLoader("app", "instructor"), trim_blocks=True, lstrip_blocks=True)
             self._login_template = pages.get_template(LOGIN_TEMPLATE.name)
             self._logout_template = pages.get_template(LOGOUT_TEMPLATE.name)
 

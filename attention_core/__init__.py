@@ -7,6 +7,8 @@ failure modes, the checks, one row's steps (``row_steps``) and whether an input 
 the application's (``app.store``).
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 from attention_core.attention import AttentionResult, scaled_dot_product_attention
 from attention_core.checks import CHECK_NAMES, Check, is_row_stochastic, run_checks
 from attention_core.masks import additive_mask, causal_mask, combine_masks, future_cells, padding_mask
@@ -16,7 +18,10 @@ from attention_core.softmax import naive_softmax, stable_softmax
 from attention_core.steps import RowSteps, exposure, row_steps
 from attention_core.validation import MAX_TOKENS, AttentionInputError
 
-__version__ = "0.1.0"
+try:  # the installed distribution's version (pyproject.toml), written into every record's app_version
+    __version__ = version("attention-workbench")
+except PackageNotFoundError:  # run from a copy of the sources that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "AttentionInputError",

@@ -5,7 +5,7 @@ An :class:`ExperimentRecord` holds JSON-native data only (dicts, lists, floats, 
 (floats via their shortest ``repr``). Numbers that are not finite are written as ``null`` (a
 masked score beside the explicit boolean ``mask``; a weight only the ``naive_softmax`` mode can
 make), so no ``NaN`` or ``Infinity`` token is ever written (RFC 8259). The contract is
-``assets/experiment-record.schema.json`` (JSON Schema draft 2020-12).
+``attention_core/experiment-record.schema.json`` (JSON Schema draft 2020-12).
 
 Version 2 (issue 14) adds to ``inputs`` the values' width ``d_v`` and, for a run computed from
 X (matrix mode, seed 000), ``projection``: ``{"X", "W_Q", "W_K", "W_V", "d_model"}``, of which
