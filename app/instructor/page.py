@@ -25,7 +25,7 @@ from app.instructor.upload import UploadView
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
 from app.shared.widgets import like_the_first_paint
-from app.store import RunStore
+from app.store import RunStore, resolve_store_url
 
 REFRESH_MS = 2000
 INTRO = (
@@ -260,3 +260,9 @@ def create_instructor(store: RunStore) -> pn.template.BootstrapTemplate:
     # The upload's FilePond scripts (and the disconnect notice's), asked for before the page is built.
     pn.extension("filedropper", "tabulator", notifications=True)
     return InstructorPage(store).serve_session().template()
+
+
+if pn.state.served:
+    # `panel serve app/instructor/page.py`: the page over the store `attention-workbench serve`
+    # opens by default, one per server process; no password (that is `serve`'s).
+    create_instructor(pn.state.as_cached("attention-workbench-store", RunStore, url=resolve_store_url())).servable()

@@ -154,5 +154,8 @@ def create_page(store: RunStore | None = None) -> LearnerPage:
     return LearnerPage(store=store).serve_session()
 
 
-if __name__.startswith("bokeh"):
-    create_page().servable(title=TITLE)
+if pn.state.served:
+    # `panel serve app/learner/page.py`: the page over the store `attention-workbench serve` opens
+    # by default, one per server process (as there) rather than one per session.
+    create_page(pn.state.as_cached("attention-workbench-store", RunStore, url=resolve_store_url())).servable(
+        title=TITLE)
