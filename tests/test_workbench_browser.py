@@ -21,7 +21,7 @@ from workbench_server import PageWatch, open_learner_page, start_server
 
 from attention_core.records import validate_record
 
-# Written on every run (git ignores test-results/); the README shows a copy kept in assets/.
+# Written on every run (git ignores test-results/); the README's pictures are `make screenshots`'.
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-results" / "screenshots"
 
 SOURCE_JS = """name => {
