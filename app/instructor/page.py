@@ -24,6 +24,7 @@ from app.instructor.table import PAGE_ARIA_JS, TABLE_RESYNC_JS, FiltersView, Run
 from app.instructor.upload import UploadView
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
+from app.shared.static import read_text
 from app.shared.widgets import like_the_first_paint
 from app.store import RunStore
 
@@ -39,10 +40,7 @@ STALE_COUNT_JS = mark_stale_js(
     ".runs-count", " The connection to the server was lost: this table no longer updates; reload the page.")
 
 
-_LOGOUT_CSS = """
-.logout { color: #ffffff; border: 1px solid #ffffff; border-radius: 4px; padding: 6px 14px; text-decoration: none; }
-.logout:hover, .logout:focus { background: #ffffff; color: #37474f; }
-"""
+_LOGOUT_CSS = read_text(__package__, "page_logout.css")
 
 
 # The most runs the page's JSON export sends (about 46 MB): a download travels through the page's
