@@ -256,7 +256,7 @@ class SavedRunsView(pn.viewable.Viewer):
         records = list(self.state.saved)
         if fmt == "json":
             self.download_json.filename = f"attention-runs-{stamp}.json"
-            return io.StringIO(export_json(records, []))
+            return io.StringIO(export_json(records))
         self.download_csv.filename = f"attention-runs-{stamp}.csv"
         return io.StringIO(export_csv(records))
 
