@@ -186,11 +186,6 @@ class AttentionResult:
         return None if self.values is None else self.values.reshape(len(self.values), -1)
 
     @property
-    def future(self) -> np.ndarray:
-        """Future cells ``j > i``, bool (T, T)."""
-        return future_cells(self.T)
-
-    @property
     def total_future_weight(self) -> float:
         """Sum of all weight on future cells (``nan`` if a weight is not finite)."""
         return float(self.future_weight.sum())
