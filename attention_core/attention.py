@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -23,8 +23,43 @@ from attention_core.modes import CORRECT, MASK_AFTER_SOFTMAX, FailureMode, get_m
 from attention_core.softmax import softmax_steps
 from attention_core.validation import AttentionInputError, key_padding, token_array
 
-if TYPE_CHECKING:
-    from attention_core.projection import Projection
+
+@dataclass(frozen=True)
+class Projection:
+    """The matrix-mode inputs of a run and what they project to; all float64.
+
+    Defined here, beside the :class:`AttentionResult` that holds it, so that
+    :mod:`attention_core.projection` (which builds it) imports this module and not the reverse.
+
+    Attributes
+    ----------
+    x : numpy.ndarray, shape (T, d_model)
+        One row per token.
+    w_q, w_k : numpy.ndarray, shape (d_model, d_k)
+    w_v : numpy.ndarray, shape (d_model, d_v), or None
+    queries, keys : numpy.ndarray, shape (T, d_k)
+        ``x @ w_q`` and ``x @ w_k``.
+    values : numpy.ndarray, shape (T, d_v), or None
+        ``x @ w_v``.
+    """
+
+    x: np.ndarray
+    w_q: np.ndarray
+    w_k: np.ndarray
+    w_v: np.ndarray | None
+    queries: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray | None
+
+    @property
+    def T(self) -> int:
+        """Number of tokens (rows of X)."""
+        return self.x.shape[0]
+
+    @property
+    def d_model(self) -> int:
+        """Width of X (columns), the rows of every W."""
+        return self.x.shape[1]
 
 
 @dataclass(frozen=True)
@@ -149,11 +184,6 @@ class AttentionResult:
     def values_2d(self) -> np.ndarray | None:
         """Values as (T, d_v), or None."""
         return None if self.values is None else self.values.reshape(len(self.values), -1)
-
-    @property
-    def future(self) -> np.ndarray:
-        """Future cells ``j > i``, bool (T, T)."""
-        return future_cells(self.T)
 
     @property
     def total_future_weight(self) -> float:

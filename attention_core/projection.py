@@ -13,51 +13,14 @@ Left out: batches, several heads, projection biases and the output projection ``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from attention_core.attention import AttentionResult, attend
+from attention_core.attention import AttentionResult, Projection, attend
 from attention_core.modes import FailureMode
 from attention_core.validation import MAX_TOKENS, AttentionInputError
 
 _ROW_LIKE = (list, tuple, np.ndarray)
 _OUTPUT = {"W_Q": "Q", "W_K": "K", "W_V": "V"}
-
-
-@dataclass(frozen=True)
-class Projection:
-    """The matrix-mode inputs of a run and what they project to; all float64.
-
-    Attributes
-    ----------
-    x : numpy.ndarray, shape (T, d_model)
-        One row per token.
-    w_q, w_k : numpy.ndarray, shape (d_model, d_k)
-    w_v : numpy.ndarray, shape (d_model, d_v), or None
-    queries, keys : numpy.ndarray, shape (T, d_k)
-        ``x @ w_q`` and ``x @ w_k``.
-    values : numpy.ndarray, shape (T, d_v), or None
-        ``x @ w_v``.
-    """
-
-    x: np.ndarray
-    w_q: np.ndarray
-    w_k: np.ndarray
-    w_v: np.ndarray | None
-    queries: np.ndarray
-    keys: np.ndarray
-    values: np.ndarray | None
-
-    @property
-    def T(self) -> int:
-        """Number of tokens (rows of X)."""
-        return self.x.shape[0]
-
-    @property
-    def d_model(self) -> int:
-        """Width of X (columns), the rows of every W."""
-        return self.x.shape[1]
 
 
 def _matrix(field: str, data: object) -> np.ndarray:

@@ -21,7 +21,6 @@ from app.instructor import (
     ExportView,
     InstructorPage,
     InstructorState,
-    ProblemsView,
     RunsTableView,
     create_instructor,
     created_texts,
@@ -295,23 +294,12 @@ def test_two_exports_in_one_second_get_different_file_names(store):
     assert view._name("json", now.replace(microsecond=124000)) == "class-runs-20250131T091502.124Z.json"
 
 
-def test_the_bundles_skip_reasons_are_sentences_naming_the_run(store):
+def test_the_json_export_reads_the_store_as_it_is_now(store):
     s = InstructorState(store=store)
     ids = [r.id for r in s.filtered()]
     delete_run(store, ids[0])  # gone since the page was drawn: the export reads the store as it is now
     bundle = json.loads(s.export("json"))
     assert [r["id"] for r in bundle["runs"]] == ids[1:] and bundle["skipped"] == []
-    s.problems = [("broken.json", "not valid JSON: Expecting value")]  # an import's bad file, say
-    assert json.loads(s.export("json"))["skipped"][0]["reason"] == (
-        "Run broken was left out of this export: its file broken.json is not valid JSON: Expecting value.")
-
-
-def test_problems_are_escaped(store):
-    s = InstructorState(store=store)
-    s.problems = [("<script>alert(1)<script>.json", "not valid JSON")]
-    view = ProblemsView(state=s)
-    assert view.pane.visible
-    assert "<script>" not in view.pane.object and "&lt;script&gt;" in view.pane.object
 
 
 def test_shorten():

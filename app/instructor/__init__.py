@@ -16,10 +16,10 @@ beyond the two summaries.
 
 from app.instructor.chart import ClassChartView
 from app.instructor.columns import created_texts, shorten
-from app.instructor.page import ExportView, InstructorPage, ProblemsView, create_instructor
+from app.instructor.page import ExportView, InstructorPage, create_instructor
 from app.instructor.state import ALL_MODES, InstructorState, mode_order
 from app.instructor.table import COLUMNS, FiltersView, RunsTableView, run_details, runs_frame
 
 __all__ = ["ALL_MODES", "COLUMNS", "ClassChartView", "ExportView", "FiltersView", "InstructorPage", "InstructorState",
-           "ProblemsView", "RunsTableView", "create_instructor", "created_texts", "mode_order", "run_details",
+           "RunsTableView", "create_instructor", "created_texts", "mode_order", "run_details",
            "runs_frame", "shorten"]

@@ -22,16 +22,17 @@ from bokeh.plotting import figure
 
 from app.instructor.columns import created_texts, numbers, texts
 from app.instructor.state import InstructorState, mode_order
+from app.shared.static import read_text
 
 CHART_HEIGHT = 460  # px: the class picture's heading, one row of its two figures, a key of three lines
 # The picture draws at most this many runs, the newest passing the filters: a class's runs fit
 # many times over, and a store of years of classes is not read and sent whole on every change.
 CHART_RUNS = 5_000
 # Hover text of a summary number: "not finite" where the run had none (NaN in the source).
-_NUMBER_HOVER = "return isNaN(value) ? 'not finite' : String(Number(value.toPrecision(4)));"
+_NUMBER_HOVER = read_text(__package__, "chart_number_hover.js")
 
 
-_KEY_CSS = "ol { margin: 0; padding-left: 0; list-style: none; columns: 2; } li { margin: 2px 0; }"
+_KEY_CSS = read_text(__package__, "chart_key.css")
 
 
 NO_LEARNER = "(no learner name)"

@@ -30,6 +30,7 @@ from datetime import datetime
 import panel as pn
 import param
 
+from app.shared.static import read_text
 from app.store import LearnerTally, RunStore
 
 CHECKPOINTS = ("predict", "experiment", "explain")
@@ -196,11 +197,7 @@ def learners_table(rows: list[dict]) -> str:
             f"<tbody>{body}</tbody></table>")
 
 
-_TABLE_CSS = """
-table.learners { border-collapse: collapse; font-size: 0.9em; }
-table.learners th, table.learners td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: left; }
-table.learners td.missing { color: #8a1c1c; }
-"""
+_TABLE_CSS = read_text(__package__, "learners_table.css")
 
 
 class LearnersView(pn.viewable.Viewer):

@@ -1,4 +1,4 @@
-"""The instructor page assembled: problems, filters, class picture, table, exports, comparison.
+"""The instructor page assembled: filters, class picture, table, exports, comparison.
 
 :class:`InstructorPage` is one browser session's page over the server's store; tests build it
 without a browser and read its ``state``. New runs appear without a reload: a periodic callback
@@ -7,7 +7,6 @@ per session reads the store's change token and re-reads the runs only when it mo
 
 from __future__ import annotations
 
-import html
 import io
 from datetime import UTC, datetime
 
@@ -24,6 +23,7 @@ from app.instructor.table import PAGE_ARIA_JS, TABLE_RESYNC_JS, FiltersView, Run
 from app.instructor.upload import UploadView
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
+from app.shared.static import read_text
 from app.shared.widgets import like_the_first_paint
 from app.store import RunStore, resolve_store_url
 
@@ -39,10 +39,7 @@ STALE_COUNT_JS = mark_stale_js(
     ".runs-count", " The connection to the server was lost: this table no longer updates; reload the page.")
 
 
-_LOGOUT_CSS = """
-.logout { color: #ffffff; border: 1px solid #ffffff; border-radius: 4px; padding: 6px 14px; text-decoration: none; }
-.logout:hover, .logout:focus { background: #ffffff; color: #37474f; }
-"""
+_LOGOUT_CSS = read_text(__package__, "page_logout.css")
 
 
 # The most runs the page's JSON export sends (about 46 MB): a download travels through the page's
@@ -100,33 +97,6 @@ class ExportView(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Row(self.json, self.csv, self.note, sizing_mode="stretch_width")
-
-
-class ProblemsView(pn.viewable.Viewer):
-    """Files in the store that were skipped, and why (never fatal)."""
-
-    state = param.ClassSelector(class_=InstructorState)
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.pane = pn.pane.Alert("", alert_type="warning", visible=False, name="store-problems",
-                                  sizing_mode="stretch_width")
-        self.state.param.watch(self._update, "problems")
-        self._update()
-
-    def _update(self, *events) -> None:
-        problems = self.state.problems
-        shown = problems[:50]
-        items = "".join(f"<li><code>{html.escape(name)}</code>: {html.escape(reason)}</li>"
-                        for name, reason in shown)
-        more = f"<li>… and {len(problems) - len(shown)} more</li>" if len(problems) > len(shown) else ""
-        # An Alert renders Markdown; raw HTML blocks pass through, and every piece is escaped.
-        self.pane.object = (f"<div><b>{len(problems)} file(s) in the runs directory were skipped</b>"
-                            f"<ul>{items}{more}</ul></div>")
-        self.pane.visible = bool(problems)
-
-    def __panel__(self):
-        return self.pane
 
 
 def comparison_names(records, timezone: str) -> list[str]:
@@ -191,7 +161,6 @@ class InstructorPage(pn.viewable.Viewer):
         self.below = pn.Column(sizing_mode="stretch_width")
         self._layout = pn.Column(
             pn.pane.HTML(INTRO),
-            ProblemsView(state=self.state),
             FiltersView(state=self.state),
             self.chart,
             pn.pane.HTML("<h3>Runs</h3>"),

@@ -19,6 +19,7 @@ from bokeh.models.widgets.tables import NumberFormatter
 
 from app.instructor.columns import created_texts, numbers, shorten
 from app.instructor.state import ALL_MODES, PAGE_SIZE, InstructorState
+from app.shared.static import read_text
 from app.shared.widgets import NO_SPIN_BUTTONS
 from app.store import RunFilter, RunSummary
 from attention_core.records import ExperimentRecord
@@ -65,10 +66,7 @@ def runs_frame(rows: list[RunSummary], state: InstructorState) -> pd.DataFrame:
     return pd.DataFrame(columns, columns=COLUMNS)
 
 
-_DETAILS_CSS = """
-dl { margin: 4px 12px; } dd { unicode-bidi: isolate; } dt { font-weight: bold; margin-top: 4px; }
-dd { margin: 0 0 0 12px; white-space: pre-wrap; overflow-wrap: anywhere; max-width: 900px; }
-"""
+_DETAILS_CSS = read_text(__package__, "table_details.css")
 
 
 # "Open run" wraps in a narrow column instead of being cut to "Open…" (Tabulator's cells do not
@@ -76,16 +74,7 @@ dd { margin: 0 0 0 12px; white-space: pre-wrap; overflow-wrap: anywhere; max-wid
 # white on its blue (the browser's link blue on it has a contrast of 1.8); Panel's 1 px filler
 # column is as wide in the rows as in the header (the Bootstrap theme's cell padding, which beats
 # Panel's own rule for it, made rows 9 px wider than the table).
-_TABLE_CSS = """
-:host .tabulator { font-size: 13px; }
-.tabulator-row .tabulator-cell[tabulator-field="open"] { white-space: normal; }
-.tabulator-col-title { font-size: 12px; }
-.tabulator-col-title, .tabulator-cell { overflow-wrap: anywhere; }
-.tabulator-row.tabulator-selected a { color: #ffffff; }
-.tabulator.table-sm .tabulator-tableholder .tabulator-table .tabulator-row .tabulator-cell.empty {
-  padding: 0 !important;
-}
-"""
+_TABLE_CSS = read_text(__package__, "table.css")
 # Run in the browser once the page is ready: two fixes of third-party markup that axe-core rates
 # critical, applied whenever the widget (re)draws (each one's shadow root is watched; Tabulator
 # builds its table after the document is ready and rebuilds its rows with every page).
@@ -96,60 +85,15 @@ _TABLE_CSS = """
 # - Bokeh's date pickers show the field flatpickr adds (altInput), which their <label for> does
 #   not name (label): it gets the label's text as its aria-label.
 # Nothing moves and nothing else changes.
-PAGE_ARIA_JS = """
-const set = (el, name, value) => { if (el && el.getAttribute(name) !== value) el.setAttribute(name, value) }
-const fixGrid = (grid) => {
-  const holder = grid.querySelector(':scope > .tabulator-tableholder')
-  set(holder, 'role', 'rowgroup')
-  set(holder && holder.querySelector(':scope > .tabulator-table'), 'role', 'none')
-}
-const fixPicker = (home) => {
-  const label = home.querySelector('label')
-  for (const field of home.querySelectorAll('input.form-control:not([type=hidden])'))
-    if (label) set(field, 'aria-label', label.textContent.trim())
-}
-const fixes = {
-  'bk-panel-models-tabulator-DataTabulator': (home) => home.querySelectorAll('.tabulator[role=grid]').forEach(fixGrid),
-  'bk-DateRangePicker': fixPicker,
-}
-const watch = (home, fix) => {
-  new MutationObserver(() => fix(home)).observe(home, {childList: true, subtree: true})
-  fix(home)
-}
-const walk = (root) => {
-  for (const el of root.querySelectorAll('*')) {
-    if (el.shadowRoot) {
-      for (const [cls, fix] of Object.entries(fixes)) if (el.classList.contains(cls)) watch(el.shadowRoot, fix)
-      walk(el.shadowRoot)
-    }
-  }
-}
-walk(document)
-"""
+PAGE_ARIA_JS = read_text(__package__, "page_aria.js")
 # Run in the browser once the page is ready. Two table updates in quick succession (an upload of
 # several files, a filter typed while runs arrive) sometimes left Panel's Tabulator showing the
 # first one's rows while its data held the second's (a browser test reproduced it 2 runs in 3):
 # after each change of the table's data, once it has settled, rows and data are compared and the
 # rows redrawn from the data if they differ. Nothing happens while they agree.
-TABLE_RESYNC_JS = """
-const views = (view, out) => {
-  if (view == null) return out
-  if (view.tabulator !== undefined && typeof view.setData === 'function') out.push(view)
-  for (const child of (view.child_views || [])) views(child, out)
-  return out
-}
-for (const root of Object.values(Bokeh.index)) {
-  for (const view of views(root, [])) {
-    const source = view.model.source
-    source.properties.data.change.connect(() => setTimeout(() => {
-      const table = view.tabulator
-      if (table && table.initialized && !view._building && table.getDataCount() !== source.get_length())
-        view.setData()
-    }, 300))
-  }
-}
-"""
-_COUNT_CSS = ".stale { background: #eceff1; color: #37474f; padding: 8px 12px; border-radius: 4px; }"
+TABLE_RESYNC_JS = read_text(__package__, "table_resync.js")
+_COUNT_CSS = read_text(__package__, "table_count.css")
+_COLUMNS_CSS = read_text(__package__, "table_columns.css")
 
 
 def run_details(record: ExperimentRecord | RunSummary) -> str:
@@ -310,7 +254,7 @@ class RunsTableView(pn.viewable.Viewer):
                                     sizing_mode="stretch_width")
         self.columns = pn.widgets.CheckBoxGroup.from_param(
             self.param.shown, label="Columns shown", inline=True, sizing_mode="stretch_width",
-            stylesheets=[".bk-input-group { flex-wrap: wrap; column-gap: 4px; }"])
+            stylesheets=[_COLUMNS_CSS])
         self.chooser = pn.Card(self.columns, title="Columns shown", collapsed=True, sizing_mode="stretch_width",
                                margin=(5, 10))
         self.state.param.watch(self._update, ["page_runs", "timezone"])

@@ -23,6 +23,7 @@ import param
 
 from app.instructor.state import InstructorState
 from app.shared.parsing import displayable
+from app.shared.static import read_text
 from app.store import StoreError
 from app.store.importing import FileReport, ImportReport, import_data
 
@@ -41,11 +42,7 @@ def upload_summary(report: ImportReport, limit: int = 40) -> str:
             f"<p><b>Upload: {html.escape(report.summary())}.</b></p><ul>{shown}{more}</ul></div>")
 
 
-_SUMMARY_CSS = """
-.import { padding: 8px 12px; border-radius: 4px; unicode-bidi: isolate; }
-.done { background: #e6f4ea; color: #1b5e20; } .refused { background: #fff4e5; color: #663c00; }
-ul { margin: 4px 0 0 0; padding-left: 20px; } li { overflow-wrap: anywhere; }
-"""
+_SUMMARY_CSS = read_text(__package__, "upload_summary.css")
 
 
 class UploadView(pn.viewable.Viewer):

@@ -16,6 +16,7 @@ import param
 
 from app.learner.state import LearnerState
 from app.shared.compare import TABLE_CSS, num
+from app.shared.static import read_text
 from attention_core import AttentionResult, row_steps
 from attention_core.checks import ROW_SUM_TOLERANCE
 from attention_core.modes import run_title
@@ -26,13 +27,7 @@ OTHER_LIBRARIES = (
     "softmax return NaN; jax.nn.dot_product_attention returns uniform weights over all keys, "
     "masked ones included, so its output is the mean of every value.")
 
-NOTICE_CSS = """
-.notice { padding: 10px 14px; border-radius: 6px; border: 1px solid; margin-bottom: 6px; }
-.danger { background: #f8d7da; color: #58151c; border-color: #f1aeb5; }
-.warning { background: #fff3cd; color: #664d03; border-color: #ffe69c; }
-.readouts-and-checks { display: flex; flex-wrap: wrap; gap: 10px 40px; align-items: flex-start; }
-h3 { font-size: 1.1em; font-weight: bold; margin: 1em 0 0.6em; }
-"""
+NOTICE_CSS = read_text(__package__, "checks_notice.css")
 
 
 def empty_rows(r: AttentionResult) -> list[int]:
@@ -143,13 +138,7 @@ def readouts_html(r: AttentionResult | None, input_ok: bool) -> str:
         f"</div><div>{checks_html(r)}</div></div>")
 
 
-INVARIANTS_CSS = """
-:host { font-size: 13px; }
-p { margin: 0 0 4px; }
-ol { margin: 4px 0 0; padding-left: 1.6em; }
-li { margin: 1px 0; }
-.check-fail { color: #b00020; } .check-pass { color: #1b5e20; } .check-na { color: #555; }
-"""
+INVARIANTS_CSS = read_text(__package__, "checks_invariants.css")
 
 
 def invariants_html(r: AttentionResult | None, input_ok: bool) -> str:

@@ -33,6 +33,7 @@ from bokeh.plotting import figure
 from app.learner.state import LearnerState
 from app.shared.compare import TABLE_CSS
 from app.shared.heatmap import format_number, short_number
+from app.shared.static import read_text
 from attention_core import AttentionResult
 
 # One dark colour per quantity (each at least 3:1 against white), grey for a masked score.
@@ -46,14 +47,7 @@ _LABELLED_BARS = 12  # beyond this many bars a chart's number labels overlap: th
 # Where labels go, in pixels: a chart's plot area (its legend, shown for vector values, takes
 # LEGEND_PX of the width), and a 10 px label's height and width per character (digits' widest).
 PLOT_PX, LEGEND_PX, LABEL_HEIGHT_PX, LABEL_CHAR_PX = (345, 120), 63, 12, 6.4
-_CSS = """
-.contributions-lead { margin: 0.2em 0 0.6em; max-width: 60em; }
-.notice { padding: 8px 12px; border-radius: 6px; border: 1px solid #ffe69c; background: #fff3cd;
-          color: #664d03; max-width: 60em; }
-table.contributions td { font-family: ui-monospace, monospace; white-space: nowrap; }
-table.contributions tfoot th, table.contributions tfoot td { border-top: 1px solid #999; }
-h3 { font-size: 1.1em; font-weight: bold; margin: 1.2em 0 0.4em; }
-"""
+_CSS = read_text(__package__, "contributions.css")
 
 
 def number(x: float) -> str:

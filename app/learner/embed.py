@@ -34,6 +34,7 @@ from app.learner.checks import InvariantsView
 from app.learner.page import LearnerPage
 from app.learner.record import STATUS_CSS
 from app.shared.parsing import displayable
+from app.shared.static import read_text
 from attention_core.records import TEXT_LIMITS, ExperimentRecord
 
 DEFAULT_INSTANCE = "attention-workbench"  # seed 003's explorable id
@@ -42,52 +43,6 @@ HOST_FIELDS = ("learner", "prediction")
 MAP_SIZE = 176  # two maps side by side (each 140 px wider than this) in a 640 px column
 TITLE = "Self-attention workbench (embedded)"
 
-_BRIDGE_ESM = r"""
-export function render({ model, view }) {
-  // The parent's origin: Chromium and Safari list it, Firefox leaves the referrer's.
-  function parentOrigin() {
-    const ancestors = window.location.ancestorOrigins
-    if (ancestors && ancestors.length > 0) return ancestors[0]
-    try { return document.referrer ? new URL(document.referrer).origin : null } catch (e) { return null }
-  }
-  function trustedParent() {
-    const origin = window.parent === window ? null : parentOrigin()
-    return origin && model.trusted_origins.includes(origin) ? origin : null
-  }
-  function post() {
-    const message = model.message, origin = trustedParent()
-    if (!origin || !message || !message.run) return
-    // The full workbench beside this page: /embed → /, behind any path prefix.
-    const url = new URL(window.location.href)
-    url.pathname = url.pathname.replace(/embed\/?$/, '')
-    url.search = '?run=' + encodeURIComponent(message.run.id)
-    url.hash = ''
-    window.parent.postMessage({...message, url: url.href}, origin)
-  }
-  function listen(event) {
-    if (window.parent === window || event.source !== window.parent) return
-    if (!model.trusted_origins.includes(event.origin)) return
-    const data = event.data
-    if (!data || typeof data !== 'object' || data.type !== 'explorable-context') return
-    if (data.instanceId !== undefined && data.instanceId !== model.instance_id) return
-    const got = {}
-    for (const key of ['learner', 'prediction']) {
-      if (typeof data[key] === 'string') got[key] = data[key]
-    }
-    if (Object.keys(got).length > 0) model.received = got
-  }
-  model.on('message', post)
-  // A re-render must not leave a second listener behind.
-  if (view._explorable_listener) window.removeEventListener('message', view._explorable_listener)
-  view._explorable_listener = listen
-  window.addEventListener('message', listen)
-  model.on('remove', () => window.removeEventListener('message', listen))
-  // Now listening: a course page that sends the learner's text by message waits for this.
-  const origin = trustedParent()
-  const ready = {type: 'explorable-event', instanceId: model.instance_id, event: 'ready'}
-  if (origin) window.parent.postMessage(ready, origin)
-}
-"""
 
 
 class ExplorableBridge(JSComponent):
@@ -105,7 +60,7 @@ class ExplorableBridge(JSComponent):
     message = param.Dict(default={}, doc="The last event posted (the browser adds ``url``).")
     received = param.Dict(default={}, doc="learner and/or prediction from the parent, until taken.")
 
-    _esm = _BRIDGE_ESM
+    _esm = "embed_bridge.js"
 
 
 def recorded_event(record: ExperimentRecord, instance_id: str = DEFAULT_INSTANCE) -> dict:
@@ -143,7 +98,7 @@ def passed_in_html(learner: str, prediction: str) -> str:
     return f"<p>{who}Prediction: <q data-testid='embed-prediction'>{html.escape(shown)}</q></p>"
 
 
-_HINT_CSS = ":host { font-size: 13px; } p { margin: 2px 0; overflow-wrap: anywhere; }"
+_HINT_CSS = read_text(__package__, "embed_hint.css")
 
 
 class EmbedPage(pn.viewable.Viewer):

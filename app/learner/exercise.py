@@ -18,26 +18,16 @@ from bokeh.models import CustomJS, Div, TextAreaInput
 
 from app.learner.record import STATUS_CSS, status_html
 from app.learner.state import LearnerState
+from app.shared.static import read_text
 from attention_core.exercise import EXERCISE_FUNCTION, ExerciseCaseError, case_filename, render_test
 
 LANGUAGE_NAMES = {"TypeScript (vitest)": "ts", "Python (pytest)": "py"}
 MAX_TEXT = 1_000_000  # Bokeh's text area takes 500 characters by default; a 16-token test is ~10,000
 
 # Code reads as code: monospace, lines kept whole (the area scrolls sideways).
-CODE_CSS = "textarea { font-family: ui-monospace, monospace; font-size: 12px; white-space: pre; }"
+CODE_CSS = read_text(__package__, "exercise_code.css")
 # Only this page's own constant sentences go into the status line, never text from the run.
-COPY_JS = """
-const say = (kind, text) => { status.text = `<div class="status ${kind}" role="status">${text}</div>` }
-if (!(window.isSecureContext && navigator.clipboard)) {
-  say('error', 'This page cannot use the clipboard (it needs https or localhost): ' +
-      'select the text in Generated test and copy it, or use Download test.')
-} else {
-  navigator.clipboard.writeText(area.value).then(
-    () => say('ok', `Copied the test to the clipboard (${area.value.trimEnd().split('\\n').length} lines).`),
-    () => say('error', 'The browser refused the clipboard: select the text in Generated test ' +
-                       'and copy it, or use Download test.'))
-}
-"""
+COPY_JS = read_text(__package__, "exercise_copy.js")
 
 
 class ExerciseTestView(pn.viewable.Viewer):

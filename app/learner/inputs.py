@@ -22,15 +22,16 @@ from app.learner.state import (
     cell_label,
 )
 from app.shared.grid import MatrixGrid
+from app.shared.static import read_text
 from app.shared.widgets import NO_SPIN_BUTTONS
 from attention_core import exposure
 from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES
 
-ERROR_CSS = ":host { color: #b00020; font-size: 0.85em; }"
+ERROR_CSS = read_text(__package__, "inputs_error.css")
 # In the Presets row; the other presets are offered beside the failure mode they expose.
 _SHOWN_PRESETS = ("worked_row", "large_scores", "all_equal", "four_token_trace", "wide_head")
-_NOTE_CSS = ":host { font-size: 0.9em; } p { margin: 0.3em 0; }"
+_NOTE_CSS = read_text(__package__, "inputs_note.css")
 
 
 def alert_html(message: str) -> str:

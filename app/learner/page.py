@@ -22,6 +22,7 @@ from app.learner.runs import SavedRunsView
 from app.learner.state import LearnerState
 from app.learner.steps import RowStepsView
 from app.shared.connection import announce_lost_connection
+from app.shared.static import read_text
 from app.store import RunStore, resolve_store_url
 
 TITLE = "Self-attention workbench"
@@ -37,12 +38,7 @@ mode</b>), to see why. Click a heat-map row (or set <b>Row</b>) to see that row'
 
 _HEADER = ("<header><h1 style='margin: 0; font-size: 1.6em; font-weight: normal; color: white;'>"
            f"{TITLE}</h1></header>")
-_OPENED_CSS = """
-.opened { padding: 8px 12px; border-radius: 4px; border: 1px solid; }
-.shown { background: #e7f1ff; color: #052c65; border-color: #9ec5fe; }
-.edited { background: #f8f9fa; color: #333; border-color: #ccc; }
-.refused { background: #fdecea; color: #b00020; border-color: #f1aeb5; }
-"""
+_OPENED_CSS = read_text(__package__, "page_opened.css")
 _SIDEBAR_CSS = ":host { border-right: 1px solid #dee2e6; }"
 
 DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is saved. "
@@ -50,15 +46,7 @@ DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is 
 # The lost-connection notice in the header bar's free right part, two lines high at most: in
 # Panel's corner (bottom right) it covered Saved runs' Open links at the page's end. Notyf's
 # ripple paints a toast only as wide as it is high, so the wide one gets its own background.
-NOTICE_IN_HEADER_CSS = """
-.notyf { padding: 5px 12px; }
-.notyf__toast { max-width: min(800px, calc(100vw - 420px)); padding: 0 8px; }
-.notyf__wrapper { padding-top: 3px; padding-bottom: 3px; }
-.notyf__message { font-size: 13px; line-height: 1.3; }
-.notyf__icon { margin-right: 6px; }
-.notyf__disconnect { background: #b00020; }
-.notyf__disconnect .notyf__ripple { display: none; }
-"""
+NOTICE_IN_HEADER_CSS = read_text(__package__, "page_notice_in_header.css")
 
 
 def opened_html(message: str, ok: bool, edited: bool) -> str:

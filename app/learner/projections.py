@@ -16,18 +16,10 @@ import param
 
 from app.learner.state import LearnerState
 from app.shared.heatmap import format_number
+from app.shared.static import read_text
 from attention_core import AttentionResult
 
-_CSS = """
-.shapes { font-size: 0.95em; }
-.shapes p { margin: 0.2em 0 0.5em; }
-.projections { display: flex; flex-wrap: wrap; gap: 6px 28px; align-items: flex-start; }
-table.matrix { border-collapse: collapse; font-family: ui-monospace, monospace; font-size: 12px; }
-table.matrix caption { caption-side: top; text-align: left; font-family: sans-serif;
-  font-size: 13px; padding-bottom: 2px; white-space: nowrap; }
-table.matrix th { font-weight: normal; color: #666; padding: 0 4px; text-align: right; }
-table.matrix td { text-align: right; padding: 1px 6px; border-left: 1px solid #e3e3e3; }
-"""
+_CSS = read_text(__package__, "projections.css")
 
 
 def matrix_html(name: str, formula: str, a: np.ndarray) -> str:

@@ -14,16 +14,13 @@ import param
 
 from app.learner.state import LearnerState
 from app.shared.connection import mark_stale_js
+from app.shared.static import read_text
 from attention_core.records import TEXT_LIMITS
 
 PREDICT_QUESTION = ("Can token 2 attend to token 3, and what will post-softmax masking "
                     "change?")  # seed 003's predict checkpoint
 
-STATUS_CSS = """
-.status { padding: 8px 12px; border-radius: 4px; unicode-bidi: isolate; }
-.ok { background: #e6f4ea; color: #1b5e20; } .error { background: #fdecea; color: #b00020; }
-.stale { background: #eceff1; color: #37474f; }
-"""
+STATUS_CSS = read_text(__package__, "record_status.css")
 
 # Run in the browser when the server's connection drops: a green "Saved run #2" beside Save run
 # would say the next click saves too. The message keeps what was saved and says nothing more is.

@@ -22,6 +22,7 @@ from app.learner.record import MAX_TYPED, STATUS_CSS, limited, status_html
 from app.learner.state import LearnerState
 from app.shared.compare import ComparisonView
 from app.shared.heatmap import format_number
+from app.shared.static import read_text
 from app.store import StoreError, export_csv, export_json
 from attention_core.checks import CHECK_TITLES
 
@@ -33,16 +34,8 @@ EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the br
 RUN_COLUMNS = ("run", "saved (UTC)", "label", "learner", "mode", "future-token weight",
                "smallest row sum", "failed checks", "explanation")
 
-TABLE_CSS = """
-table { border-collapse: collapse; width: 100%; font-size: 13px; }
-th, td { border-bottom: 1px solid #dee2e6; padding: 4px 6px; text-align: left; vertical-align: top; }
-td:nth-child(2) { white-space: nowrap; }
-/* A long unbroken label, learner or explanation wraps instead of widening the table; the
-   minimum width keeps the table from squeezing these columns until words break ("correc t"). */
-td:nth-child(3), td:nth-child(4), td:nth-child(9) { overflow-wrap: anywhere; min-width: 8em; }
-thead th { border-bottom: 2px solid #999; }
-caption { caption-side: top; text-align: left; color: #555; }
-"""
+TABLE_CSS = read_text(__package__, "runs_table.css")
+_TICKS_CSS = read_text(__package__, "runs_ticks.css")
 
 
 def runs_columns(records) -> dict[str, list[str]]:
@@ -160,7 +153,7 @@ class SavedRunsView(pn.viewable.Viewer):
         # pandas, which the learner page does not otherwise load (cost in bench/README.md).
         self.ticks = pn.widgets.CheckBoxGroup(
             options=self._tick_options(), value=[], inline=True, margin=(0, 10),
-            stylesheets=[":host .bk-input-group { flex-wrap: wrap; gap: 0 12px; }"])
+            stylesheets=[_TICKS_CSS])
         self.table = pn.pane.HTML(
             pn.bind(runs_table_html, s.param.saved, self.param.link_query), stylesheets=[TABLE_CSS], margin=(5, 10),
             sizing_mode="stretch_width")
@@ -263,7 +256,7 @@ class SavedRunsView(pn.viewable.Viewer):
         records = list(self.state.saved)
         if fmt == "json":
             self.download_json.filename = f"attention-runs-{stamp}.json"
-            return io.StringIO(export_json(records, []))
+            return io.StringIO(export_json(records))
         self.download_csv.filename = f"attention-runs-{stamp}.csv"
         return io.StringIO(export_csv(records))
 

@@ -18,16 +18,10 @@ import param
 
 from app.learner.state import LearnerState
 from app.shared.heatmap import format_number
+from app.shared.static import read_text
 from attention_core import AttentionResult, row_steps, scaled_dot_product_attention
 
-_CSS = """
-ol.row-steps { padding-left: 1.6em; margin: 0.4em 0; }
-ol.row-steps li { margin: 2px 0; }
-ul.per-source { list-style: none; padding-left: 1em; margin: 1px 0; }
-.numbers { font-family: ui-monospace, monospace; white-space: nowrap; }
-.note { color: #b00020; }
-h3 { font-size: 1.1em; font-weight: bold; margin: 1.2em 0 0.6em; }
-"""
+_CSS = read_text(__package__, "steps.css")
 
 
 def number(x: float) -> str:

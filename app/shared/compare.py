@@ -11,13 +11,10 @@ import numpy as np
 import panel as pn
 
 from app.shared.heatmap import HeatMap, file_name, format_number
+from app.shared.static import read_text
 from attention_core.modes import FAILURE_MODES
 
-TABLE_CSS = """
-table { border-collapse: collapse; } th, td { padding: 2px 8px; text-align: right; }
-caption { font-weight: bold; text-align: left; } thead th { border-bottom: 1px solid #999; }
-.check-fail { color: #b00020; } .check-pass { color: #1b5e20; } .check-na { color: #555; }
-"""
+TABLE_CSS = read_text(__package__, "compare_table.css")
 
 
 def num(x: float) -> str:

@@ -14,6 +14,10 @@ import json
 import panel as pn
 from bokeh.models import CustomJS
 
+from app.shared.static import read_text
+
+_MARK_STALE_JS = read_text(__package__, "mark_stale.js")
+
 
 def mark_stale_js(selector: str, note: str, ok_class: str | None = None) -> str:
     """A script for :func:`announce_lost_connection` that marks what a page showed as stale.
@@ -21,20 +25,8 @@ def mark_stale_js(selector: str, note: str, ok_class: str | None = None) -> str:
     Every element matching ``selector`` gets the class ``stale`` (losing ``ok_class``, if given)
     and ``note`` appended to its text. Panel draws in shadow roots, so each one is searched.
     """
-    return f"""
-const selector = {json.dumps(selector)}, note = {json.dumps(note)}, ok = {json.dumps(ok_class)}
-const walk = (root) => {{
-  for (const el of root.querySelectorAll('*')) {{
-    if (el.matches(selector) && !el.classList.contains('stale')) {{
-      if (ok) el.classList.remove(ok)
-      el.classList.add('stale')
-      el.append(note)
-    }}
-    if (el.shadowRoot) walk(el.shadowRoot)
-  }}
-}}
-walk(document)
-"""
+    return (f"const selector = {json.dumps(selector)}, note = {json.dumps(note)}, ok = {json.dumps(ok_class)}\n"
+            + _MARK_STALE_JS)
 
 
 def announce_lost_connection(message: str, on_lost_js: str | None = None, *,

@@ -36,6 +36,8 @@ from bokeh.palettes import Cividis256, PuOr11, Viridis256
 from bokeh.plotting import figure
 from bokeh.transform import transform
 
+from app.shared.static import read_text
+
 MASKED_COLOR = "#d0d0d0"
 # The mirrored table is for screen readers: in the accessibility tree, visually hidden. Inline,
 # so it needs no stylesheet model of its own.
@@ -55,10 +57,7 @@ _TEXT_SIZES = ((4, "12px", True), (6, "10px", False), (8, "9px", False))
 # titled <div> without a button role (a screen reader announces no button), so the toolbar stays
 # hidden. A Bokeh button in the figure's own layout, not a Panel one: Panel's JS links are not
 # attached to widgets added after the page loaded, as the comparison's maps are.
-_SAVE_JS = """
-const view = Bokeh.index.find_one(tool)
-if (view != null) view.doit("save")
-"""
+_SAVE_JS = read_text(__package__, "heatmap_save.js")
 
 
 def file_name(*parts: object) -> str:

@@ -1,0 +1,1 @@
+return isNaN(value) ? 'not finite' : String(Number(value.toPrecision(4)));
