@@ -223,7 +223,7 @@ def serve_options(password: str | None) -> dict:
     """
     if not password:
         return {}
-    import secrets  # here: the command line imports this module before it re-runs itself
+    import secrets  # here: only a server with a password needs it
 
     return {
         "auth_provider": _provider_class()(

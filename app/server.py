@@ -11,7 +11,6 @@ saves apart).
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 import socket
@@ -96,22 +95,6 @@ def _load_mathjax_only_for_tex() -> None:
 
     if hasattr(resources, "_panel_use_mathjax"):  # Panel 1.9; tests/test_server.py checks it holds
         resources._panel_use_mathjax = _panel_html_needs_mathjax
-
-
-def _settle_heap() -> None:
-    """Freeze the objects start-up made out of the garbage collector's way; switch it back on.
-
-    ``serve`` from the command line runs with the collector off while it imports Panel and Bokeh
-    (see app/cli.py); they leave ~190,000 objects that live as long as the process. Each full
-    collection would walk them all again (~0.1 s on 2 cores, and the first page paid for one);
-    frozen, collections only look at what was made since, such as the pages' objects. Forked
-    ``--num-procs`` workers also keep sharing the memory those objects sit in, since collections
-    no longer write to it. Not collected before freezing, as Python's documentation advises for
-    forking servers: the reference cycles the imports left behind (~2 MB) stay for good.
-    The collector's thresholds stay Python's own.
-    """
-    gc.freeze()
-    gc.enable()
 
 
 def _workers_end_with_their_parent() -> None:
@@ -225,7 +208,6 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
               f"{' '.join(embed_origins)}", flush=True)
     _load_mathjax_only_for_tex()
     answer_without_nagle_delay()
-    _settle_heap()
     if num_procs != 1:
         _workers_end_with_their_parent()
     pn.serve(

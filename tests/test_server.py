@@ -235,23 +235,6 @@ def test_pages_leave_out_mathjax_unless_they_hold_tex():
     assert needs(pn.Column(pn.pane.Markdown(r"Inline \\(x\\)")))  # Markdown eats one backslash
 
 
-def test_serve_freezes_start_up_objects_and_collects_again(tmp_path, monkeypatch):
-    import gc
-
-    import app.server as server
-
-    seen = {}
-    monkeypatch.setattr(server.pn, "serve", lambda *a, **k: seen.update(
-        enabled=gc.isenabled(), frozen=gc.get_freeze_count()))
-    gc.disable()
-    try:
-        server.serve(sqlite_url(tmp_path / "runs.db"), port=0)
-    finally:
-        gc.unfreeze()
-        gc.enable()
-    assert seen["enabled"] and seen["frozen"] > 10_000
-
-
 def test_the_learner_page_loads_no_mathjax_bundle(tmp_path):
     running = start_server(tmp_path / "runs", tmp_path / "server.log")
     try:
@@ -271,23 +254,6 @@ def _in_a_child(code: str) -> str:
                           timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
-
-
-def test_serve_freezes_start_up_objects_and_keeps_pythons_own_collection_thresholds():
-    # In a child process: the thresholds are process-wide and pytest's own must not change. The
-    # pages no longer run full collections themselves, so the collector's own must stay on.
-    code = (
-        "import gc\n"
-        "from app.server import _settle_heap\n"
-        "before = gc.get_threshold()\n"
-        "gc.disable()\n"
-        "_settle_heap()\n"
-        "assert gc.isenabled()\n"
-        "assert gc.get_threshold() == before\n"
-        "assert gc.get_freeze_count() > 0\n"
-        "print('ok')\n"
-    )
-    assert _in_a_child(code) == "ok"
 
 
 def test_a_learner_page_and_its_saves_never_load_pandas(tmp_path):
