@@ -20,7 +20,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource
 from bokeh.plotting import figure
 
-from app.shared.transport import answer_without_nagle_delay
+from app.upstream import answer_without_nagle_delay
 
 FIELDS = ("Query", "Key", "Value")
 

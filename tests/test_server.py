@@ -217,24 +217,6 @@ def test_serve_opens_the_store_before_forking_workers(tmp_path, monkeypatch):
     assert (tmp_path / "runs.db").is_file()
 
 
-def test_pages_leave_out_mathjax_unless_they_hold_tex():
-    import panel as pn
-    from bokeh.document import Document
-    from panel.io import resources
-
-    import app.server as server
-
-    assert hasattr(resources, "_panel_use_mathjax"), "Panel renamed its MathJax check: see app/server.py"
-
-    def needs(pane) -> bool:
-        return server._panel_html_needs_mathjax([pane.get_root(Document())])
-
-    assert not needs(pn.pane.Markdown("**Causal mask**: scores become −∞ *before* softmax"))
-    assert not needs(pn.pane.HTML("<p>$$x^2$$ typed by a learner</p>"))  # HTML panes: maths off
-    assert needs(pn.pane.Markdown("A formula: $$\\sqrt{d_k}$$"))
-    assert needs(pn.Column(pn.pane.Markdown(r"Inline \\(x\\)")))  # Markdown eats one backslash
-
-
 def test_the_learner_page_loads_no_mathjax_bundle(tmp_path):
     running = start_server(tmp_path / "runs", tmp_path / "server.log")
     try:
@@ -296,7 +278,7 @@ def test_a_pages_websocket_sends_each_message_at_once():
         "import panel as pn\n"
         "from bokeh.client import pull_session\n"
         "from panel.io.server import WSHandler\n"
-        "from app.shared.transport import answer_without_nagle_delay\n"
+        "from app.upstream import answer_without_nagle_delay\n"
         "answer_without_nagle_delay()\n"
         "with socket.socket() as s:\n"
         "    s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]\n"
