@@ -4,16 +4,16 @@ Checked on the versions in :data:`CHECKED_ON`. ``tests/test_upstream.py`` fails 
 upstream behaviour an item relies on changes; read the item's line here before changing it.
 Where Panel's public API could do it, it is used instead (see "public API" under each item).
 
-Process-wide (the whole server process; each has a figure in ``make bench``, with and without it
-in the same run: ``bench/upstream.py``)
+Process-wide (the whole server process). The first two have a figure in ``make bench``, with
+and without them in the same run (``bench/upstream.py``); the third is correctness, not speed.
 
 - :func:`answer_without_nagle_delay` — ``TCP_NODELAY`` on every page's websocket, by putting a
   subclass of Panel's ``WSHandler`` in Bokeh's route table ``bokeh.server.urls.per_app_patterns``
   (Panel rewrites the same table itself). Why: a Bokeh message is several websocket frames, and
-  with Nagle on each later frame waited for the browser's delayed ACK (~40 ms per answer).
+  with Nagle on each later frame could wait for the browser's delayed ACK.
   Upstream: no issue found; neither Bokeh nor Panel has an option for it.
 - :func:`load_mathjax_only_for_tex` — replaces ``panel.io.resources._panel_use_mathjax``
-  (added in holoviz/panel#8424), which loads BokehJS's MathJax bundle (1.7 MB) when a root of
+  (added in holoviz/panel#8424), which loads BokehJS's MathJax bundle (its largest) when a root of
   the page is a Markdown or HTML pane (the instructor page's header is); ours asks whether any
   such pane holds TeX with maths on. Public API: ``bundle_resources``'s ``enable_mathjax``
   switch is not reachable from ``pn.serve``.
@@ -30,8 +30,8 @@ Private Panel names
     a save) was sent to the login, and ``/autoload.js`` is not covered. Public API: only
     ``guest_endpoints``/``oauth_guest_endpoints``, matched exactly. Upstream: no issue found.
   - the login handler's ``_validate(username, password)`` overridden: one user, compared in
-    constant time. Panel's compares with ``==`` and reads a file when the password names one
-    (holoviz/panel#4703); the public ``basic_auth`` has no other check.
+    constant time. Panel's compares with ``==`` and reads a file when the password names one;
+    the public ``basic_auth`` has no other check. Upstream: no issue found.
   - ``_login_template``/``_logout_template`` set to templates compiled with our own Jinja loader.
     Public API: ``login_template=``/``logout_template=`` take a file that Panel compiles with its
     own loader, where the frame both pages extend (``auth_page.html``) is not found.
@@ -50,9 +50,10 @@ Private Panel names
 
 In tests: ``tests/test_instructor_password.py`` renders ``login_handler._login_template`` and
 ``logout_handler._logout_template`` with the arguments Panel's handlers pass;
-``tests/test_server.py`` reads ``per_app_patterns``; ``tests/workbench_server.py`` and
-``tests/test_instructor_browser.py`` walk BokehJS's ``child_views`` to Panel's Tabulator view and
-call Tabulator's own ``setData``. ``tests/test_upstream.py`` pins what each relies on.
+``tests/test_server.py`` reads ``per_app_patterns`` and a websocket handler's ``ws_connection``;
+``tests/workbench_server.py`` and ``tests/test_instructor_browser.py`` walk BokehJS's
+``child_views`` to Panel's Tabulator view and call Tabulator's own ``setData``.
+``tests/test_upstream.py`` pins what each relies on.
 """
 
 from __future__ import annotations
