@@ -15,6 +15,7 @@ import panel as pn
 from bokeh.models import CustomJS
 
 from app.shared.static import read_text
+from app.upstream import free_notifications_on_close
 
 _MARK_STALE_JS = read_text(__package__, "mark_stale.js")
 
@@ -52,24 +53,10 @@ def announce_lost_connection(message: str, on_lost_js: str | None = None, *,
     pn.config.disconnect_notification = message
     if pn.state.curdoc is None:
         return
-    _free_notifications_on_close()
+    free_notifications_on_close()  # a Panel leak: see app.upstream
     if pn.state.notifications is not None:
         pn.state.notifications.position = position
     if css:
         pn.config.global_css = [*pn.config.global_css, css]
     if on_lost_js:
         pn.state.curdoc.js_on_event("connection_lost", CustomJS(code=on_lost_js))
-
-
-def _free_notifications_on_close() -> None:
-    """Have this session's notification area let go of its document when the session ends.
-
-    Panel registers the area as a view of the page and forgets it only in its own destroy hook,
-    which looks the area up after Bokeh has already dropped the document from that lookup: every
-    closed page's area, model and document stayed in ``pn.state._views`` for good, scattered
-    among the class's objects, so the allocator could not give their memory back. The area's own
-    server hook (private to Panel) is the one that removes it.
-    """
-    notifications = pn.state.notifications  # created now; Panel adds this same one to the page
-    if notifications is not None:
-        pn.state.on_session_destroyed(notifications._server_destroy)
