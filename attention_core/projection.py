@@ -1,14 +1,14 @@
 """Matrix mode: project one sequence X into queries, keys and values, then attend.
 
-Seed 000 ("Self-Attention in Matrix Form") and seed 004 ("The complete layer"):
+Self-Attention in Matrix Form, and Review, "The Complete Layer":
 ``Q = X W_Q``, ``K = X W_K``, ``V = X W_V`` with ``X: T×d_model``, ``W_Q, W_K: d_model×d_k`` and
 ``W_V: d_model×d_v``. :func:`project` checks the four matrices and multiplies;
 :func:`self_attention` feeds the projections through
 :func:`~attention_core.attention.scaled_dot_product_attention` and keeps them on the result
 (``result.projection``), so row steps and records can show where Q, K and V came from.
 
-Left out: batches, several heads, projection biases and the output projection ``W_O`` (seed
-004's ``Y = H W_O``): the workbench stops at ``H = A V``.
+Left out: batches, several heads, projection biases and the output projection ``W_O`` (Review,
+"The Complete Layer": ``Y = H W_O``): the workbench stops at ``H = A V``.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _product(x: np.ndarray, w: np.ndarray, field: str) -> np.ndarray:
 def project(x: object, w_q: object, w_k: object, w_v: object = None) -> Projection:
     """Project one sequence into queries, keys and values: ``Q = X W_Q``, ``K = X W_K``, ``V = X W_V``.
 
-    Seed 000, "Self-Attention in Matrix Form"; seed 004, "The complete layer" (no biases).
+    Self-Attention in Matrix Form; Review, "The Complete Layer" (no biases).
 
     Parameters
     ----------
@@ -123,7 +123,7 @@ def project(x: object, w_q: object, w_k: object, w_v: object = None) -> Projecti
 
     Examples
     --------
-    Seed 000's four-token trace:
+    Self-Attention in Matrix Form, "Extend the Four-Token Trace":
 
     >>> p = project([[1, 0], [0, 1], [1, 1], [-1, 1]], np.eye(2), np.eye(2), [[1, 1], [1, -1]])
     >>> p.values.tolist()
@@ -162,7 +162,8 @@ def self_attention(
 ) -> AttentionResult:
     """Single-head self-attention of one sequence: project X, then masked scaled dot-product attention.
 
-    ``H = softmax_last(X W_Q (X W_K)^T / sqrt(d_k) + M) X W_V`` (seed 000; seed 004 up to ``H``).
+    ``H = softmax_last(X W_Q (X W_K)^T / sqrt(d_k) + M) X W_V`` (Self-Attention in Matrix Form;
+    Review, "The Complete Layer", up to ``H``).
 
     Parameters
     ----------
@@ -186,7 +187,7 @@ def self_attention(
 
     Examples
     --------
-    Row 4 of seed 000's four-token trace:
+    Row 4 of Self-Attention in Matrix Form, "Extend the Four-Token Trace":
 
     >>> r = self_attention([[1, 0], [0, 1], [1, 1], [-1, 1]], np.eye(2), np.eye(2), [[1, 1], [1, -1]])
     >>> np.round(r.weights[3], 3).tolist(), np.round(r.output[3], 3).tolist()

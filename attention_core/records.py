@@ -7,12 +7,13 @@ masked score beside the explicit boolean ``mask``; a weight only the ``naive_sof
 make), so no ``NaN`` or ``Infinity`` token is ever written (RFC 8259). The contract is
 ``attention_core/experiment-record.schema.json`` (JSON Schema draft 2020-12).
 
-Version 2 (issue 14) adds to ``inputs`` the values' width ``d_v`` and, for a run computed from
-X (matrix mode, seed 000), ``projection``: ``{"X", "W_Q", "W_K", "W_V", "d_model"}``, of which
-``queries``, ``keys`` and ``values`` are the projections. Version 1 already held vectors (lists of
-lists), ``d_k``, the padding mask, the failure mode and the explanation. Records are read as they
-were written: a version-1 record stays version 1 when shown, exported or updated. What a run was
-computed from is read back the same way for both versions by :attr:`ExperimentRecord.run_inputs`.
+Version 2 (issue 14) adds to ``inputs`` the values' width ``d_v`` and, for a run computed from X
+(matrix mode, as in Self-Attention in Matrix Form), ``projection``: ``{"X", "W_Q", "W_K", "W_V",
+"d_model"}``, of which ``queries``, ``keys`` and ``values`` are the projections. Version 1 already
+held vectors (lists of lists), ``d_k``, the padding mask, the failure mode and the explanation.
+Records are read as they were written: a version-1 record stays version 1 when shown, exported or
+updated. What a run was computed from is read back the same way for both versions by
+:attr:`ExperimentRecord.run_inputs`.
 
 Free text (learner, label, prediction, explanation, notes) is data, never markup: it is kept
 exactly as typed, control characters and right-to-left marks included (JSON escapes them), and
