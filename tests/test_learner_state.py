@@ -17,7 +17,8 @@ from app.learner.checks import OTHER_LIBRARIES
 from app.learner.matrices import MASKED_SCORE
 from app.learner.page import LearnerPage
 from app.learner.state import EXPOSING_PRESETS, PRESETS, LearnerState
-from app.shared.heatmap import contrasting_text, format_number, nice_bound, short_number
+from app.shared.heatmap import contrasting_text, nice_bound
+from app.shared.numbers import format_number
 from app.shared.parsing import clean_text, parse_number
 from attention_core import exposure
 from attention_core.checks import CHECK_TITLES
@@ -366,11 +367,11 @@ def test_at_eight_tokens_cell_text_is_short_and_masked_cells_say_so_by_hatch_and
 
 
 @pytest.mark.parametrize(("x", "text"), [
-    (0.000335, "3e-04"), (0.269, "0.27"), (17.31, "17.3"), (1001.0, "1001"), (0.0, "0"), (-9.0, "-9.00"),
+    (0.000335, "3e−04"), (0.269, "0.27"), (17.31, "17.3"), (1001.0, "1001"), (0.0, "0"), (-9.0, "−9.00"),
     (123456.0, "1e+05"), (float("nan"), "undefined"), (float("inf"), "∞"), (float("-inf"), "−∞"),
 ])
 def test_short_cell_number_format(x, text):
-    assert short_number(x) == text
+    assert format_number(x, "narrow") == text
 
 
 def test_clicking_a_heat_map_row_chooses_the_row(page, state):
@@ -395,7 +396,7 @@ def test_the_row_steps_follow_the_chosen_row(page, state):
 
 @pytest.mark.parametrize(("x", "text"), [
     (0.269, "0.269"), (0.00125, "0.00125"), (0.0646, "0.065"), (0.0123, "0.012"),
-    (0.0, "0"), (1e-7, "1.00e-07"), (1000.0, "1000.000"),
+    (0.0, "0"), (1e-7, "1.00e−07"), (1000.0, "1000.000"),
     (float("nan"), "undefined"), (float("inf"), "∞"),
 ])
 def test_cell_number_format(x, text):

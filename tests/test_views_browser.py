@@ -85,7 +85,7 @@ def test_contributions_of_the_worked_row_side_by_side(server, page, watch):
     row.press("Enter")
     expect(page.get_by_role("table", name="Contributions to row 3")).to_be_visible()
     wait_for_source(page, "contributions-components-source", "contribution_label",
-                    ["3e-03", "0.02", "99.88"])
+                    ["3e−03", "0.02", "99.9"])
 
     # Without values the view says what contributions need, and the value bars go.
     page.get_by_label("Use values (adds output and contributions)", exact=True).uncheck()

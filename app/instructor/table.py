@@ -15,16 +15,18 @@ from urllib.parse import quote
 import pandas as pd
 import panel as pn
 import param
-from bokeh.models.widgets.tables import NumberFormatter
 
-from app.instructor.columns import created_texts, numbers, shorten
+from app.instructor.columns import created_texts, shorten
 from app.instructor.state import ALL_MODES, PAGE_SIZE, InstructorState
+from app.shared.compare import failed_checks_text
+from app.shared.numbers import format_optional
 from app.shared.widgets import NO_SPIN_BUTTONS
 from app.store import RunFilter, RunSummary
 from attention_core.records import ExperimentRecord
 
 _TEXT_COLUMNS = ("created (local)", "created (UTC)", "learner", "label", "mode", "failed checks",
                  "prediction", "explanation", "id")
+_NUMBER_COLUMNS = ("tokens", "d_k", "d_model", "total future-token weight", "smallest row sum")
 COLUMNS = ["id", "open", "created (local)", "created (UTC)", "learner", "label", "causal",
            "mask after softmax", "mode", "tokens", "d_k", "d_model", "total future-token weight",
            "smallest row sum", "failed checks", "prediction", "explanation"]
@@ -44,7 +46,12 @@ def open_link(record: RunSummary | ExperimentRecord) -> str:
 
 
 def runs_frame(rows: list[RunSummary], state: InstructorState) -> pd.DataFrame:
-    """The table's rows, in the order given; free text shortened (full text under the table)."""
+    """The table's rows, in the order given; free text shortened (full text under the table).
+
+    Numbers and failed checks are the text the learner's Saved runs table shows
+    (:func:`~app.shared.numbers.format_optional`, check titles), built here for the first fill
+    and every refresh alike: Tabulator sorts nothing (the store does), so it needs no numbers.
+    """
     columns = {
         "id": [r.id for r in rows],
         "open": [open_link(r) for r in rows],
@@ -53,12 +60,13 @@ def runs_frame(rows: list[RunSummary], state: InstructorState) -> pd.DataFrame:
         "learner": [r.learner or "" for r in rows], "label": [r.label or "" for r in rows],
         "causal": [r.causal for r in rows],
         "mask after softmax": [r.mask_after_softmax for r in rows],
-        "mode": [r.title for r in rows], "tokens": [r.T for r in rows], "d_k": [r.d_k for r in rows],
-        # NaN (shown as "-") unless the run was projected from X (matrix mode).
-        "d_model": numbers(r.d_model for r in rows),
-        "total future-token weight": numbers(r.total_future_weight for r in rows),
-        "smallest row sum": numbers(r.min_row_sum for r in rows),
-        "failed checks": [", ".join(r.failed_checks) or "none" for r in rows],
+        "mode": [r.title for r in rows], "tokens": [str(r.T) for r in rows],
+        "d_k": [str(r.d_k) for r in rows],
+        # "—" unless the run was projected from X (matrix mode).
+        "d_model": ["—" if r.d_model is None else str(r.d_model) for r in rows],
+        "total future-token weight": [format_optional(r.total_future_weight) for r in rows],
+        "smallest row sum": [format_optional(r.min_row_sum) for r in rows],
+        "failed checks": [failed_checks_text(r) for r in rows],
         "prediction": [shorten(r.prediction) for r in rows],
         "explanation": [shorten(r.explanation) for r in rows],
     }
@@ -292,9 +300,9 @@ class RunsTableView(pn.viewable.Viewer):
                 **{c: {"type": "textarea"} for c in _TEXT_COLUMNS},
                 "causal": {"type": "tickCross"}, "mask after softmax": {"type": "tickCross"},
                 "open": {"type": "html"},  # open_link's HTML, built from escaped text
-                # A whole number, "-" when the run was not in matrix mode (NaN in the frame).
-                "d_model": NumberFormatter(format="0", text_align="right"),
             },
+            # Numbers come as text (runs_frame), right-aligned as numbers are.
+            text_align=dict.fromkeys(_NUMBER_COLUMNS, "right"),
             # No widths: the shown columns share the width equally (fitColumns) and their text
             # wraps, so choosing columns changes only which are hidden. A change of widths
             # rebuilds Tabulator in the browser, and a second change arriving mid-build threw.

@@ -15,7 +15,8 @@ import panel as pn
 import param
 
 from app.learner.state import LearnerState
-from app.shared.compare import TABLE_CSS, num
+from app.shared.compare import TABLE_CSS
+from app.shared.numbers import format_number
 from attention_core import AttentionResult, row_steps
 from attention_core.checks import ROW_SUM_TOLERANCE
 from attention_core.modes import run_title
@@ -73,14 +74,9 @@ def checks_html(r: AttentionResult) -> str:
 
 
 def reading(x: float) -> str:
-    """A readout number: as the cells show it, but ∞/∞ (naive softmax) is "undefined" and ±∞ by
-    name, as the row steps say them."""
-    x = float(x)
-    if np.isnan(x):
-        return "undefined"
-    if np.isinf(x):
-        return "−∞" if x < 0 else "∞"
-    return num(x)
+    """A readout number, as the cells and the row steps write it
+    (:func:`~app.shared.numbers.format_number`)."""
+    return format_number(x)
 
 
 def row_sum_html(x: float) -> str:
@@ -88,11 +84,9 @@ def row_sum_html(x: float) -> str:
     (``ROW_SUM_TOLERANCE``), "✗ not 1" with enough digits to see it: 0.9999 is not "1.000"."""
     x = float(x)
     if np.isfinite(x) and abs(x - 1) <= ROW_SUM_TOLERANCE:
-        return num(x)
-    shown = reading(x)
-    if np.isfinite(x) and abs(x - 1) < 0.0005:  # three decimals would read 1.000
-        shown = f"{x:.12g}"
-    return f"{shown} ✗ not 1"
+        return format_number(x)
+    near = np.isfinite(x) and abs(x - 1) < 0.0005  # three decimals would read 1.000
+    return f"{format_number(x, 'exact' if near else 'cell')} ✗ not 1"
 
 
 def readouts_html(r: AttentionResult | None, input_ok: bool) -> str:

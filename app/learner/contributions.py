@@ -32,7 +32,7 @@ from bokeh.plotting import figure
 
 from app.learner.state import LearnerState
 from app.shared.compare import TABLE_CSS
-from app.shared.heatmap import format_number, short_number
+from app.shared.numbers import format_number
 from attention_core import AttentionResult
 
 # One dark colour per quantity (each at least 3:1 against white), grey for a masked score.
@@ -57,8 +57,8 @@ h3 { font-size: 1.1em; font-weight: bold; margin: 1.2em 0 0.4em; }
 
 
 def number(x: float) -> str:
-    """A number as the table shows it; NaN (naive softmax's ∞/∞) as "undefined"."""
-    return "undefined" if np.isnan(x) else format_number(float(x))
+    """A number as the table shows it (:func:`~app.shared.numbers.format_number`)."""
+    return format_number(x)
 
 
 def vector_text(x) -> str:
@@ -165,15 +165,9 @@ def _table(r: AttentionResult, i: int) -> str:
 
 
 def bar_label(x: float, crowded: bool = False) -> str:
-    """A bar's number: two decimals without trailing zeros ("14.62", "0.27", "100"), short
-    scientific notation beyond; empty where the bars are too many to label."""
-    if crowded:
-        return ""
-    if np.isnan(x):
-        return "undefined"
-    if x == 0 or not 0.01 <= abs(x) < 1e4:
-        return short_number(float(x))
-    return f"{x:.2f}".rstrip("0").rstrip(".")
+    """A bar's number as a narrow heat-map cell writes it, without trailing zeros ("14.6",
+    "0.27", "1", "1e−05"); empty where the bars are too many to label."""
+    return "" if crowded else format_number(x, "narrow", trim=True)
 
 
 def _baseline(x: float) -> str:

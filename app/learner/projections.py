@@ -15,7 +15,7 @@ import panel as pn
 import param
 
 from app.learner.state import LearnerState
-from app.shared.heatmap import format_number
+from app.shared.numbers import format_number
 from attention_core import AttentionResult
 
 _CSS = """

@@ -20,10 +20,9 @@ import param
 from app.learner.exercise import ExerciseTestView
 from app.learner.record import MAX_TYPED, STATUS_CSS, limited, status_html
 from app.learner.state import LearnerState
-from app.shared.compare import ComparisonView
-from app.shared.heatmap import format_number
+from app.shared.compare import ComparisonView, failed_checks_text
+from app.shared.numbers import format_optional
 from app.store import StoreError, export_csv, export_json
-from attention_core.checks import CHECK_TITLES
 
 EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
                     "violate it?")  # seed 003's explain checkpoint
@@ -50,9 +49,6 @@ def runs_columns(records) -> dict[str, list[str]]:
     :data:`RUN_COLUMNS`), one entry per experiment record (run 1 first). Numbers are shown as the
     readouts show them; a missing future-token weight or row sum, or no explanation, as "—"."""
 
-    def number(x):
-        return "—" if x is None else format_number(x)
-
     return {
         "id": [r.id for r in records],
         "run": [str(n) for n in range(1, len(records) + 1)],
@@ -60,9 +56,9 @@ def runs_columns(records) -> dict[str, list[str]]:
         "label": [r.label or "" for r in records],
         "learner": [r.learner or "" for r in records],
         "mode": [r.title for r in records],
-        "future-token weight": [number(r.total_future_weight) for r in records],
-        "smallest row sum": [number(r.min_row_sum) for r in records],
-        "failed checks": ["; ".join(CHECK_TITLES.get(n, n) for n in r.failed_checks) or "none" for r in records],
+        "future-token weight": [format_optional(r.total_future_weight) for r in records],
+        "smallest row sum": [format_optional(r.min_row_sum) for r in records],
+        "failed checks": [failed_checks_text(r) for r in records],
         "explanation": [r.explanation or "—" for r in records],
     }
 

@@ -17,7 +17,7 @@ import panel as pn
 import param
 
 from app.learner.state import LearnerState
-from app.shared.heatmap import format_number
+from app.shared.numbers import format_number
 from attention_core import AttentionResult, row_steps, scaled_dot_product_attention
 
 _CSS = """
@@ -31,14 +31,8 @@ h3 { font-size: 1.1em; font-weight: bold; margin: 1.2em 0 0.6em; }
 
 
 def number(x: float) -> str:
-    """One number as the steps show it: −∞ and ∞ by name, an undefined 0/0 or ∞/∞ in words,
-    negatives with the minus sign (U+2212) that −∞ has."""
-    x = float(x)
-    if np.isnan(x):
-        return "undefined"
-    if np.isinf(x):
-        return "−∞" if x < 0 else "∞"
-    return format_number(x).replace("-", "−")  # the same minus sign as −∞ beside it
+    """One number as the steps show it (:func:`~app.shared.numbers.format_number`)."""
+    return format_number(x)
 
 
 def numbers(a) -> str:

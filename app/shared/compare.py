@@ -10,7 +10,9 @@ import html
 import numpy as np
 import panel as pn
 
-from app.shared.heatmap import HeatMap, file_name, format_number
+from app.shared.heatmap import HeatMap, file_name
+from app.shared.numbers import format_number
+from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES
 
 TABLE_CSS = """
@@ -23,6 +25,12 @@ caption { font-weight: bold; text-align: left; } thead th { border-bottom: 1px s
 def num(x: float) -> str:
     """A number as cell text, HTML-escaped."""
     return html.escape(format_number(x))
+
+
+def failed_checks_text(record) -> str:
+    """The checks a run failed by their checklist titles ("Row sums equal 1; …"), "none" if it
+    failed none; a name the core no longer knows stays as it is."""
+    return "; ".join(CHECK_TITLES.get(n, n) for n in record.failed_checks) or "none"
 
 
 def mode_title(record) -> str:

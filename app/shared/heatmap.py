@@ -36,6 +36,8 @@ from bokeh.palettes import Cividis256, PuOr11, Viridis256
 from bokeh.plotting import figure
 from bokeh.transform import transform
 
+from app.shared.numbers import format_number
+
 MASKED_COLOR = "#d0d0d0"
 # The mirrored table is for screen readers: in the accessibility tree, visually hidden. Inline,
 # so it needs no stylesheet model of its own.
@@ -105,44 +107,6 @@ def contrasting_text(background: str) -> str:
     r, g, b = (linear(int(background[i:i + 2], 16)) for i in (1, 3, 5))
     luminance = 0.2126 * r + 0.7152 * g + 0.0722 * b
     return "white" if 1.05 / (luminance + 0.05) > (luminance + 0.05) / 0.05 else "black"
-
-
-def non_finite(x: float) -> str:
-    """A number that is not finite, in the page's words: "undefined" for NaN (naive softmax's
-    ∞/∞), "∞" or "−∞"."""
-    return "undefined" if np.isnan(x) else ("−∞" if x < 0 else "∞")
-
-
-def format_number(x: float) -> str:
-    """Cell text: three decimals as the seeds print them (0.065, 0.266), three significant
-    digits below 0.01 (so the broken row's 0.00125 stays readable), scientific notation for
-    tiny or huge numbers."""
-    if not np.isfinite(x):
-        return non_finite(x)
-    if x == 0:
-        return "0"
-    if abs(x) >= 1e5 or abs(x) < 1e-4:
-        return f"{x:.2e}"
-    if abs(x) < 0.01:
-        return f"{x:.3g}"
-    return f"{x:.3f}"
-
-
-def short_number(x: float) -> str:
-    """Cell text for a narrow cell (more than 4 tokens): at most 6 characters, ``3e-04``,
-    ``0.27``, ``17.3``, ``1001``; 0 is ``0``."""
-    if not np.isfinite(x):
-        return non_finite(x)
-    if x == 0:
-        return "0"
-    a = abs(x)
-    if a >= 1e4 or a < 0.01:
-        return f"{x:.0e}"
-    if a >= 100:
-        return f"{x:.0f}"
-    if a >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
 
 
 class HeatMap(pn.viewable.Viewer):
@@ -293,7 +257,7 @@ class HeatMap(pn.viewable.Viewer):
         T = values.shape[0]
         factors = [str(i) for i in range(1, T + 1)]
         font_size, label_masked = next((size, label) for top, size, label in _TEXT_SIZES if T <= top)
-        fmt = format_number if T <= 4 else short_number
+        style = "cell" if T <= 4 else "narrow"
         finite = np.isfinite(values)
         low, high = self._range(values[finite & ~masked])
         data = self._empty()
@@ -301,7 +265,7 @@ class HeatMap(pn.viewable.Viewer):
             for j in range(T):
                 v = float(values[i, j])
                 is_masked = bool(masked[i, j])
-                text = fmt(v) if np.isfinite(v) else non_finite(v)
+                text = format_number(v, style)
                 data["row"].append(factors[i])
                 data["column"].append(factors[j])
                 data["value"].append(v if np.isfinite(v) and not is_masked else np.nan)
@@ -345,7 +309,7 @@ class HeatMap(pn.viewable.Viewer):
     @staticmethod
     def _hover(matrix: np.ndarray | None, i: int, j: int, fallback: float) -> str:
         v = fallback if matrix is None else float(matrix[i, j])
-        return "−∞" if v == -np.inf else format_number(v)
+        return format_number(v)
 
     @staticmethod
     def _table_cell(data: dict, n: int) -> str:
