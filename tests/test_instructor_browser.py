@@ -177,7 +177,8 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     for field, text in (("tokens", "3"), ("d_k", "1"), ("total future-token weight", "0"),
                         ("smallest row sum", learner_page["smallest row sum"][0]),
                         ("failed checks", "Mask applied before softmax; Row sums equal 1")):
-        expect(table_rows(page).locator(f"[tabulator-field='{field}']")).to_have_text(text)
+        row = table_rows(page).filter(has_text=f"Grace {tag}").filter(has_text="Mask after softmax (broken)")
+        expect(row.locator(f"[tabulator-field='{field}']")).to_have_text(text)
     page.get_by_label("Mode", exact=True).select_option("All modes")
     expect(page.get_by_test_id("runs-shown")).to_have_text("3")
 

@@ -7,13 +7,12 @@ Learner text is only ever shown escaped.
 
 from __future__ import annotations
 
-import html
-
 import panel as pn
 import param
 
 from app.learner.state import LearnerState
 from app.shared.connection import mark_stale_js
+from app.shared.html import html
 from attention_core.records import TEXT_LIMITS
 
 PREDICT_QUESTION = ("Can token 2 attend to token 3, and what will post-softmax masking "
@@ -47,7 +46,7 @@ def status_html(message: str, ok: bool) -> str:
     if not message:
         return ""
     kind = "ok" if ok else "error"
-    return f'<div class="status {kind}" role="status">{html.escape(message)}</div>'
+    return html('<div class="status {}" role="status">{}</div>', kind, message)
 
 
 class RecordView(pn.viewable.Viewer):

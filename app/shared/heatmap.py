@@ -9,7 +9,6 @@ Cell text shrinks with the token count so that eight tokens' numbers still fit t
 
 from __future__ import annotations
 
-import html
 import math
 import re
 
@@ -36,6 +35,7 @@ from bokeh.palettes import Cividis256, PuOr11, Viridis256
 from bokeh.plotting import figure
 from bokeh.transform import transform
 
+from app.shared.html import html, join
 from app.shared.numbers import format_number
 
 MASKED_COLOR = "#d0d0d0"
@@ -317,24 +317,20 @@ class HeatMap(pn.viewable.Viewer):
         return number if state == "visible" else f"{number} {state}"
 
     def _table_html(self, data: dict, T: int) -> str:
-        head = "".join(f'<th scope="col">key {j}</th>' for j in range(1, T + 1))
-        rows = []
-        for i in range(T):
-            cells = "".join(
-                f"<td>{html.escape(self._table_cell(data, i * T + j))}</td>"
-                for j in range(T)
-            )
-            rows.append(f'<tr><th scope="row">query {i + 1}</th>{cells}</tr>')
-        title = html.escape(self.title)
-        return (
-            # The clipping box is a div: a table ignores width 1px, and clipped but wide it
-            # still widened the page (a horizontal scroll bar at 1280 px).
-            f'<div class="sr-only" style="{_SR_ONLY}">'
-            f'<table class="matrix-table" aria-label="{title} table">'
-            f"<caption>{title}: rows are queries, columns are keys</caption>"
-            f"<thead><tr><th scope=\"col\">row</th>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></div>"
-        )
+        head = join(html('<th scope="col">key {}</th>', j) for j in range(1, T + 1))
+        rows = join(
+            html('<tr><th scope="row">query {}</th>{}</tr>', i + 1,
+                 join(html("<td>{}</td>", self._table_cell(data, i * T + j)) for j in range(T)))
+            for i in range(T))
+        # The clipping box is a div: a table ignores width 1px, and clipped but wide it still
+        # widened the page (a horizontal scroll bar at 1280 px).
+        return str(html(
+            '<div class="sr-only" style="{style}">'
+            '<table class="matrix-table" aria-label="{title} table">'
+            "<caption>{title}: rows are queries, columns are keys</caption>"
+            '<thead><tr><th scope="col">row</th>{head}</tr></thead>'
+            "<tbody>{rows}</tbody></table></div>",
+            style=_SR_ONLY, title=self.title, head=head, rows=rows))
 
     @param.depends("visible", watch=True)
     def _show(self) -> None:
