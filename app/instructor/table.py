@@ -70,7 +70,10 @@ def runs_frame(rows: list[RunSummary], state: InstructorState) -> pd.DataFrame:
         "prediction": [shorten(r.prediction) for r in rows],
         "explanation": [shorten(r.explanation) for r in rows],
     }
-    return pd.DataFrame(columns, columns=COLUMNS)
+    # Dtypes set, not inferred: a page opened on an empty store would get float columns, whose
+    # number formatters Tabulator keeps when the first runs arrive (3.0 for 3 tokens).
+    return pd.DataFrame(columns, columns=COLUMNS).astype(
+        {c: bool if c in ("causal", "mask after softmax") else str for c in COLUMNS})
 
 
 _DETAILS_CSS = """
