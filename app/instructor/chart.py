@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import panel as pn
 import param
@@ -22,6 +20,7 @@ from bokeh.plotting import figure
 
 from app.instructor.columns import created_texts, numbers, texts
 from app.instructor.state import InstructorState, mode_order
+from app.shared.html import Markup, html, join
 
 CHART_HEIGHT = 460  # px: the class picture's heading, one row of its two figures, a key of three lines
 # The picture draws at most this many runs, the newest passing the filters: a class's runs fit
@@ -47,17 +46,17 @@ def group_order(groups, by: str) -> list[str]:
     return sorted(names - {NO_LEARNER}, key=str.casefold) + ([NO_LEARNER] if NO_LEARNER in names else [])
 
 
-def mode_key(modes: list[str], counts: dict[str, int], colours: list[str]) -> str:
+def mode_key(modes: list[str], counts: dict[str, int], colours: list[str]) -> Markup:
     """The key to the x axis's group numbers: number, colour, name and run count of each group.
 
     Run titles (and a class's names) are too long to stand side by side under a figure, so the
     axis shows numbers.
     """
-    items = "".join(
-        f"<li><span style='color: {colour}' aria-hidden='true'>●</span> <b>{n}</b> "
-        f"{html.escape(mode)} ({counts[mode]:,} run{'' if counts[mode] == 1 else 's'})</li>"
+    items = join(
+        html("<li><span style='color: {}' aria-hidden='true'>●</span> <b>{}</b> {} ({:,} run{})</li>",
+             colour, n, mode, counts[mode], "" if counts[mode] == 1 else "s")
         for n, (mode, colour) in enumerate(zip(modes, colours, strict=True), start=1))
-    return f"<ol aria-label='Groups of the class picture'>{items}</ol>"
+    return html("<ol aria-label='Groups of the class picture'>{}</ol>", items)
 
 
 class ClassChartView(pn.viewable.Viewer):
@@ -184,9 +183,10 @@ class ClassChartView(pn.viewable.Viewer):
             self.key.object = mode_key(self._modes, counts, palette)
             matching = self.state.matching
             self.note.object = ("" if matching <= len(self._runs) else
-                                f"<p data-testid='class-note'><b>The newest {len(self._runs):,} of the {matching:,} "
-                                "runs the filters keep are drawn.</b> Filter by date, learner or mode to see "
-                                "others; the table and the exports hold them all.</p>")
+                                html("<p data-testid='class-note'><b>The newest {:,} of the {:,} runs the "
+                                     "filters keep are drawn.</b> Filter by date, learner or mode to see "
+                                     "others; the table and the exports hold them all.</p>",
+                                     len(self._runs), matching))
         self._show_selected()
 
     def _relabel(self, *events) -> None:

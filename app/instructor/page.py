@@ -7,7 +7,6 @@ per session reads the store's change token and re-reads the runs only when it mo
 
 from __future__ import annotations
 
-import html
 import io
 from datetime import UTC, datetime
 
@@ -24,6 +23,7 @@ from app.instructor.table import PAGE_ARIA_JS, TABLE_RESYNC_JS, FiltersView, Run
 from app.instructor.upload import UploadView
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
+from app.shared.html import html, join
 from app.shared.widgets import like_the_first_paint
 from app.store import RunStore
 
@@ -78,10 +78,10 @@ class ExportView(pn.viewable.Viewer):
         self.json.disabled = too_many
         self.note.object = (
             "<p>Exports hold the runs the filters keep, text exactly as saved.</p>" if not too_many else
-            f"<p data-testid='export-note'>Exports hold the runs the filters keep, text exactly as saved. "
-            f"<b>JSON from this page holds at most {PAGE_JSON_RUNS:,} runs</b> (the filters keep "
-            f"{self.state.matching:,}): filter by date, learner or mode, or export them all on the server "
-            "with <code>attention-workbench export --format json -o class-runs.json</code>.</p>")
+            html("<p data-testid='export-note'>Exports hold the runs the filters keep, text exactly as saved. "
+                 "<b>JSON from this page holds at most {:,} runs</b> (the filters keep {:,}): filter by "
+                 "date, learner or mode, or export them all on the server with <code>attention-workbench "
+                 "export --format json -o class-runs.json</code>.</p>", PAGE_JSON_RUNS, self.state.matching))
 
     def _download(self, fmt: str) -> io.StringIO:
         self.state.refresh()  # runs saved since the last tick are in the file too
@@ -117,12 +117,11 @@ class ProblemsView(pn.viewable.Viewer):
     def _update(self, *events) -> None:
         problems = self.state.problems
         shown = problems[:50]
-        items = "".join(f"<li><code>{html.escape(name)}</code>: {html.escape(reason)}</li>"
-                        for name, reason in shown)
-        more = f"<li>… and {len(problems) - len(shown)} more</li>" if len(problems) > len(shown) else ""
+        items = join(html("<li><code>{}</code>: {}</li>", name, reason) for name, reason in shown)
+        more = html("<li>… and {} more</li>", len(problems) - len(shown)) if len(problems) > len(shown) else ""
         # An Alert renders Markdown; raw HTML blocks pass through, and every piece is escaped.
-        self.pane.object = (f"<div><b>{len(problems)} file(s) in the runs directory were skipped</b>"
-                            f"<ul>{items}{more}</ul></div>")
+        self.pane.object = str(html("<div><b>{} file(s) in the runs directory were skipped</b><ul>{}{}</ul></div>",
+                                    len(problems), items, more))  # Markdown: given a plain str
         self.pane.visible = bool(problems)
 
     def __panel__(self):
@@ -157,8 +156,8 @@ class ComparisonPanel(pn.viewable.Viewer):
         compared = self.state.compared
         missing = 2 - len(compared)
         self.hint.object = ("" if missing <= 0 else
-                            f"<h3>Comparison</h3><p>Select {missing} more run{'s' if missing > 1 else ''} "
-                            "to compare (tick it in the table or click its point).</p>")
+                            html("<h3>Comparison</h3><p>Select {} more run{} to compare (tick it in the "
+                                 "table or click its point).</p>", missing, "s" if missing > 1 else ""))
         self.compare.show(compared, names=comparison_names(compared[:2], self.state.timezone))
 
     def __panel__(self):
@@ -247,7 +246,7 @@ class InstructorPage(pn.viewable.Viewer):
         template.main.append(self)
         if pn.state.user:  # logged in through the instructor password (app.auth)
             template.header.append(pn.pane.HTML(
-                f"<a href='{LOGOUT_PATH}' class='logout'>Log out</a>", name="logout", align="center",
+                html("<a href='{}' class='logout'>Log out</a>", LOGOUT_PATH), name="logout", align="center",
                 stylesheets=[_LOGOUT_CSS], margin=(0, 20, 0, 0)))
         return template
 

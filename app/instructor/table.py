@@ -3,13 +3,12 @@
 The table holds one page (:data:`~app.instructor.state.PAGE_SIZE` runs); the page, the sort and
 the count are the state's store query, so paging or sorting 100,000 runs reads 20 of them. Learner
 text reaches the table only as Tabulator ``textarea`` cells (escaped text that wraps), and the
-ticked runs' full text and each row's "Open run" link (to ``/?run=<id>``) only as
-``html.escape``d HTML.
+ticked runs' full text and each row's "Open run" link (to ``/?run=<id>``) only as HTML built
+with :func:`app.shared.html.html`, which escapes it.
 """
 
 from __future__ import annotations
 
-import html
 from urllib.parse import quote
 
 import pandas as pd
@@ -19,6 +18,7 @@ import param
 from app.instructor.columns import created_texts, shorten
 from app.instructor.state import ALL_MODES, PAGE_SIZE, InstructorState
 from app.shared.compare import failed_checks_text
+from app.shared.html import Markup, html, join
 from app.shared.numbers import format_optional
 from app.shared.widgets import NO_SPIN_BUTTONS
 from app.store import RunFilter, RunSummary
@@ -40,9 +40,9 @@ def open_link(record: RunSummary | ExperimentRecord) -> str:
     """A link that opens the run in the learner's workbench (``/?run=<id>``, the id URL-encoded),
     named "Open run <id>" (and its label) for a screen reader; every text escaped."""
     label = f" “{record.label}”" if record.label else ""
-    name = html.escape(f"Open run {record.id}{label} in the workbench", quote=True)
-    href = html.escape(f"/?run={quote(record.id, safe='')}", quote=True)
-    return f'<a href="{href}" target="_blank" rel="noopener" aria-label="{name}">Open run</a>'
+    # Plain str: it is a cell of the table's DataFrame, which Bokeh serialises.
+    return str(html('<a href="{}" target="_blank" rel="noopener" aria-label="{}">Open run</a>',
+                    f"/?run={quote(record.id, safe='')}", f"Open run {record.id}{label} in the workbench"))
 
 
 def runs_frame(rows: list[RunSummary], state: InstructorState) -> pd.DataFrame:
@@ -163,13 +163,12 @@ for (const root of Object.values(Bokeh.index)) {
 _COUNT_CSS = ".stale { background: #eceff1; color: #37474f; padding: 8px 12px; border-radius: 4px; }"
 
 
-def run_details(record: ExperimentRecord | RunSummary) -> str:
+def run_details(record: ExperimentRecord | RunSummary) -> Markup:
     """A run's free text in full, escaped, for the ticked runs' details under the table."""
-    items = "".join(
-        f"<dt>{field}</dt><dd>{html.escape(getattr(record, field) or '—')}</dd>"
-        for field in ("learner", "label", "prediction", "explanation", "notes"))
-    return (f"<h4>Run {html.escape(record.id)} · {html.escape(record.title)}</h4>"
-            f"<dl aria-label='Full text of run {html.escape(record.id)}'>{items}</dl>")
+    items = join(html("<dt>{}</dt><dd>{}</dd>", field, getattr(record, field) or "—")
+                 for field in ("learner", "label", "prediction", "explanation", "notes"))
+    return html("<h4>Run {id} · {title}</h4><dl aria-label='Full text of run {id}'>{items}</dl>",
+                id=record.id, title=record.title, items=items)
 
 
 class FiltersView(pn.viewable.Viewer):
@@ -268,8 +267,8 @@ class PagerView(pn.viewable.Viewer):
         first = (s.page - 1) * PAGE_SIZE + 1
         last = min(s.page * PAGE_SIZE, s.matching)
         shown = f"runs {first:,}–{last:,}" if s.matching else "no runs"
-        self.where.object = (f"<span data-testid='runs-page'>of {s.pages:,} ({shown} of "
-                             f"{s.matching:,})</span>")
+        self.where.object = html("<span data-testid='runs-page'>of {:,} ({} of {:,})</span>",
+                                 s.pages, shown, s.matching)
         self.first.disabled = self.previous.disabled = s.page <= 1
         self.next.disabled = self.last.disabled = s.page >= s.pages
 
@@ -352,10 +351,10 @@ class RunsTableView(pn.viewable.Viewer):
 
     def _count(self, *events) -> None:
         s = self.state
-        self.count.object = (f"<p class='runs-count' data-testid='runs-count'>"
-                             f"<b data-testid='runs-shown'>{s.matching:,}</b> of "
-                             f"<span data-testid='runs-total'>{s.total:,}</span> runs shown. "
-                             f"Times are in {html.escape(s.timezone)}; exports keep UTC.</p>")
+        self.count.object = html("<p class='runs-count' data-testid='runs-count'>"
+                                 "<b data-testid='runs-shown'>{:,}</b> of "
+                                 "<span data-testid='runs-total'>{:,}</span> runs shown. "
+                                 "Times are in {}; exports keep UTC.</p>", s.matching, s.total, s.timezone)
 
     def _show_details(self, *events) -> None:
         """The ticked runs' free text in full (read from the store: a run may be on another page)."""
@@ -363,7 +362,7 @@ class RunsTableView(pn.viewable.Viewer):
         found = {r.id: r for r in self.state.store.query(RunFilter(ids=ids)).runs} if ids else {}
         runs = [found[i] for i in ids if i in found]
         self.details.object = ("" if not runs else
-                               "<h3>Full text of the ticked runs</h3>" + "".join(map(run_details, runs)))
+                               html("<h3>Full text of the ticked runs</h3>{}", join(map(run_details, runs))))
 
     def _sync_selection(self, *events) -> None:
         where = {run_id: n for n, run_id in enumerate(self._ids)}

@@ -11,7 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from markupsafe import Markup, escape
+import markupsafe
+from markupsafe import escape
+
+
+class Markup(markupsafe.Markup):
+    """:class:`markupsafe.Markup` that Panel's HTML pane shows as it is.
+
+    Panel escapes a pane's text with :func:`html.escape`, whose ``str.replace`` calls a Markup
+    would answer by escaping the replacements too (``&amp;amp;``); it takes ``_repr_html_``
+    first, which gives the plain string. Operations on it (``format``, ``join``, ``+``) keep the
+    class, as MarkupSafe's do.
+    """
+
+    __slots__ = ()
+
+    def _repr_html_(self) -> str:
+        return str(self)
 
 
 def html(template: str, /, *args: object, **kwargs: object) -> Markup:
