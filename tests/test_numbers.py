@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.learner.checks import _words
 from app.shared.numbers import format_number, format_optional
 
 NAN, INF = float("nan"), float("inf")
@@ -40,3 +41,12 @@ def test_format_optional_and_an_unknown_style():
     assert format_optional(None) == "—" and format_optional(-0.5) == "\u22120.500"
     with pytest.raises(ValueError, match="style"):
         format_number(1.0, "wide")
+
+
+@pytest.mark.parametrize(("message", "shown"), [
+    ("row 2 sums to -0.5", "row 2 sums to \u22120.5"), ("weights -1e-05", "weights \u22121e\u221205"),
+    ("a score of -inf", "a score of \u2212∞"), ("W_Q is (2, -1)", "W_Q is (2, \u22121)"),
+    ("nan weights", "undefined weights"), ("T-1 tokens, a row-sum", "T-1 tokens, a row-sum"),
+])
+def test_the_cores_check_messages_follow_the_pages_number_rule(message, shown):
+    assert _words(message) == shown

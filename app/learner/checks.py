@@ -16,7 +16,7 @@ import param
 from app.learner.state import LearnerState
 from app.shared.compare import TABLE_CSS
 from app.shared.html import Markup, html, join
-from app.shared.numbers import format_number
+from app.shared.numbers import MINUS, format_number
 from attention_core import AttentionResult, row_steps
 from attention_core.checks import ROW_SUM_TOLERANCE
 from attention_core.modes import run_title
@@ -52,8 +52,10 @@ def banner_html(r: AttentionResult | None) -> Markup:
 
 def _words(message: str) -> str:
     """A core message with a non-finite number in words, as the row steps say them: the page
-    never shows "nan" (an undefined ∞/∞ is what a naive softmax gave)."""
-    return re.sub(r"-inf\b", "−∞", re.sub(r"\bnan\b", "undefined", re.sub(r"\binf\b", "∞", message)))
+    never shows "nan" (an undefined ∞/∞ is what a naive softmax gave); a number's minus sign
+    is the page's (U+2212, :mod:`app.shared.numbers`), a hyphen in a word stays."""
+    words = re.sub(r"\bnan\b", "undefined", re.sub(r"\binf\b", "∞", message))
+    return re.sub(r"(?<![\w.-])-(?=\.?\d|∞)|(?<=\de)-(?=\d)", MINUS, words)
 
 
 def _check_mark(c) -> tuple[str, str]:
