@@ -1,7 +1,7 @@
 """The one way the app builds HTML from values: :func:`html`, on MarkupSafe.
 
 Every value put into a fragment is escaped (``<``, ``>``, ``&``, ``"`` and ``'``) unless it is
-itself a fragment built here (:class:`markupsafe.Markup`), so learner text can never become markup
+itself a fragment built here (:class:`Markup`), so learner text can never become markup
 and a fragment is never escaped twice. Joining and concatenating fragments keeps that: ``Markup``
 escapes the plain strings added to it. Left out: the JS and CSS of components, which hold no
 values.
@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import markupsafe
-from markupsafe import escape
 
 
 class Markup(markupsafe.Markup):
@@ -47,4 +46,4 @@ def join(fragments: Iterable[object], separator: str = "") -> Markup:
     return Markup(separator).join(fragments)
 
 
-__all__ = ["Markup", "escape", "html", "join"]
+__all__ = ["Markup", "html", "join"]
