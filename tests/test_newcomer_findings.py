@@ -6,6 +6,7 @@ and test_workbench_browser.py."""
 from __future__ import annotations
 
 import re
+from html import unescape
 
 import pytest
 from store_helpers import sqlite_store
@@ -22,7 +23,7 @@ def page(tmp_path):
 
 
 def text_of(html: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).replace("&#x27;", "'")
+    return unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)))
 
 
 @pytest.mark.parametrize("typed", [0, 9, 4, None])

@@ -23,6 +23,7 @@ from app.instructor.table import PAGE_ARIA_JS, TABLE_RESYNC_JS, FiltersView, Run
 from app.instructor.upload import UploadView
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
+from app.shared.html import html
 from app.shared.static import read_text
 from app.shared.widgets import like_the_first_paint
 from app.store import RunStore, resolve_store_url
@@ -75,10 +76,10 @@ class ExportView(pn.viewable.Viewer):
         self.json.disabled = too_many
         self.note.object = (
             "<p>Exports hold the runs the filters keep, text exactly as saved.</p>" if not too_many else
-            f"<p data-testid='export-note'>Exports hold the runs the filters keep, text exactly as saved. "
-            f"<b>JSON from this page holds at most {PAGE_JSON_RUNS:,} runs</b> (the filters keep "
-            f"{self.state.matching:,}): filter by date, learner or mode, or export them all on the server "
-            "with <code>attention-workbench export --format json -o class-runs.json</code>.</p>")
+            html("<p data-testid='export-note'>Exports hold the runs the filters keep, text exactly as saved. "
+                 "<b>JSON from this page holds at most {:,} runs</b> (the filters keep {:,}): filter by "
+                 "date, learner or mode, or export them all on the server with <code>attention-workbench "
+                 "export --format json -o class-runs.json</code>.</p>", PAGE_JSON_RUNS, self.state.matching))
 
     def _download(self, fmt: str) -> io.StringIO:
         self.state.refresh()  # runs saved since the last tick are in the file too
@@ -127,8 +128,8 @@ class ComparisonPanel(pn.viewable.Viewer):
         compared = self.state.compared
         missing = 2 - len(compared)
         self.hint.object = ("" if missing <= 0 else
-                            f"<h3>Comparison</h3><p>Select {missing} more run{'s' if missing > 1 else ''} "
-                            "to compare (tick it in the table or click its point).</p>")
+                            html("<h3>Comparison</h3><p>Select {} more run{} to compare (tick it in the "
+                                 "table or click its point).</p>", missing, "s" if missing > 1 else ""))
         self.compare.show(compared, names=comparison_names(compared[:2], self.state.timezone))
 
     def __panel__(self):
@@ -216,7 +217,7 @@ class InstructorPage(pn.viewable.Viewer):
         template.main.append(self)
         if pn.state.user:  # logged in through the instructor password (app.auth)
             template.header.append(pn.pane.HTML(
-                f"<a href='{LOGOUT_PATH}' class='logout'>Log out</a>", name="logout", align="center",
+                html("<a href='{}' class='logout'>Log out</a>", LOGOUT_PATH), name="logout", align="center",
                 stylesheets=[_LOGOUT_CSS], margin=(0, 20, 0, 0)))
         return template
 

@@ -24,8 +24,6 @@ The page and the course page talk with ``postMessage``, only with the origins th
 
 from __future__ import annotations
 
-import html
-
 import panel as pn
 import param
 from panel.custom import JSComponent
@@ -33,6 +31,7 @@ from panel.custom import JSComponent
 from app.learner.checks import InvariantsView
 from app.learner.page import LearnerPage
 from app.learner.record import STATUS_CSS
+from app.shared.html import Markup, html
 from app.shared.parsing import displayable
 from app.shared.static import read_text
 from attention_core.records import TEXT_LIMITS, ExperimentRecord
@@ -87,15 +86,14 @@ def host_text(text: str, field: str) -> tuple[str, str]:
                           f"{limit} were kept (the limit).")
 
 
-def passed_in_html(learner: str, prediction: str) -> str:
+def passed_in_html(learner: str, prediction: str) -> Markup:
     """What the first tab says about the record fields (in the Saved runs tab): whose runs these
     are and the prediction Save run will store, escaped, or where to write the prediction."""
-    who = f"Learner: <b data-testid='embed-learner'>{html.escape(learner)}</b>. " if learner else ""
+    who = html("Learner: <b data-testid='embed-learner'>{}</b>. ", learner) if learner else ""
     if not prediction.strip():
-        return (f"<p>{who}Save run needs your prediction: write it in the <b>Saved runs</b> "
-                "tab.</p>")
+        return html("<p>{}Save run needs your prediction: write it in the <b>Saved runs</b> tab.</p>", who)
     shown = prediction if len(prediction) <= 120 else prediction[:119] + "…"
-    return f"<p>{who}Prediction: <q data-testid='embed-prediction'>{html.escape(shown)}</q></p>"
+    return html("<p>{}Prediction: <q data-testid='embed-prediction'>{}</q></p>", who, shown)
 
 
 _HINT_CSS = read_text(__package__, "embed_hint.css")
@@ -122,8 +120,8 @@ class EmbedPage(pn.viewable.Viewer):
         self.invariants = InvariantsView(state=s)
         self.passed_in = pn.pane.HTML(pn.bind(passed_in_html, s.param.learner, s.param.prediction),
                                       stylesheets=[_HINT_CSS], margin=(0, 10), sizing_mode="stretch_width")
-        self.host_note = pn.pane.HTML(pn.bind(lambda m: f"<div class='status error' role='status'>"
-                                              f"{html.escape(m)}</div>" if m else "", self.param.host_message),
+        self.host_note = pn.pane.HTML(pn.bind(lambda m: html("<div class='status error' role='status'>{}</div>", m)
+                                              if m else "", self.param.host_message),
                                       visible=pn.bind(bool, self.param.host_message),
                                       stylesheets=[STATUS_CSS], sizing_mode="stretch_width")
         r = p.record

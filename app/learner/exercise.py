@@ -18,6 +18,7 @@ from bokeh.models import CustomJS, Div, TextAreaInput
 
 from app.learner.record import STATUS_CSS, status_html
 from app.learner.state import LearnerState
+from app.shared.html import html
 from app.shared.static import read_text
 from attention_core.exercise import EXERCISE_FUNCTION, ExerciseCaseError, case_filename, render_test
 
@@ -66,9 +67,9 @@ class ExerciseTestView(pn.viewable.Viewer):
         self.problem = pn.pane.HTML(pn.bind(status_html, self.param.message, False),
                                     visible=pn.bind(bool, self.param.message), stylesheets=[STATUS_CSS])
         self._layout = pn.Column(
-            pn.pane.HTML(f"<h3>The exercise's test from a run</h3><p>A vitest or pytest test of "
-                         f"<code>{EXERCISE_FUNCTION.signature}</code> with the run's queries, keys and "
-                         "causal mask, expecting the correct weights.</p>", margin=(5, 10)),
+            pn.pane.HTML(html("<h3>The exercise's test from a run</h3><p>A vitest or pytest test of "
+                              "<code>{}</code> with the run's queries, keys and causal mask, expecting "
+                              "the correct weights.</p>", EXERCISE_FUNCTION.signature), margin=(5, 10)),
             pn.Row(self.run_select, self.language_choice), self.problem,
             pn.Row(pn.pane.Bokeh(self.copy), self.download, pn.pane.Bokeh(self.copy_status)),
             pn.pane.Bokeh(self.area, sizing_mode="stretch_width"), sizing_mode="stretch_width")

@@ -7,8 +7,6 @@ per request), so no two learners share a widget or a value. Tests build one with
 
 from __future__ import annotations
 
-import html
-
 import panel as pn
 import param
 
@@ -22,6 +20,7 @@ from app.learner.runs import SavedRunsView
 from app.learner.state import LearnerState
 from app.learner.steps import RowStepsView
 from app.shared.connection import announce_lost_connection
+from app.shared.html import html
 from app.shared.static import read_text
 from app.store import RunStore, resolve_store_url
 
@@ -36,8 +35,8 @@ each token a vector (<b>Head width d_k</b>), or X and the projections W_Q, W_K, 
 mode</b>), to see why. Click a heat-map row (or set <b>Row</b>) to see that row's computation step by step.
 </p>"""
 
-_HEADER = ("<header><h1 style='margin: 0; font-size: 1.6em; font-weight: normal; color: white;'>"
-           f"{TITLE}</h1></header>")
+_HEADER = html("<header><h1 style='margin: 0; font-size: 1.6em; font-weight: normal; color: white;'>"
+               "{}</h1></header>", TITLE)
 _OPENED_CSS = read_text(__package__, "page_opened.css")
 _SIDEBAR_CSS = ":host { border-right: 1px solid #dee2e6; }"
 
@@ -55,9 +54,9 @@ def opened_html(message: str, ok: bool, edited: bool) -> str:
     if not message:
         return ""
     if not ok:
-        return f"<div class='opened refused' role='alert'>{html.escape(message)}</div>"
+        return html("<div class='opened refused' role='alert'>{}</div>", message)
     kind = "edited" if edited else "shown"
-    return f"<div class='opened {kind}' role='note' data-testid='opened-run'>{html.escape(message)}</div>"
+    return html("<div class='opened {}' role='note' data-testid='opened-run'>{}</div>", kind, message)
 
 
 class LearnerPage(pn.viewable.Viewer):

@@ -7,13 +7,12 @@ Learner text is only ever shown escaped.
 
 from __future__ import annotations
 
-import html
-
 import panel as pn
 import param
 
 from app.learner.state import LearnerState
 from app.shared.connection import mark_stale_js
+from app.shared.html import html
 from app.shared.static import read_text
 from attention_core.records import TEXT_LIMITS
 
@@ -44,7 +43,7 @@ def status_html(message: str, ok: bool) -> str:
     if not message:
         return ""
     kind = "ok" if ok else "error"
-    return f'<div class="status {kind}" role="status">{html.escape(message)}</div>'
+    return html('<div class="status {}" role="status">{}</div>', kind, message)
 
 
 class RecordView(pn.viewable.Viewer):

@@ -10,14 +10,13 @@ and by clicking a heat-map row).
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import panel as pn
 import param
 
 from app.learner.state import LearnerState
-from app.shared.heatmap import format_number
+from app.shared.html import Markup, html, join
+from app.shared.numbers import format_number
 from app.shared.static import read_text
 from attention_core import AttentionResult, row_steps, scaled_dot_product_attention
 
@@ -25,14 +24,8 @@ _CSS = read_text(__package__, "steps.css")
 
 
 def number(x: float) -> str:
-    """One number as the steps show it: −∞ and ∞ by name, an undefined 0/0 or ∞/∞ in words,
-    negatives with the minus sign (U+2212) that −∞ has."""
-    x = float(x)
-    if np.isnan(x):
-        return "undefined"
-    if np.isinf(x):
-        return "−∞" if x < 0 else "∞"
-    return format_number(x).replace("-", "−")  # the same minus sign as −∞ beside it
+    """One number as the steps show it (:func:`~app.shared.numbers.format_number`)."""
+    return format_number(x)
 
 
 def numbers(a) -> str:
@@ -147,23 +140,22 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
     return intro, items
 
 
-def _numbers_html(text: str | list[str]) -> str:
+def _numbers_html(text: str | list[str]) -> Markup:
     """A step's numbers: one line, or (vectors) one line per source in a sub-list."""
     if isinstance(text, str):
-        return f"<span class='numbers'>{html.escape(text)}</span>"
-    lines = "".join(f"<li class='numbers'>{html.escape(line)}</li>" for line in text)
-    return f"<ul class='per-source'>{lines}</ul>"
+        return html("<span class='numbers'>{}</span>", text)
+    return html("<ul class='per-source'>{}</ul>", join(html("<li class='numbers'>{}</li>", line) for line in text))
 
 
-def steps_html(result: AttentionResult | None, row: int) -> str:
+def steps_html(result: AttentionResult | None, row: int) -> Markup:
     """The heading "Row steps" and an ordered list of the steps of ``row`` (from 1), escaped."""
     if result is None:
-        return "<h3>Row steps</h3><p>No valid input yet.</p>"
+        return Markup("<h3>Row steps</h3><p>No valid input yet.</p>")
     row = min(max(row, 1), result.T)
     intro, items = step_items(result, row)
-    lis = "".join(f"<li>{html.escape(label)}: {_numbers_html(text)}</li>" for label, text in items)
-    return (f"<h3>Row steps</h3><p>{html.escape(intro)}</p>"
-            f"<ol class='row-steps' aria-label='Row steps of row {row}'>{lis}</ol>")
+    lis = join(html("<li>{}: {}</li>", label, _numbers_html(text)) for label, text in items)
+    return html("<h3>Row steps</h3><p>{}</p><ol class='row-steps' aria-label='Row steps of row {}'>{}</ol>",
+                intro, row, lis)
 
 
 class RowStepsView(pn.viewable.Viewer):

@@ -1,1 +1,0 @@
-return isNaN(value) ? 'not finite' : String(Number(value.toPrecision(4)));
