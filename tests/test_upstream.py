@@ -26,9 +26,10 @@ def _package_file(package: str, *parts: str) -> Path:
     return Path(__import__(package).__file__).resolve().parent.joinpath(*parts)
 
 
-@pytest.mark.parametrize("package", sorted(upstream.CHECKED_ON))
+@pytest.mark.parametrize("package", ["bokeh", "panel"])
 def test_the_installed_release_is_the_one_the_map_was_checked_on(package):
-    # Same minor release (pyproject.toml allows patch releases): a new minor means re-reading the map.
+    # Same minor release (pyproject.toml pins these two to one minor): a new minor means re-reading
+    # the map. Tornado is not pinned; what the map relies on of it is its public API.
     checked, installed = upstream.CHECKED_ON[package], version(package)
     assert installed.split(".")[:2] == checked.split(".")[:2], (
         f"{package} {installed}, app/upstream.py was checked on {checked}")
