@@ -96,9 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     test_case = sub.add_parser(
         "test-case", help="write the exercise's test (vitest or pytest) made from one saved run",
-        description="Write a vitest (--lang ts) or pytest (--lang py) test of seed 003's exercise "
-                    "function with the run's queries, keys and causal mask, expecting the correct "
-                    "weights (also for a run saved in a broken mode). A run with padding is refused.")
+        description="Write a vitest (--lang ts) or pytest (--lang py) test of the exercise function "
+                    "of Self-attention, \"Shapes and loops\", with the run's queries, keys and "
+                    "causal mask, expecting the correct weights (also for a run saved in a broken "
+                    "mode). A run with padding is refused.")
     test_case.add_argument("run_id", metavar="RUN_ID", help="the run's id (its file name without .json)")
     test_case.add_argument("--lang", choices=("ts", "py"), required=True,
                            help="ts: a vitest file; py: a pytest file")

@@ -1,6 +1,7 @@
-"""The learners view: one row per learner, which of seed 003's checkpoints each has reached.
+"""The learners view: one row per learner, which of the Self-attention lesson's checkpoints each
+has reached.
 
-Seed 003 names four checkpoints. Three leave evidence in the runs a learner saves:
+The lesson names four checkpoints. Three leave evidence in the runs a learner saves:
 
 - **predict**: a run with a prediction written;
 - **experiment**: a correct run with the causal mask *and* a "mask after softmax" run saved
@@ -240,9 +241,10 @@ class LearnersView(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(
-            pn.pane.HTML("<h3>Learners</h3><p>Checkpoints of seed 003 per learner: predict (a "
-                         "prediction written), experiment (a correct causal run and a "
-                         "mask-after-softmax run saved), explain (an explanation attached).</p>"),
+            pn.pane.HTML("<h3>Learners</h3><p>Checkpoints of the Self-attention lesson per "
+                         "learner: predict (a prediction written), experiment (a correct causal "
+                         "run and a mask-after-softmax run saved), explain (an explanation "
+                         "attached).</p>"),
             pn.Row(pn.widgets.TextAreaInput.from_param(
                        self.param.class_list, label="Class list (one name per line)", height=90),
                    pn.widgets.Select.from_param(self.param.show, label="Show learners")),

@@ -58,13 +58,13 @@ def _check_mark(c) -> tuple[str, str]:
 
 
 def checks_html(r: AttentionResult) -> Markup:
-    """The core's checks of ``r`` as a checklist in seed 004's audit order."""
+    """The core's checks of ``r`` as a checklist in the order of Review, "Audit Order"."""
     items = join(
         html("<li class='check-{cls}' data-check='{name}'><span aria-hidden='true'>{mark}</span> "
              "<b>{word}</b> {title}: {message}</li>", cls=word.lower().replace("/", ""), name=c.name,
              mark=mark, word=word, title=c.title, message=_words(c.message))
         for c in r.checks for mark, word in [_check_mark(c)])
-    return html("<h3>Checks (audit order of seed 004)</h3>"
+    return html("<h3>Checks (in the order of Review, <em>Audit Order</em>)</h3>"
                 "<ol class='checklist' aria-label='Checks in audit order'>{}</ol>", items)
 
 

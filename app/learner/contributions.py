@@ -1,7 +1,7 @@
 """Contributions of the chosen row: each source's score, weight, value and contribution A_ij·v_j.
 
-Seed 000, "Keep Four Quantities Separate": a large score need not give a large weight, and a
-large weight need not give a large contribution. For row ``state.row`` the view shows the four
+Self-Attention in Matrix Form, "Keep Four Quantities Separate": a large score need not give a
+large weight, and a large weight need not give a large contribution. For row ``state.row`` the view shows the four
 side by side per source (key) ``j``: a table with every number, and four small Bokeh bar charts
 (score, weight, value, contribution) that share one source axis, so a learner sees where the
 three rankings differ. Vector values show one bar per component, grouped by source.
@@ -80,7 +80,7 @@ def _largest(a: np.ndarray, among: np.ndarray | None = None) -> int | None:
 
 def lesson_html(r: AttentionResult, i: int) -> Markup:
     """Which source has the largest score, weight and contribution in row ``i`` (from 0): the
-    seed's lesson, said with this row's numbers."""
+    lesson of "Keep Four Quantities Separate", said with this row's numbers."""
     masked = _masked_before_softmax(r, i)
     score_j = _largest(r.scores[i])
     weight_j = _largest(r.weights[i])
@@ -111,7 +111,8 @@ def contributions_html(r: AttentionResult | None, row: int) -> Markup:
                 "<p class='contributions-lead'>Output h<sub>{n}</sub> = Σ<sub>j</sub> "
                 "A<sub>{n}j</sub> v<sub>j</sub>: each source (key) j adds its value v<sub>j</sub> "
                 "times its weight A<sub>{n}j</sub>. A large score need not give a large weight, and "
-                "a large weight need not give a large contribution (seed 000).</p>", n=i + 1)
+                "a large weight need not give a large contribution (Self-Attention in Matrix Form, "
+                "<em>Keep Four Quantities Separate</em>).</p>", n=i + 1)
     if r.contributions is None:
         return head + Markup("<p class='notice' data-testid='contributions-need-values'>Contributions "
                              "need values: tick “Use values (adds output and contributions)”. The "

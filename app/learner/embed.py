@@ -1,6 +1,6 @@
 """The learner page made to sit in a course page: ``/embed``, an iframe 610 px high.
 
-Seed 003 embeds the workbench as an explorable (``:::explorable{… height="610"
+The Self-attention lesson embeds the workbench as an explorable (``:::explorable{… height="610"
 id="attention-workbench"}``) and completes its *experiment* checkpoint on the event
 ``experiment-recorded`` from that instance. This page is the learner page itself (one
 :class:`~app.learner.page.LearnerPage`, its state and its views) laid out for the frame: the
@@ -36,7 +36,7 @@ from app.shared.parsing import displayable
 from app.shared.static import read_text
 from attention_core.records import TEXT_LIMITS, ExperimentRecord
 
-DEFAULT_INSTANCE = "attention-workbench"  # seed 003's explorable id
+DEFAULT_INSTANCE = "attention-workbench"  # the Self-attention lesson's explorable id
 EVENT_TYPE, CONTEXT_TYPE, RECORDED = "explorable-event", "explorable-context", "experiment-recorded"
 HOST_FIELDS = ("learner", "prediction")
 MAP_SIZE = 176  # two maps side by side (each 140 px wider than this) in a 640 px column
@@ -63,8 +63,9 @@ class ExplorableBridge(JSComponent):
 
 
 def recorded_event(record: ExperimentRecord, instance_id: str = DEFAULT_INSTANCE) -> dict:
-    """The ``experiment-recorded`` message for a saved run, as seed 003's explorable expects it
-    (``url`` is added in the browser, which knows the address the learner reaches).
+    """The ``experiment-recorded`` message for a saved run, as the Self-attention lesson's
+    experiment checkpoint expects it (``url`` is added in the browser, which knows the address
+    the learner reaches).
 
     Numbers are the record's own (``None`` where not finite); ``failed_checks`` a list of check
     names, empty for a correct run.

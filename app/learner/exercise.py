@@ -1,4 +1,5 @@
-"""Copy as test: the exercise's test made from one of this page's saved runs (seed 003, issue 16).
+"""Copy as test: the exercise's test made from one of this page's saved runs (Self-attention,
+"Shapes and loops"; issue 16).
 
 A saved run and a language (TypeScript for vitest, Python for pytest) give the text of
 :func:`attention_core.exercise.render_test`, shown in a text area. ``Copy as test`` copies it with

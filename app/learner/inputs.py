@@ -85,10 +85,10 @@ def mask_note_html(causal: bool, failure_mode: str, tokens: int) -> str:
                 "(broken)</b> has nothing to act on.</p>")
     if not causal:
         return ("<p data-testid='bidirectional-note'>The causal mask is off: this is "
-                "<b>bidirectional</b> attention, as an encoder uses (seed 004: self-attention may "
-                "be causal or bidirectional), so every token can read future tokens, and that is "
-                "correct here. A decoder that needs the mask and forgets it is the failure mode "
-                "<b>No mask</b>.</p>")
+                "<b>bidirectional</b> attention, as an encoder uses (Review, <em>Distinctions "
+                "to Keep</em>: self-attention may be causal or bidirectional), so every token "
+                "can read future tokens, and that is correct here. A decoder that needs the mask "
+                "and forgets it is the failure mode <b>No mask</b>.</p>")
     return ""
 
 

@@ -29,10 +29,11 @@ TITLE = "Self-attention workbench"
 INTRO = """<p>
 Rows are querying tokens, columns are the keys they may read. With the <b>Causal mask</b> on, a
 token cannot read later tokens: their scores become −∞ <em>before</em> softmax, so each row's
-weights still sum to 1. Choose a <b>Failure mode</b> to see what each common mistake of seed 003
-breaks, save a run in each, and compare them. Scores are divided by √d_k, the head width: give
-each token a vector (<b>Head width d_k</b>), or X and the projections W_Q, W_K, W_V (<b>Input
-mode</b>), to see why. Click a heat-map row (or set <b>Row</b>) to see that row's computation step by step.
+weights still sum to 1. Choose a <b>Failure mode</b> to see what each mistake of Self-attention,
+<em>Common failure modes</em>, breaks, save a run in each, and compare them. Scores are divided
+by √d_k, the head width: give each token a vector (<b>Head width d_k</b>), or X and the
+projections W_Q, W_K, W_V (<b>Input mode</b>), to see why. Click a heat-map row (or set
+<b>Row</b>) to see that row's computation step by step.
 </p>"""
 
 _HEADER = html("<header><h1 style='margin: 0; font-size: 1.6em; font-weight: normal; color: white;'>"

@@ -1,8 +1,9 @@
 """Where the queries, keys and values came from, and what the scores are divided by.
 
-In matrix mode: ``Q = X W_Q``, ``K = X W_K``, ``V = X W_V`` with their shapes and numbers (seed
-000, seed 004); in every mode: the head width d_k and the division by √d_k (seed 003), or that
-the "No sqrt(d_k) scaling" mode skipped it. Left out: the heat maps and the row steps.
+In matrix mode: ``Q = X W_Q``, ``K = X W_K``, ``V = X W_V`` with their shapes and numbers
+(Self-Attention in Matrix Form; Review, "The Complete Layer"); in every mode: the head width d_k
+and the division by √d_k (Self-attention, "Queries, keys, and values"), or that the
+"No sqrt(d_k) scaling" mode skipped it. Left out: the heat maps and the row steps.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def shapes_html(r: AttentionResult | None) -> Markup:
         tables = [matrix_html("Q", "X W_Q", p.queries), matrix_html("K", "X W_K", p.keys)]
         if p.values is not None:
             tables.append(matrix_html("V", "X W_V", p.values))
-        parts.append(html("<p>Projections (formula of seed 000): {}.</p><div class='projections'>{}</div>",
+        parts.append(html("<p>Projections (the formula of Self-Attention in Matrix Form): {}.</p>"
+                          "<div class='projections'>{}</div>",
                           shapes, join(tables)))
     parts.append(scale_html(r))
     return html("<div class='shapes'>{}</div>", join(parts))

@@ -1,7 +1,8 @@
 """Record a run: the lesson's prediction checkpoint, optional learner and label, Save run.
 
 The explanation is not here: it is attached to the saved run(s) it explains, in
-:class:`app.learner.runs.SavedRunsView` (seed 003's order: predict → experiment → explain).
+:class:`app.learner.runs.SavedRunsView` (the order of the Self-attention
+lesson's checkpoints: predict → experiment → explain).
 Learner text is only ever shown escaped.
 """
 
@@ -17,7 +18,7 @@ from app.shared.static import read_text
 from attention_core.records import TEXT_LIMITS
 
 PREDICT_QUESTION = ("Can token 2 attend to token 3, and what will post-softmax masking "
-                    "change?")  # seed 003's predict checkpoint
+                    "change?")  # the Self-attention lesson's predict checkpoint
 
 STATUS_CSS = read_text(__package__, "record_status.css")
 

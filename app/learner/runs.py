@@ -1,7 +1,8 @@
 """This page's saved runs: the table with ticks, the explanation attached to runs, downloads,
 the comparison of two ticked runs, and the exercise's test made from a run (Copy as test).
 
-The explanation is edited on saved runs (seed 003's order: predict → experiment → explain):
+The explanation is edited on saved runs (the order of the Self-attention lesson's
+checkpoints: predict → experiment → explain):
 ``Save explanation`` replaces the ticked runs' explanation on disk and never adds a run.
 Learner text is only ever shown escaped. No pandas: the learner page never loads it (only the
 instructor page needs it), so the table is HTML and the ticks one labelled checkbox per run.
@@ -26,7 +27,7 @@ from app.shared.static import read_text
 from app.store import StoreError, export_csv, export_json
 
 EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
-                    "violate it?")  # seed 003's explain checkpoint
+                    "violate it?")  # the Self-attention lesson's explain checkpoint
 
 # The columns shown, in order. The run id is in the data (for tests and the page's own code)
 # and on each table row (data-run-id), not shown.

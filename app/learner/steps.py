@@ -1,4 +1,5 @@
-"""Row steps: one query row's computation written out in numbers, as seed 003 writes it.
+"""Row steps: one query row's computation written out in numbers, as Self-attention, "A worked
+row", writes it.
 
 raw scores → divided by √d_k → masked (−∞) → minus the largest visible score → exp → divided by
 the row sum → weights → (with values) weighted values → output; in a failure mode, what that mode
@@ -38,9 +39,10 @@ def numbers(a) -> str:
 
 def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str | list[str]]]]:
     """What to say about row ``row`` (from 1) of ``r``: an introduction, then (label, numbers)
-    per step in seed 003's order, with each failure mode's own step where it goes wrong. With
-    vectors (d_k > 1, or values of width d_v > 1) a step's numbers are a list of lines, one per
-    source token j: the raw score term by term, the value, and its contribution w_j × v_j."""
+    per step in the order of Self-attention, "The attention calculation", with each failure
+    mode's own step where it goes wrong. With vectors (d_k > 1, or values of width d_v > 1) a
+    step's numbers are a list of lines, one per source token j: the raw score term by term, the
+    value, and its contribution w_j × v_j."""
     s = row_steps(r, row - 1)
     mode, n, T = r.mode, s.row + 1, r.T
     if s.along == "column":
@@ -51,7 +53,8 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
         intro = f"Row {n}: query {n} against keys 1–{T}."
         raw = f"Raw scores q_{n}·k_j"
     items: list[tuple[str, str | list[str]]] = []
-    if r.d_k > 1:  # seed 000: each score is a dot product of two d_k-vectors, term by term
+    # Self-Attention in Matrix Form: each score is a dot product of two d_k-vectors, term by term
+    if r.d_k > 1:
         column = s.along == "column"
         q = r.keys_2d[s.row] if column else r.queries_2d[s.row]
         others = r.queries_2d if column else r.keys_2d
@@ -111,7 +114,8 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
                           "renormalising", numbers(s.zeroed)))
             items.append(("Visible prefix sum (no renormalisation)", number(s.row_sum)))
         items.append((f"Weights of row {n} (row sum {number(s.row_sum)})", numbers(s.weights)))
-    if not mode.scale:  # seed 003: beside the sharper row, the scaled one it should have been
+    # Self-attention, "Common failure modes": beside the sharper row, the scaled one it should have been
+    if not mode.scale:
         correct = row_steps(scaled_dot_product_attention(
             r.queries, r.keys, r.values, causal=r.causal, padding_mask=r.key_is_real,
             failure_mode="correct"), s.row)
@@ -128,7 +132,9 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
         mixed = "keys k_j (mixes keys, not values)" if mode.mix == "keys" else "values v_j"
         v = "k" if mode.mix == "keys" else "v"
         weighted = f"Weighted {'keys w_j × k_j' if mode.mix == 'keys' else 'values w_j × v_j'}"
-        if s.mixed.ndim == 2:  # vectors: one line per source, its contribution A_ij v_j (seed 000)
+        # Vectors: one line per source, its contribution A_ij v_j (Self-Attention in Matrix Form,
+        # "Keep Four Quantities Separate")
+        if s.mixed.ndim == 2:
             items.append((f"Mixed: {mixed}", [f"{v}_{j + 1} = {numbers(x)}" for j, x in enumerate(s.mixed)]))
             items.append((f"{weighted}, the contribution of each source j to row {n}",
                           [f"{number(w)} × {numbers(x)} = {numbers(c)}"

@@ -23,7 +23,7 @@ def format_number(x: float, style: Style = "cell", *, trim: bool = False) -> str
     x : float
         Any float (or something ``float()`` takes: a numpy scalar, an int).
     style : {"cell", "narrow", "exact"}
-        ``"cell"``: three decimals as the seeds print them (0.065, 0.266), three significant
+        ``"cell"``: three decimals as the course text prints them (0.065, 0.266), three significant
         digits below 0.01 (so the broken row's 0.00125 stays readable), scientific notation at
         or beyond 1e5 and below 1e-4 (``1.00e−05``). ``"narrow"``: at most 6 characters for a
         cell too narrow for that (``3e−04``, ``0.27``, ``17.3``, ``1001``). ``"exact"``: twelve
