@@ -1,5 +1,6 @@
 # Every target bootstraps .venv on a fresh machine: `make serve` and `make test` are all you need.
-# The install is editable, so the code (and assets/) are used straight from this checkout.
+# The install is editable, so edits to app/ and attention_core/ (code and the files they read,
+# package data) take effect without reinstalling; a wheel carries the same files (tests/test_wheel.py).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -8,13 +9,14 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help serve test lint browser node postgres bench clean distclean
+.PHONY: help serve test lint browser node postgres bench screenshots clean distclean
 
 help:
 	@echo "make serve   set up .venv and start the workbench (ARGS='--port 5007' passes options)"
 	@echo "make test    set up .venv, make sure Chromium, vitest and PostgreSQL exist, run ruff and every test"
 	@echo "make lint    ruff only"
 	@echo "make bench   run bench/run.py"
+	@echo "make screenshots  remake the README's pictures in assets/screenshots/ (Chromium, 1280x720)"
 	@echo "make clean   remove caches and build output (make distclean also removes .venv)"
 
 $(STAMP): pyproject.toml
@@ -54,6 +56,10 @@ test: browser node postgres lint
 bench: $(STAMP)
 	@test -f bench/run.py || { echo "make: bench/run.py does not exist yet" >&2; exit 1; }
 	$(BIN)/python bench/run.py $(ARGS)
+
+# Serves the app over a temporary store and photographs it (assets/screenshots/make_screenshots.py).
+screenshots: browser
+	$(BIN)/python assets/screenshots/make_screenshots.py
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache test-results

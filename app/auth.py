@@ -21,6 +21,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import stat
+from importlib.resources import files
 from pathlib import Path
 
 PASSWORD_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD"
@@ -28,8 +29,10 @@ PASSWORD_FILE_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD_FILE"
 INSTRUCTOR_USER = "instructor"
 INSTRUCTOR_PATH = "/instructor"
 LOGOUT_PATH = "/logout"
-LOGIN_TEMPLATE = Path(__file__).resolve().parent / "instructor" / "login.html"
-LOGOUT_TEMPLATE = Path(__file__).resolve().parent / "instructor" / "logout.html"
+# Package data (pyproject.toml), so an installed wheel has them; files("app"), not "app.instructor",
+# whose import loads the instructor page's code.
+LOGIN_TEMPLATE = files("app") / "instructor" / "login.html"
+LOGOUT_TEMPLATE = files("app") / "instructor" / "logout.html"
 # Endpoints anyone may open without logging in: the learner pages (the workbench and its
 # embed), their WebSockets and autoload scripts, with or without a query string.
 GUEST_ENDPOINTS = ["/", "/embed"]
@@ -97,56 +100,36 @@ def is_guest_path(uri: str) -> bool:
     return uri.partition("?")[0] in GUEST_PATHS
 
 
-def _provider_class():
-    """Panel's basic-auth provider with guests told apart by path (see :func:`is_guest_path`).
+def credentials_match(password: str, username: str, typed: str) -> bool:
+    """True when the login form's ``username`` is ``instructor`` and ``typed`` is ``password``.
 
-    Built on first use: Panel is imported only when serving.
+    Compared in constant time; a password that names a file is still just a password.
     """
     import hmac
 
-    from jinja2 import Environment, FileSystemLoader
-    from panel.auth import BasicAuthProvider
-    from tornado.web import HTTPError
+    return username == INSTRUCTOR_USER and hmac.compare_digest(typed.encode("utf-8"), password.encode("utf-8"))
 
-    class InstructorAuthProvider(BasicAuthProvider):
-        def __init__(self, password: str, **kwargs):
-            self._password = password  # before Bokeh's __init__ looks at login_handler
-            super().__init__(**kwargs)
-            # Panel compiles a template file with a loader of its own folders, where the frame
-            # that login.html and logout.html extend (auth_page.html) is not found: loaded here.
-            pages = Environment(loader=FileSystemLoader(LOGIN_TEMPLATE.parent), trim_blocks=True,
-                                lstrip_blocks=True)
-            self._login_template = pages.get_template(LOGIN_TEMPLATE.name)
-            self._logout_template = pages.get_template(LOGOUT_TEMPLATE.name)
 
-        @property
-        def login_handler(self):
-            base = super().login_handler  # Panel's form, with our template and endpoint
-            password = self._password
+def _provider(password: str):
+    """Panel's basic-auth provider for ``password``, guests told apart by path (see
+    :func:`is_guest_path`); what it changes in Panel is listed in :mod:`app.upstream`.
 
-            class InstructorLoginHandler(base):
-                def _validate(self, username, typed):
-                    return username == INSTRUCTOR_USER and hmac.compare_digest(
-                        typed.encode("utf-8"), password.encode("utf-8"))
-            return InstructorLoginHandler
+    Built on first use: Panel is imported only when serving.
+    """
+    from functools import partial
 
-        def _allow_guest(self, uri):
-            return is_guest_path(uri)
+    from jinja2 import Environment, PackageLoader
 
-        @property
-        def get_user(self):
-            get_user = super().get_user
+    from app.upstream import instructor_auth_provider
 
-            def get_user_or_refuse_a_script(handler):
-                user = get_user(handler)
-                # Panel's autoload handler awaits a session that Tornado's login redirect never
-                # makes (a TypeError traceback in the log): a script cannot log in, so refuse.
-                if user is None and handler.request.path.endswith("/autoload.js"):
-                    raise HTTPError(403)
-                return user
-            return get_user_or_refuse_a_script
-
-    return InstructorAuthProvider
+    # Panel compiles a template file with a loader of its own folders, where the frame
+    # that login.html and logout.html extend (auth_page.html) is not found: loaded here.
+    pages = Environment(loader=PackageLoader("app", "instructor"), trim_blocks=True, lstrip_blocks=True)
+    return instructor_auth_provider(
+        credentials_match=partial(credentials_match, password), is_guest=is_guest_path,
+        login_template=pages.get_template(LOGIN_TEMPLATE.name),
+        logout_template=pages.get_template(LOGOUT_TEMPLATE.name),
+        logout_endpoint=LOGOUT_PATH, guest_endpoints=list(GUEST_ENDPOINTS))
 
 
 def is_loopback(address: str) -> bool:
@@ -223,16 +206,15 @@ def serve_options(password: str | None) -> dict:
     """
     if not password:
         return {}
-    import secrets  # here: the command line imports this module before it re-runs itself
+    import secrets  # here: only a server with a password needs it
 
     return {
-        "auth_provider": _provider_class()(
-            password, logout_endpoint=LOGOUT_PATH, guest_endpoints=list(GUEST_ENDPOINTS)),
+        "auth_provider": _provider(password),
         "cookie_secret": secrets.token_urlsafe(32),
         "oauth_guest_endpoints": list(GUEST_ENDPOINTS),
     }
 
 
 __all__ = ["INSTRUCTOR_PATH", "INSTRUCTOR_USER", "LOGOUT_PATH", "PASSWORD_ENV", "PASSWORD_FILE_ENV",
-           "exposure_problem", "is_guest_path", "is_loopback", "password_looks_like_a_file",
+           "credentials_match", "exposure_problem", "is_guest_path", "is_loopback", "password_looks_like_a_file",
            "read_password_file", "serve_options", "url_host", "websocket_origins"]

@@ -3,9 +3,7 @@ exercise's ``test-case`` made from one run.
 
 ``export``, ``import`` and ``test-case`` need only the store (:mod:`app.store`) and
 :mod:`attention_core`; Panel is imported by ``serve`` alone, so they work on a machine (or in a
-CI job) without the app's dependencies loaded. This module itself imports only the standard
-library at first: ``serve`` re-runs the interpreter before it loads anything heavy (see
-:func:`_use_system_malloc`), so the run that only re-executes stays cheap.
+CI job) without the app's dependencies loaded.
 
 The store is ``--store URL``, else ``$ATTENTION_WORKBENCH_STORE``, else ``sqlite:///runs.db`` in
 the working directory. ``--runs-dir DIR`` and ``$ATTENTION_WORKBENCH_RUNS_DIR`` still work for
@@ -16,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import gc
 import importlib
 import os
 import sys
@@ -99,9 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     test_case = sub.add_parser(
         "test-case", help="write the exercise's test (vitest or pytest) made from one saved run",
-        description="Write a vitest (--lang ts) or pytest (--lang py) test of seed 003's exercise "
-                    "function with the run's queries, keys and causal mask, expecting the correct "
-                    "weights (also for a run saved in a broken mode). A run with padding is refused.")
+        description="Write a vitest (--lang ts) or pytest (--lang py) test of the exercise function "
+                    "of Self-attention, \"Shapes and loops\", with the run's queries, keys and "
+                    "causal mask, expecting the correct weights (also for a run saved in a broken "
+                    "mode). A run with padding is refused.")
     test_case.add_argument("run_id", metavar="RUN_ID", help="the run's id (its file name without .json)")
     test_case.add_argument("--lang", choices=("ts", "py"), required=True,
                            help="ts: a vitest file; py: a pytest file")
@@ -124,8 +122,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     created, a port already in use.
     """
     args = build_parser().parse_args(argv)
-    if args.command == "serve" and argv is None:
-        _use_system_malloc()  # before attention_core (numpy) is imported: the re-run imports it
     name = f"attention-workbench {args.command}"
     try:
         url, runs_dir = _store_url(args)
@@ -174,22 +170,6 @@ def _store_url(args: argparse.Namespace) -> tuple[str, Path | None]:
     elif not runs_dir.exists():
         raise ValueError(f"runs directory {runs_dir} does not exist")
     return url, runs_dir
-
-
-def _use_system_malloc() -> None:
-    """Re-run this command under ``PYTHONMALLOC=malloc`` (once; only from a real command line).
-
-    CPython's own allocator keeps the arenas of a closed class's sessions mapped, so a server
-    stayed near its peak memory after every page closed; with the C allocator (and the
-    ``malloc_trim`` the workbench runs after closes) it returns that memory to the system. The
-    allocator is fixed when an interpreter starts, hence the re-run; :func:`main` calls this
-    before it imports anything beyond the standard library and :mod:`app.auth`, so the first
-    interpreter costs a bare Python start-up (~30 ms), not the ~0.1 s numpy and the core take.
-    """
-    if os.environ.get("PYTHONMALLOC") or os.environ.get("ATTENTION_WORKBENCH_KEEP_PYMALLOC"):
-        return
-    env = {**os.environ, "PYTHONMALLOC": "malloc"}
-    os.execve(sys.executable, [sys.executable, "-m", "app.cli", *sys.argv[1:]], env)
 
 
 def _instructor_password(args: argparse.Namespace) -> tuple[str | None, str | None]:
@@ -251,11 +231,6 @@ def _serve(args: argparse.Namespace, url: str, runs_dir: Path | None) -> int:
     notice = unimported_runs_notice(store, folder, store_option)
     if notice and _first_time(store, f"import hint for {folder.absolute()}"):
         print(f"attention-workbench: {notice}", file=sys.stderr)
-    # Importing Panel and Bokeh makes ~190,000 objects that live as long as the process; with
-    # the collector on, CPython walks them again and again while they are made (~0.4 s, a sixth
-    # of the import, on 2 cores). app.server switches it back on before it serves, with those
-    # objects frozen out of its way.
-    gc.disable()
     try:
         # Lazily: Panel is heavy and export does not need it.
         server = importlib.import_module("app.server")
@@ -276,8 +251,6 @@ def _serve(args: argparse.Namespace, url: str, runs_dir: Path | None) -> int:
             raise
         print(f"attention-workbench serve: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    finally:
-        gc.enable()
     return EXIT_OK
 
 

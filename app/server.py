@@ -11,11 +11,7 @@ saves apart).
 
 from __future__ import annotations
 
-import gc
-import os
-import signal
 import socket
-import sys
 from collections.abc import Sequence
 
 import panel as pn
@@ -26,8 +22,8 @@ from app.framing import EMBED_PATH, framing_transform, parse_origins
 from app.learner.embed import TITLE as EMBED_TITLE
 from app.learner.embed import create_embed
 from app.learner.page import create_page
-from app.shared.transport import answer_without_nagle_delay
 from app.store import RunStore
+from app.upstream import answer_without_nagle_delay, load_mathjax_only_for_tex, workers_end_with_their_parent
 
 # Sessions a browser left behind are dropped after this long (milliseconds): a class's worth of
 # closed tabs must not pile up in memory.
@@ -69,72 +65,6 @@ def _create_instructor(store: RunStore):
     from app.instructor import create_instructor
 
     return create_instructor(store)
-
-
-def _panel_html_needs_mathjax(roots) -> bool:
-    """Whether any Panel HTML model under ``roots`` has maths enabled and holds TeX to typeset.
-
-    What Panel asks instead is whether there is any Panel HTML model at all (every HTML,
-    Markdown and Alert pane is one), so it puts BokehJS's MathJax bundle (1.7 MB, ~0.1 s of the
-    browser's time before the page shows) on both pages, which typeset no maths. HTML panes have
-    maths off; the Markdown text is ours and holds no TeX delimiters; learners' text is only
-    ever shown as text. A page whose Markdown does hold ``$$…$$``, ``\\(…\\)`` or
-    ``\\[…\\]`` still gets the bundle (text that only arrives after the page was built would
-    be shown as typed).
-    """
-    from bokeh.embed.util import contains_tex_string
-    from panel.models.markup import HTML
-
-    return any(
-        isinstance(model, HTML) and not model.disable_math and contains_tex_string(model.text or "")
-        for root in roots for model in root.references())
-
-
-def _load_mathjax_only_for_tex() -> None:
-    """Make Panel's page bundle ask :func:`_panel_html_needs_mathjax` (see there why)."""
-    from panel.io import resources
-
-    if hasattr(resources, "_panel_use_mathjax"):  # Panel 1.9; tests/test_server.py checks it holds
-        resources._panel_use_mathjax = _panel_html_needs_mathjax
-
-
-def _settle_heap() -> None:
-    """Freeze the objects start-up made out of the garbage collector's way; switch it back on.
-
-    ``serve`` from the command line runs with the collector off while it imports Panel and Bokeh
-    (see app/cli.py); they leave ~190,000 objects that live as long as the process. Each full
-    collection would walk them all again (~0.1 s on 2 cores, and the first page paid for one);
-    frozen, collections only look at what was made since, such as the pages' objects. Forked
-    ``--num-procs`` workers also keep sharing the memory those objects sit in, since collections
-    no longer write to it. Not collected before freezing, as Python's documentation advises for
-    forking servers: the reference cycles the imports left behind (~2 MB) stay for good.
-    The collector's thresholds stay Python's own.
-    """
-    gc.freeze()
-    gc.enable()
-
-
-def _workers_end_with_their_parent() -> None:
-    """Have every worker forked from here get SIGTERM when the process that forked it ends.
-
-    With ``--num-procs`` Tornado forks the workers and the first process only waits for them;
-    stopped on its own (``kill <pid>``, a supervisor that signals one process), it left them
-    running, re-parented to init and still serving the port. Linux's ``PR_SET_PDEATHSIG`` ties
-    each worker to it; elsewhere nothing changes.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    parent = os.getpid()
-
-    def in_worker() -> None:
-        prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-        if os.getppid() != parent:  # the parent ended before the line above took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    os.register_at_fork(after_in_child=in_worker)
 
 
 class InstructorSlashRedirect(OutputTransform):
@@ -223,11 +153,10 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
     if embed_origins:
         print(f"Course pages that may frame the learner pages and hear of saved runs: "
               f"{' '.join(embed_origins)}", flush=True)
-    _load_mathjax_only_for_tex()
+    load_mathjax_only_for_tex()
     answer_without_nagle_delay()
-    _settle_heap()
     if num_procs != 1:
-        _workers_end_with_their_parent()
+        workers_end_with_their_parent()
     pn.serve(
         {"/": _served_locally(lambda: create_page(store)),
          EMBED_PATH: _served_locally(lambda: create_embed(store, embed_origins)),

@@ -7,27 +7,31 @@ failure modes, the checks, one row's steps (``row_steps``) and whether an input 
 the application's (``app.store``).
 """
 
+from attention_core._version import __version__ as __version__  # re-exported, not in __all__
 from attention_core.attention import AttentionResult, scaled_dot_product_attention
 from attention_core.checks import CHECK_NAMES, Check, is_row_stochastic, run_checks
 from attention_core.masks import additive_mask, causal_mask, combine_masks, future_cells, padding_mask
 from attention_core.modes import FAILURE_MODES, FailureMode, get_mode
 from attention_core.projection import Projection, project, self_attention
+from attention_core.records import ExperimentRecord, NewerSchemaError, RecordError, RunInputs, validate_record
 from attention_core.softmax import naive_softmax, stable_softmax
 from attention_core.steps import RowSteps, exposure, row_steps
 from attention_core.validation import MAX_TOKENS, AttentionInputError
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AttentionInputError",
     "AttentionResult",
     "CHECK_NAMES",
     "Check",
+    "ExperimentRecord",
     "FAILURE_MODES",
     "FailureMode",
     "MAX_TOKENS",
+    "NewerSchemaError",
     "Projection",
+    "RecordError",
     "RowSteps",
+    "RunInputs",
     "additive_mask",
     "causal_mask",
     "combine_masks",
@@ -43,20 +47,5 @@ __all__ = [
     "scaled_dot_product_attention",
     "self_attention",
     "stable_softmax",
-]
-
-from attention_core.records import (  # noqa: E402  (appended after the core exports)
-    ExperimentRecord,
-    NewerSchemaError,
-    RecordError,
-    RunInputs,
-    validate_record,
-)
-
-__all__ += [
-    "ExperimentRecord",
-    "NewerSchemaError",
-    "RecordError",
-    "RunInputs",
     "validate_record",
 ]

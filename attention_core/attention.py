@@ -1,9 +1,10 @@
 """Masked scaled dot-product attention for one sequence: the pipeline the workbench shows.
 
-One pipeline, steered by a :class:`~attention_core.modes.FailureMode`, computes seed 003's
-four steps (score, mask, normalise, mix values) and keeps every intermediate so the UI and the
-checks can show where a broken mode goes wrong. Reference: Vaswani et al. 2017, "Attention Is
-All You Need", eq. 1; seed 000 for the matrix form; seed 003 for the steps and failure modes.
+One pipeline, steered by a :class:`~attention_core.modes.FailureMode`, computes the
+four steps of Self-attention, "The attention calculation" (score, mask, normalise, mix values)
+and keeps every intermediate so the UI and the checks can show where a broken mode goes wrong.
+Reference: Vaswani et al. 2017, "Attention Is All You Need", eq. 1; Self-Attention in Matrix Form
+for the matrix form; Self-attention, "Common failure modes", for the failure modes.
 
 Left out: batches and multiple heads. Projections from X (matrix mode) are in
 :mod:`attention_core.projection`, which calls this pipeline.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -23,8 +24,43 @@ from attention_core.modes import CORRECT, MASK_AFTER_SOFTMAX, FailureMode, get_m
 from attention_core.softmax import softmax_steps
 from attention_core.validation import AttentionInputError, key_padding, token_array
 
-if TYPE_CHECKING:
-    from attention_core.projection import Projection
+
+@dataclass(frozen=True)
+class Projection:
+    """The matrix-mode inputs of a run and what they project to; all float64.
+
+    Defined here, beside the :class:`AttentionResult` that holds it, so that
+    :mod:`attention_core.projection` (which builds it) imports this module and not the reverse.
+
+    Attributes
+    ----------
+    x : numpy.ndarray, shape (T, d_model)
+        One row per token.
+    w_q, w_k : numpy.ndarray, shape (d_model, d_k)
+    w_v : numpy.ndarray, shape (d_model, d_v), or None
+    queries, keys : numpy.ndarray, shape (T, d_k)
+        ``x @ w_q`` and ``x @ w_k``.
+    values : numpy.ndarray, shape (T, d_v), or None
+        ``x @ w_v``.
+    """
+
+    x: np.ndarray
+    w_q: np.ndarray
+    w_k: np.ndarray
+    w_v: np.ndarray | None
+    queries: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray | None
+
+    @property
+    def T(self) -> int:
+        """Number of tokens (rows of X)."""
+        return self.x.shape[0]
+
+    @property
+    def d_model(self) -> int:
+        """Width of X (columns), the rows of every W."""
+        return self.x.shape[1]
 
 
 @dataclass(frozen=True)
@@ -84,7 +120,7 @@ class AttentionResult:
     contributions : numpy.ndarray, shape (T, T) or (T, T, d), or None
         ``weights[i, j] * mixed_j``, the contribution of source ``j`` to row ``i``.
     checks : tuple of Check
-        The audit of seed 004, in order.
+        The checks, in the order of Review, "Audit Order".
     projection : Projection or None
         Matrix mode only (:func:`~attention_core.projection.self_attention`): X, W_Q, W_K, W_V,
         of which ``queries``, ``keys`` and ``values`` are the projections.
@@ -151,11 +187,6 @@ class AttentionResult:
         return None if self.values is None else self.values.reshape(len(self.values), -1)
 
     @property
-    def future(self) -> np.ndarray:
-        """Future cells ``j > i``, bool (T, T)."""
-        return future_cells(self.T)
-
-    @property
     def total_future_weight(self) -> float:
         """Sum of all weight on future cells (``nan`` if a weight is not finite)."""
         return float(self.future_weight.sum())
@@ -217,8 +248,9 @@ def scaled_dot_product_attention(
     """Masked scaled dot-product attention for one sequence, with every intermediate kept.
 
     ``scores = Q K^T / sqrt(d_k)``; ``weights = softmax_last(scores + M)`` with ``M = -inf`` at
-    forbidden cells; ``output = weights @ V`` (Vaswani et al. 2017, eq. 1; seed 000; seed 003,
-    "The attention calculation").
+    forbidden cells; ``output = weights @ V`` (Vaswani et al. 2017, eq. 1;
+    Self-Attention in Matrix Form, "Mask Before Normalizing"; Self-attention, "The attention
+    calculation").
 
     Parameters
     ----------
@@ -230,12 +262,13 @@ def scaled_dot_product_attention(
     causal : bool, default True
         Forbid future cells ``j > i``.
     mask_after_softmax : bool, default False
-        The deliberately broken mode of seed 003: softmax over the whole row, then zero the
-        forbidden cells without renormalising. Same as ``failure_mode="mask_after_softmax"``.
+        The deliberately broken mode of Self-attention, "A worked row": softmax over the whole
+        row, then zero the forbidden cells without renormalising. Same as
+        ``failure_mode="mask_after_softmax"``.
     padding_mask : array_like of bool, shape (T,), optional
         ``True`` for real tokens; ``False`` keys are forbidden to every row. Applied before
         softmax in every mode except ``mask_after_softmax``, ``no_mask`` included: that mode
-        forgets the causal mask, a different rule from padding (seed 004).
+        forgets the causal mask, a different rule from padding (Review, "Distinctions to Keep").
     failure_mode : str or FailureMode, default "correct"
         One of :data:`attention_core.modes.FAILURE_MODES`.
 
@@ -243,7 +276,7 @@ def scaled_dot_product_attention(
     -------
     AttentionResult
         Scores, masked scores, weights, row sums, future-token weight, output, contributions
-        and the checks of seed 004's audit order.
+        and the checks in the order of Review, "Audit Order".
 
     Raises
     ------
@@ -256,7 +289,7 @@ def scaled_dot_product_attention(
 
     Examples
     --------
-    The worked row of seed 003 (row 2 of a causal head, keys 1, 2, 9, values 10, 20, 100):
+    Self-attention, "A worked row" (row 2 of a causal head, keys 1, 2, 9, values 10, 20, 100):
 
     >>> r = scaled_dot_product_attention([1, 1, 1], [1, 2, 9], [10, 20, 100])
     >>> np.round(r.weights[1], 3).tolist(), round(float(r.output[1]), 2)

@@ -1,6 +1,6 @@
-"""The invariants of masked attention as small named checks, in the audit order of seed 004.
+"""The invariants of masked attention as small named checks, in the course's audit order.
 
-Seed 004 ("Audit Order") says to inspect the first incorrect object in dependency order:
+Review, "Audit Order", says to inspect the first incorrect object in dependency order:
 input shapes; score shape and scale; allowed and forbidden mask entries; finite softmax values
 and row sums; exact zeros at forbidden positions; weighted value shape. Each check here
 recomputes what it needs from the inputs instead of trusting the pipeline, so a failure mode
@@ -119,7 +119,7 @@ def check_input_shapes(r: AttentionResult) -> Check:
         shapes += f", d_v = {v.shape[1]}"
     if p is None:
         return _check("input_shapes", True, shapes + ".")
-    # Seed 004's audit starts with the projections: X is T×d_model and each W maps d_model on.
+    # Review, "Audit Order", starts with the projections: X is T×d_model and each W maps d_model on.
     expected = {"X": (T, p.d_model), "W_Q": (p.d_model, d_k), "W_K": (p.d_model, d_k)}
     found = {"X": p.x.shape, "W_Q": p.w_q.shape, "W_K": p.w_k.shape}
     if v is not None:
@@ -133,7 +133,7 @@ def check_input_shapes(r: AttentionResult) -> Check:
 
 
 def check_score_scale(r: AttentionResult) -> Check:
-    """Scores are (T, T) and equal ``Q K^T / sqrt(d_k)`` (seed 000, ``S = QK^T / sqrt(d_k)``).
+    """Scores are (T, T) and equal ``Q K^T / sqrt(d_k)`` (Self-Attention in Matrix Form).
 
     Recomputed as ``(Q / sqrt(d_k)) K^T``, the pipeline's order, so a score whose scaled value
     is finite is checked against a finite number.
@@ -156,7 +156,10 @@ def check_score_scale(r: AttentionResult) -> Check:
 
 
 def check_mask(r: AttentionResult) -> Check:
-    """Softmax received ``-inf`` at exactly the forbidden cells (seed 003, step 2)."""
+    """Softmax received ``-inf`` at exactly the forbidden cells.
+
+    Self-attention, "The attention calculation", step 2.
+    """
     received_masked = r.masked_scores == -np.inf
     leaked = ~r.allowed & ~received_masked
     extra = r.allowed & received_masked
@@ -191,7 +194,10 @@ def check_finite_weights(r: AttentionResult) -> Check:
 
 
 def check_row_sums(r: AttentionResult) -> Check:
-    """Every row with a visible key sums to 1; a row with none is named as failed (seed 003)."""
+    """Every row with a visible key sums to 1; a row with none is named as failed.
+
+    Self-attention, "Inspect the invariants".
+    """
     stochastic = is_row_stochastic(r.weights, r.allowed)
     if stochastic.all():
         return _check("row_sums", True, "Every row sums to 1.")
@@ -211,7 +217,7 @@ def check_row_sums(r: AttentionResult) -> Check:
 
 
 def check_forbidden_zeros(r: AttentionResult) -> Check:
-    """Forbidden cells hold exactly 0.0 weight (seed 003, "Inspect the invariants")."""
+    """Forbidden cells hold exactly 0.0 weight (Self-attention, "Inspect the invariants")."""
     bad = ~r.allowed & (r.weights != 0.0)  # nan != 0, so a nan counts as weight too
     if bad.any():
         return _check(
@@ -223,7 +229,10 @@ def check_forbidden_zeros(r: AttentionResult) -> Check:
 
 
 def check_output(r: AttentionResult) -> Check:
-    """Output is (T, d_v) and equals ``weights @ values`` (seed 003, step 4)."""
+    """Output is (T, d_v) and equals ``weights @ values``.
+
+    Self-attention, "The attention calculation", step 4.
+    """
     if r.values is None:
         return _check("output", None, "No values given, so there is no output to check.")
     T, v = r.T, r.values_2d
@@ -252,7 +261,7 @@ CHECKS = (
 
 
 def run_checks(result: AttentionResult) -> tuple[Check, ...]:
-    """Run every check on ``result`` in the audit order of seed 004.
+    """Run every check on ``result`` in the order of Review, "Audit Order".
 
     Parameters
     ----------

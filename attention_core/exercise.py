@@ -1,8 +1,9 @@
 """The exercise's test made from a saved run: a vitest (TypeScript) or pytest (Python) file.
 
-Seed 003's exercise is "Implement masked attention weights": stable softmax and causal masking
-over ``number[][]``, with "one test using query and key values you created in the workbench".
-So the function under test takes the queries and keys, not the scores (it scales them itself)::
+The exercise of Self-attention, "Shapes and loops", is "Implement masked attention weights": stable
+softmax and causal masking over ``number[][]``, with "one test using query and key values you
+created in the workbench". So the function under test takes the queries and keys, not the scores (it
+scales them itself)::
 
     maskedAttentionWeights(queries: number[][], keys: number[][], causal: boolean): number[][]
 
@@ -42,7 +43,7 @@ TOLERANCE = 1e-9
 class ExerciseFunction:
     """The function under test, in each language, and where the generated test imports it from.
 
-    The TypeScript module is relative to ``exercises/attention/tests/`` (seed 003's test folder);
+    The TypeScript module is relative to ``exercises/attention/tests/`` (the exercise's test folder);
     the Python module is found on ``sys.path`` (the test's own folder under pytest).
     """
 
@@ -154,7 +155,7 @@ def _about(case: ExerciseCase, lang: Language) -> list[str]:
     f = EXERCISE_FUNCTION
     name = f.typescript if lang == "ts" else f.python
     tolerance = f"{TOLERANCE:.0e}".replace("e-0", "e-")
-    made = ("The attention exercise's test (seed 003, \"Implement masked attention weights\"), made by "
+    made = ("The attention exercise's test (Self-attention, \"Implement masked attention weights\"), made by "
             f"`attention-workbench test-case {case.run_id} --lang {lang}` from the run saved at "
             f"{case.created_at}: {case.title}, T = {case.T} tokens, d_k = {case.d_k}.")
     signature = f.signature if lang == "ts" else f"{f.python}(queries, keys, causal) -> weights"

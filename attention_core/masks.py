@@ -1,9 +1,9 @@
 """Which key columns each query row may read.
 
 Masks here are boolean ``allowed`` matrices (``True`` = the query may read that key), the
-opposite sign of the additive ``M`` of seed 000; :func:`additive_mask` converts. A causal mask
-removes real future positions; a padding mask removes artificial positions (seed 004, "Causal
-and padding masks"). They combine with logical *and*.
+opposite sign of the additive ``M`` of Self-Attention in Matrix Form, "Mask Before Normalizing";
+:func:`additive_mask` converts. A causal mask removes real future positions; a padding mask
+removes artificial positions (Review, "Distinctions to Keep"). They combine with logical *and*.
 
 Left out: other mask shapes (sliding windows, blocks, per-query padding) and batches.
 """
@@ -30,7 +30,7 @@ def causal_mask(T: int) -> np.ndarray:
 
 
 def future_cells(T: int) -> np.ndarray:
-    """Future cells ``j > i``: the cells a causal mask forbids (seed 003, "Inspect the invariants").
+    """Future cells ``j > i``: the cells a causal mask forbids (Self-attention, "Inspect the invariants").
 
     Parameters
     ----------
@@ -86,7 +86,9 @@ def combine_masks(T: int, *, causal: bool, key_is_real: np.ndarray | None = None
 
 
 def additive_mask(allowed: np.ndarray) -> np.ndarray:
-    """Seed 000's additive mask ``M``, so that ``softmax_last(S + M)`` is the masked softmax.
+    """The additive mask ``M``, so that ``softmax_last(S + M)`` is the masked softmax.
+
+    Self-Attention in Matrix Form, "Mask Before Normalizing".
 
     Parameters
     ----------

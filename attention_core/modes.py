@@ -3,7 +3,7 @@
 Each mode is a frozen description of how one pipeline deviates from correct masked scaled
 dot-product attention, plus the names of the checks it is expected to break on an input that
 exposes it. The pipeline in :mod:`attention_core.attention` reads these knobs; there is no
-forked copy of the pipeline per mode. The list follows the "Common failure modes" of seed 003.
+forked copy of the pipeline per mode. The list follows Self-attention, "Common failure modes".
 
 Left out: modes that need more than one head or a batch axis.
 """
@@ -34,7 +34,7 @@ class FailureMode:
     mask : {"before", "after", "none"}
         Where the masks are applied: to softmax's input (correct), to its output without
         renormalising (broken), or "none": the causal mask is forgotten while a padding mask
-        still applies before softmax (seed 004: they are different rules).
+        still applies before softmax (Review, "Distinctions to Keep": they are different rules).
     softmax : {"stable", "naive"}
         Stable softmax subtracts the row maximum; naive exponentiates raw scores.
     softmax_axis : int

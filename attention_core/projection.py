@@ -1,63 +1,26 @@
 """Matrix mode: project one sequence X into queries, keys and values, then attend.
 
-Seed 000 ("Self-Attention in Matrix Form") and seed 004 ("The complete layer"):
+Self-Attention in Matrix Form, and Review, "The Complete Layer":
 ``Q = X W_Q``, ``K = X W_K``, ``V = X W_V`` with ``X: T×d_model``, ``W_Q, W_K: d_model×d_k`` and
 ``W_V: d_model×d_v``. :func:`project` checks the four matrices and multiplies;
 :func:`self_attention` feeds the projections through
 :func:`~attention_core.attention.scaled_dot_product_attention` and keeps them on the result
 (``result.projection``), so row steps and records can show where Q, K and V came from.
 
-Left out: batches, several heads, projection biases and the output projection ``W_O`` (seed
-004's ``Y = H W_O``): the workbench stops at ``H = A V``.
+Left out: batches, several heads, projection biases and the output projection ``W_O`` (Review,
+"The Complete Layer": ``Y = H W_O``): the workbench stops at ``H = A V``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from attention_core.attention import AttentionResult, attend
+from attention_core.attention import AttentionResult, Projection, attend
 from attention_core.modes import FailureMode
 from attention_core.validation import MAX_TOKENS, AttentionInputError
 
 _ROW_LIKE = (list, tuple, np.ndarray)
 _OUTPUT = {"W_Q": "Q", "W_K": "K", "W_V": "V"}
-
-
-@dataclass(frozen=True)
-class Projection:
-    """The matrix-mode inputs of a run and what they project to; all float64.
-
-    Attributes
-    ----------
-    x : numpy.ndarray, shape (T, d_model)
-        One row per token.
-    w_q, w_k : numpy.ndarray, shape (d_model, d_k)
-    w_v : numpy.ndarray, shape (d_model, d_v), or None
-    queries, keys : numpy.ndarray, shape (T, d_k)
-        ``x @ w_q`` and ``x @ w_k``.
-    values : numpy.ndarray, shape (T, d_v), or None
-        ``x @ w_v``.
-    """
-
-    x: np.ndarray
-    w_q: np.ndarray
-    w_k: np.ndarray
-    w_v: np.ndarray | None
-    queries: np.ndarray
-    keys: np.ndarray
-    values: np.ndarray | None
-
-    @property
-    def T(self) -> int:
-        """Number of tokens (rows of X)."""
-        return self.x.shape[0]
-
-    @property
-    def d_model(self) -> int:
-        """Width of X (columns), the rows of every W."""
-        return self.x.shape[1]
 
 
 def _matrix(field: str, data: object) -> np.ndarray:
@@ -133,7 +96,7 @@ def _product(x: np.ndarray, w: np.ndarray, field: str) -> np.ndarray:
 def project(x: object, w_q: object, w_k: object, w_v: object = None) -> Projection:
     """Project one sequence into queries, keys and values: ``Q = X W_Q``, ``K = X W_K``, ``V = X W_V``.
 
-    Seed 000, "Self-Attention in Matrix Form"; seed 004, "The complete layer" (no biases).
+    Self-Attention in Matrix Form; Review, "The Complete Layer" (no biases).
 
     Parameters
     ----------
@@ -160,7 +123,7 @@ def project(x: object, w_q: object, w_k: object, w_v: object = None) -> Projecti
 
     Examples
     --------
-    Seed 000's four-token trace:
+    Self-Attention in Matrix Form, "Extend the Four-Token Trace":
 
     >>> p = project([[1, 0], [0, 1], [1, 1], [-1, 1]], np.eye(2), np.eye(2), [[1, 1], [1, -1]])
     >>> p.values.tolist()
@@ -199,7 +162,8 @@ def self_attention(
 ) -> AttentionResult:
     """Single-head self-attention of one sequence: project X, then masked scaled dot-product attention.
 
-    ``H = softmax_last(X W_Q (X W_K)^T / sqrt(d_k) + M) X W_V`` (seed 000; seed 004 up to ``H``).
+    ``H = softmax_last(X W_Q (X W_K)^T / sqrt(d_k) + M) X W_V`` (Self-Attention in Matrix Form;
+    Review, "The Complete Layer", up to ``H``).
 
     Parameters
     ----------
@@ -223,7 +187,7 @@ def self_attention(
 
     Examples
     --------
-    Row 4 of seed 000's four-token trace:
+    Row 4 of Self-Attention in Matrix Form, "Extend the Four-Token Trace":
 
     >>> r = self_attention([[1, 0], [0, 1], [1, 1], [-1, 1]], np.eye(2), np.eye(2), [[1, 1], [1, -1]])
     >>> np.round(r.weights[3], 3).tolist(), np.round(r.output[3], 3).tolist()

@@ -1,6 +1,6 @@
 """Is this JSON an experiment record? The JSON Schema, and the few rules a schema cannot say.
 
-:func:`check_record` validates with ``jsonschema`` against ``assets/experiment-record.schema.json``
+:func:`check_record` validates with ``jsonschema`` against ``attention_core/experiment-record.schema.json``
 (versions 1 and 2), then checks what a schema cannot express: every matrix is T×T for the
 record's own T, widths agree with ``d_k``/``d_v``/``d_model``, a created_at is a real date, text
 holds no lone surrogates, and numbers are finite. The record format (and so its validation)
@@ -20,12 +20,13 @@ import json
 import re
 from datetime import datetime
 from functools import cache
-from pathlib import Path
+from importlib.resources import files
 from typing import Any
 
 SCHEMA_VERSION = 2  # what new records are written as; every version from 1 up to it is read
 READABLE_VERSIONS = (1, 2)
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "assets" / "experiment-record.schema.json"
+# Package data (pyproject.toml): the schema ships inside the wheel, beside the code that reads it.
+SCHEMA_PATH = files("attention_core") / "experiment-record.schema.json"
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TEXT_LIMITS = {"learner": 100, "label": 100, "prediction": 2000, "explanation": 2000, "notes": 2000}
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -240,7 +241,7 @@ def _inlined(node: Any, defs: dict) -> Any:
 
 
 def validate_record(data: Any) -> None:
-    """Validate JSON-native ``data`` against ``assets/experiment-record.schema.json``.
+    """Validate JSON-native ``data`` against ``attention_core/experiment-record.schema.json``.
 
     Imports ``jsonschema`` (a project dependency) on first call, not at import time, so the core
     still imports with numpy alone. The schema alone: :func:`check_record` adds the rules a

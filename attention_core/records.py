@@ -5,14 +5,15 @@ An :class:`ExperimentRecord` holds JSON-native data only (dicts, lists, floats, 
 (floats via their shortest ``repr``). Numbers that are not finite are written as ``null`` (a
 masked score beside the explicit boolean ``mask``; a weight only the ``naive_softmax`` mode can
 make), so no ``NaN`` or ``Infinity`` token is ever written (RFC 8259). The contract is
-``assets/experiment-record.schema.json`` (JSON Schema draft 2020-12).
+``attention_core/experiment-record.schema.json`` (JSON Schema draft 2020-12).
 
-Version 2 (issue 14) adds to ``inputs`` the values' width ``d_v`` and, for a run computed from
-X (matrix mode, seed 000), ``projection``: ``{"X", "W_Q", "W_K", "W_V", "d_model"}``, of which
-``queries``, ``keys`` and ``values`` are the projections. Version 1 already held vectors (lists of
-lists), ``d_k``, the padding mask, the failure mode and the explanation. Records are read as they
-were written: a version-1 record stays version 1 when shown, exported or updated. What a run was
-computed from is read back the same way for both versions by :attr:`ExperimentRecord.run_inputs`.
+Version 2 (issue 14) adds to ``inputs`` the values' width ``d_v`` and, for a run computed from X
+(matrix mode, as in Self-Attention in Matrix Form), ``projection``: ``{"X", "W_Q", "W_K", "W_V",
+"d_model"}``, of which ``queries``, ``keys`` and ``values`` are the projections. Version 1 already
+held vectors (lists of lists), ``d_k``, the padding mask, the failure mode and the explanation.
+Records are read as they were written: a version-1 record stays version 1 when shown, exported or
+updated. What a run was computed from is read back the same way for both versions by
+:attr:`ExperimentRecord.run_inputs`.
 
 Free text (learner, label, prediction, explanation, notes) is data, never markup: it is kept
 exactly as typed, control characters and right-to-left marks included (JSON escapes them), and
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attention_core._version import __version__
 from attention_core.modes import run_title
 from attention_core.record_checks import (
     ID_PATTERN,
@@ -45,7 +47,7 @@ from attention_core.record_checks import (
     check_text,
     validate_record,
 )
-from attention_core.run_inputs import RunInputs, run_inputs_of
+from attention_core.run_inputs import RunInputs
 
 if TYPE_CHECKING:
     from attention_core.attention import AttentionResult
@@ -144,8 +146,6 @@ class ExperimentRecord:
             A text field is too long, not a string, or holds lone surrogates (the message names
             the field); a bad ``record_id``; a naive ``created_at``.
         """
-        from attention_core import __version__
-
         now = created_at or datetime.now(UTC)
         if now.tzinfo is None:
             raise ValueError("created_at must be timezone-aware (UTC)")
@@ -258,7 +258,7 @@ class ExperimentRecord:
         matrix), sizes, numbers, padding, causal mask, failure mode and free text, with
         ``compute()`` to run it again exactly as saved.
         """
-        return run_inputs_of(self)
+        return _run_inputs_of(self)
 
     @property
     def failure_mode(self) -> str:
@@ -299,6 +299,39 @@ class ExperimentRecord:
     def created_datetime(self) -> datetime:
         """``created_at`` as an aware datetime."""
         return datetime.fromisoformat(self.created_at)
+
+
+def _frozen(value: object) -> object:
+    """Nested lists as nested tuples (the record's own lists stay untouched and unshared)."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def _run_inputs_of(record: ExperimentRecord) -> RunInputs:
+    """The :class:`RunInputs` of a (checked) record of schema version 1 or 2, for
+    :attr:`ExperimentRecord.run_inputs`."""
+    inputs, settings = record.inputs, record.settings
+    projection = inputs.get("projection")  # absent in version 1
+    values = inputs["values"]
+    two_d = any(isinstance(inputs[k], list) and isinstance(inputs[k][0], list)
+                for k in ("queries", "keys", "values") if inputs[k] is not None)
+    matrix = {"x": None, "w_q": None, "w_k": None, "w_v": None}
+    if projection is not None:
+        matrix = {"x": projection["X"], "w_q": projection["W_Q"], "w_k": projection["W_K"],
+                  "w_v": projection["W_V"]}
+    return RunInputs(
+        schema_version=record.schema_version,
+        input_mode="matrix" if projection is not None else ("vector" if two_d else "scalar"),
+        T=len(inputs["queries"]), d_k=inputs["d_k"],
+        d_v=None if values is None else (len(values[0]) if isinstance(values[0], list) else 1),
+        d_model=None if projection is None else projection["d_model"],
+        queries=_frozen(inputs["queries"]), keys=_frozen(inputs["keys"]), values=_frozen(values),
+        **{k: _frozen(v) for k, v in matrix.items()},
+        padding_mask=_frozen(inputs["padding_mask"]),
+        causal=settings["causal"], failure_mode=settings["failure_mode"],
+        mask_after_softmax=settings["mask_after_softmax"],
+        learner=record.learner, label=record.label, prediction=record.prediction,
+        explanation=record.explanation, notes=record.notes,
+    )
 
 
 __all__ = ["ID_PATTERN", "READABLE_VERSIONS", "SCHEMA_PATH", "SCHEMA_VERSION", "TEXT_LIMITS",

@@ -5,24 +5,19 @@ record's JSON layout: :class:`RunInputs` gives them the same way for version-1 r
 vector inputs, no ``d_v`` or ``projection`` keys) and version-2 records (matrix mode too), and
 :meth:`RunInputs.compute` runs the core on them again, which gives the saved results exactly.
 
-Left out: the record format itself (:mod:`attention_core.records`) and any formatting for a page.
+Left out: the record format itself (:mod:`attention_core.records`, which reads a record into a
+:class:`RunInputs` and imports this module, never the reverse) and any formatting for a page.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    from attention_core.attention import AttentionResult
-    from attention_core.records import ExperimentRecord
+from attention_core.attention import AttentionResult, scaled_dot_product_attention
+from attention_core.projection import self_attention
 
 Numbers = tuple  # tuple of float, or tuple of tuples of float (one per row)
-
-
-def _frozen(value: object) -> object:
-    """Nested lists as nested tuples (the record's own lists stay untouched and unshared)."""
-    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
 
 
 @dataclass(frozen=True)
@@ -100,40 +95,8 @@ class RunInputs:
         ValueError
             Only for a record the checks let through that the core refuses (not expected).
         """
-        from attention_core.attention import scaled_dot_product_attention
-        from attention_core.projection import self_attention
-
         settings = {"causal": self.causal, "padding_mask": self.padding_mask, "failure_mode": self.failure_mode}
         if self.input_mode == "matrix":
             return self_attention(self.x, self.w_q, self.w_k, self.w_v, **settings)
         return scaled_dot_product_attention(self.queries, self.keys, self.values, **settings)
 
-
-def run_inputs_of(record: ExperimentRecord) -> RunInputs:
-    """The :class:`RunInputs` of a (checked) record of schema version 1 or 2.
-
-    Also :attr:`ExperimentRecord.run_inputs <attention_core.records.ExperimentRecord.run_inputs>`.
-    """
-    inputs, settings = record.inputs, record.settings
-    projection = inputs.get("projection")  # absent in version 1
-    values = inputs["values"]
-    two_d = any(isinstance(inputs[k], list) and isinstance(inputs[k][0], list)
-                for k in ("queries", "keys", "values") if inputs[k] is not None)
-    matrix = {"x": None, "w_q": None, "w_k": None, "w_v": None}
-    if projection is not None:
-        matrix = {"x": projection["X"], "w_q": projection["W_Q"], "w_k": projection["W_K"],
-                  "w_v": projection["W_V"]}
-    return RunInputs(
-        schema_version=record.schema_version,
-        input_mode="matrix" if projection is not None else ("vector" if two_d else "scalar"),
-        T=len(inputs["queries"]), d_k=inputs["d_k"],
-        d_v=None if values is None else (len(values[0]) if isinstance(values[0], list) else 1),
-        d_model=None if projection is None else projection["d_model"],
-        queries=_frozen(inputs["queries"]), keys=_frozen(inputs["keys"]), values=_frozen(values),
-        **{k: _frozen(v) for k, v in matrix.items()},
-        padding_mask=_frozen(inputs["padding_mask"]),
-        causal=settings["causal"], failure_mode=settings["failure_mode"],
-        mask_after_softmax=settings["mask_after_softmax"],
-        learner=record.learner, label=record.label, prediction=record.prediction,
-        explanation=record.explanation, notes=record.notes,
-    )

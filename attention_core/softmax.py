@@ -52,8 +52,9 @@ def softmax_steps(x: np.ndarray, axis: int = -1, *, stable: bool = True) -> Soft
     axis : int, default -1
         Axis to normalise over.
     stable : bool, default True
-        Subtract each slice's largest entry before ``exp`` (seed 003's stable softmax); with
-        ``False``, exponentiate the scores as they are (the naive route, which overflows).
+        Subtract each slice's largest entry before ``exp`` (Self-attention, "The attention
+        calculation"); with ``False``, exponentiate the scores as they are (the naive route, which
+        overflows).
 
     Returns
     -------
@@ -90,8 +91,8 @@ def stable_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     x : array_like of float, any shape
         Scores; ``-inf`` marks a masked entry. ``nan`` and ``+inf`` are not accepted.
     axis : int, default -1
-        Axis to normalise over. For attention this is the last (key) axis, seed 000:
-        ``A = softmax_last(S + M)``.
+        Axis to normalise over. For attention this is the last (key) axis, Self-Attention in
+        Matrix Form, "Mask Before Normalizing": ``A = softmax_last(S + M)``.
 
     Returns
     -------
@@ -107,8 +108,8 @@ def stable_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     Notes
     -----
     Subtracting the slice maximum leaves the result unchanged (the factor ``exp(-m)`` cancels)
-    but keeps every exponent ``<= 0``, so scores such as 1000 do not overflow (seed 003,
-    "Stable softmax subtracts the largest finite score before exponentiating").
+    but keeps every exponent ``<= 0``, so scores such as 1000 do not overflow (Self-attention,
+    "The attention calculation").
 
     Examples
     --------
@@ -139,10 +140,10 @@ def naive_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     Returns
     -------
     numpy.ndarray of float64, same shape as ``x``
-        For scores above about 709 ``exp`` overflows to ``inf`` and the slice becomes
-        ``nan``; this is the failure seed 003 warns about ("Using naive exponentials: large
-        scores overflow to Infinity"). A slice with nothing visible is all zeros, as in
-        :func:`stable_softmax`. Floating-point warnings are silenced; nothing raises.
+        For scores above about 709 ``exp`` overflows to ``inf`` and the slice becomes ``nan``; this
+        is the failure Self-attention, "Common failure modes", warns about ("Using naive
+        exponentials: large scores overflow to Infinity"). A slice with nothing visible is all
+        zeros, as in :func:`stable_softmax`. Floating-point warnings are silenced; nothing raises.
 
     Examples
     --------

@@ -1,11 +1,11 @@
 """One row's computation, step by step, and whether an input can show a mode's failure.
 
-:func:`row_steps` lays out seed 003's order for one query row (raw score, divided by
-``sqrt(d_k)``, masked, minus the largest visible score, exp, divided by the sum, weights,
-weighted values, output) by slicing the arrays the pipeline kept: nothing is recomputed (but
-the raw scores' terms ``q_i[c] * k_j[c]``), so what a view shows is what the result holds. With
-vectors the weighted values are each source's contribution vector ``A_ij v_j`` (seed 000, "Keep
-four quantities separate"). :func:`exposure` says in one sentence why an input
+:func:`row_steps` lays out the order of Self-attention, "A worked row", for one query row (raw
+score, divided by ``sqrt(d_k)``, masked, minus the largest visible score, exp, divided by the sum,
+weights, weighted values, output) by slicing the arrays the pipeline kept: nothing is recomputed
+(but the raw scores' terms ``q_i[c] * k_j[c]``), so what a view shows is what the result holds. With
+vectors the weighted values are each source's contribution vector ``A_ij v_j`` (Self-Attention in
+Matrix Form, "Keep Four Quantities Separate"). :func:`exposure` says in one sentence why an input
 cannot show the failure of the mode it ran in, so a page can offer an input that does.
 
 Left out: formatting (a view rounds and labels), and steps of more than one row at a time.
@@ -27,7 +27,7 @@ EXP_OVERFLOW = float(np.log(np.finfo(np.float64).max))
 
 @dataclass(frozen=True)
 class RowSteps:
-    """Seed 003's steps for one query row, as the pipeline computed them.
+    """The steps of Self-attention, "A worked row", for one query row, as the pipeline computed them.
 
     "The slice" is what softmax normalised: query row ``row``, or key column ``row`` in the
     ``wrong_axis`` mode (``along == "column"``). Vectors have shape (T,) unless said otherwise.
@@ -115,7 +115,8 @@ def row_steps(result: AttentionResult, i: int) -> RowSteps:
     Returns
     -------
     RowSteps
-        Seed 003's steps ("A worked row") for that row, in the mode the result was computed in.
+        The steps of Self-attention, "A worked row", for that row, in the mode the result was
+        computed in.
 
     Raises
     ------
@@ -124,7 +125,7 @@ def row_steps(result: AttentionResult, i: int) -> RowSteps:
 
     Examples
     --------
-    Seed 003's worked row (row 2 of queries 1, 1, 1, keys 1, 2, 9, values 10, 20, 100):
+    Self-attention, "A worked row" (row 2 of queries 1, 1, 1, keys 1, 2, 9, values 10, 20, 100):
 
     >>> from attention_core import scaled_dot_product_attention
     >>> s = row_steps(scaled_dot_product_attention([1, 1, 1], [1, 2, 9], [10, 20, 100]), 1)

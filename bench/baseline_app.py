@@ -20,7 +20,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource
 from bokeh.plotting import figure
 
-from app.shared.transport import answer_without_nagle_delay
+from app.upstream import answer_without_nagle_delay
 
 FIELDS = ("Query", "Key", "Value")
 
@@ -62,8 +62,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--tokens", type=int, default=3, help="tokens shown (default 3)")
     parser.add_argument("--width", type=int, default=1, help="d_k = d_v (default 1)")
+    parser.add_argument("--nagle", action="store_true",
+                        help="leave Nagle's algorithm on, as Tornado does (bench/upstream.py's comparison)")
     args = parser.parse_args()
-    answer_without_nagle_delay()  # as app/server.py serves
+    if not args.nagle:
+        answer_without_nagle_delay()  # as app/server.py serves
     pn.serve({"/": lambda: create_baseline(args.tokens, args.width)}, port=args.port, address="127.0.0.1", show=False,
              websocket_origin=[f"127.0.0.1:{args.port}", f"localhost:{args.port}"],
              # Bokeh's own names, as app/server.py passes them (shorter ones are ignored).

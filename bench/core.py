@@ -1,9 +1,9 @@
 """The numeric core against the floor: the same maths as one plain numpy expression.
 
-The floor computes what the learner page needs from a result (scaled scores, causal mask before
-a stable softmax, weights, row sums, future-token weight, output) with no validation, no failure
-modes and no checks. ``scaled_dot_product_attention`` does all of that plus seed 004's audit.
-Both are timed in alternating batches in one process, so machine noise hits them alike. The
+The floor computes what the learner page needs from a result (scaled scores, causal mask before a
+stable softmax, weights, row sums, future-token weight, output) with no validation, no failure modes
+and no checks. ``scaled_dot_product_attention`` does all of that plus the checks of Review, "Audit
+Order". Both are timed in alternating batches in one process, so machine noise hits them alike. The
 figure (µs per call) is watched, not targeted: the core is written for clarity (issue 13).
 """
 

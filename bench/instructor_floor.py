@@ -17,7 +17,7 @@ import argparse
 import pandas as pd
 import panel as pn
 
-from app.shared.transport import answer_without_nagle_delay
+from app.upstream import answer_without_nagle_delay
 
 
 def create_floor(runs: int) -> pn.template.BootstrapTemplate:

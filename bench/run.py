@@ -23,9 +23,10 @@ import cold_start  # noqa: E402
 import core  # noqa: E402
 import grid_cost  # noqa: E402
 import store_scale  # noqa: E402
+import upstream  # noqa: E402
 from common import BENCH, machine  # noqa: E402
 
-NAMES = ("core", "store", "cold_start", "grid", "latency", "classroom")
+NAMES = ("core", "store", "cold_start", "grid", "latency", "classroom", "upstream")
 
 
 def _mark(ok) -> str:
@@ -159,6 +160,18 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
                      + (f" (import panel {r['import_panel_s']['median']:.2f})"
                         if "import_panel_s" in r else ""),
                      "≤ 3 s", _mark(r["pass"])))
+    r = results.get("upstream")
+    if r:
+        on, off = r["edit_ms"]["nodelay"], r["edit_ms"]["nagle"]
+        rows.append(("echo app in Chromium, edit → echo, websocket with TCP_NODELAY: median / p95 (ms)",
+                     f"{on['median']:.0f} / {on['p95']:.0f}",
+                     f"without (Tornado's default): {off['median']:.0f} / {off['p95']:.0f}", "", ""))
+        for page, row in r["page_js"].items():
+            ours, panels = row["ours"], row["panel"]
+            rows.append((f"{page} page: JavaScript asked for, MathJax only for TeX (KiB)",
+                         f"{ours['kib']:,.0f}" + (" (MathJax)" if ours["mathjax"] else ""),
+                         f"Panel's own check: {panels['kib']:,.0f}" + (" (MathJax)" if panels["mathjax"] else ""),
+                         "", ""))
     return rows
 
 
@@ -192,6 +205,7 @@ def main(argv=None) -> int:
             "classroom": lambda: classroom.run(
                 work, (10,) if quick else (10, 50, 100), 8.0 if quick else 20.0,
                 wait_cleanup=not quick, size="largest" if args.largest else "default"),
+            "upstream": lambda: upstream.run(work, 10 if quick else 30),
         }
         for name in NAMES:
             if name not in chosen:

@@ -1,8 +1,8 @@
 """How the run store grows: saves, queries, exports and imports at 1,000 … 100,000 runs, on
 SQLite and on PostgreSQL, each beside the least its work must cost, in the same run.
 
-A store of ``n`` runs is filled in one transaction from one real record (seed 003's worked row)
-with new ids, times and learner names. Then, for each dialect and size:
+A store of ``n`` runs is filled in one transaction from one real record (Self-attention, "A worked
+row") with new ids, times and learner names. Then, for each dialect and size:
 
 - ``save``: 100 concurrent learners (threads of one process, each saving 3 runs after a common
   start, as one server's sessions do) — p50 / p95 of a save — beside the floor: the same saves

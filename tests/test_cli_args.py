@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import gc
 import json
-import os
 import subprocess
 import sys
 
@@ -37,57 +35,6 @@ def test_export_from_a_file_says_it_is_not_a_directory(tmp_path, capsys):
     a_file.write_text("root:x:0:0")
     assert main(["export", "--runs-dir", str(a_file), "--format", "csv"]) == 2
     assert f"runs directory {a_file} is not a directory" in capsys.readouterr().err
-
-
-def test_serve_from_the_command_line_reruns_itself_with_the_c_allocator(monkeypatch):
-    import app.cli as cli
-
-    calls = []
-    monkeypatch.setattr(cli.os, "execve", lambda path, args, env: calls.append((args, env)))
-    monkeypatch.delenv("PYTHONMALLOC", raising=False)
-    monkeypatch.delenv("ATTENTION_WORKBENCH_KEEP_PYMALLOC", raising=False)
-    monkeypatch.setattr(cli.sys, "argv", ["attention-workbench", "serve", "--port", "5007"])
-    cli._use_system_malloc()
-    assert len(calls) == 1
-    args, env = calls[0]
-    assert args[1:] == ["-m", "app.cli", "serve", "--port", "5007"] and env["PYTHONMALLOC"] == "malloc"
-    monkeypatch.setenv("PYTHONMALLOC", "malloc")  # the re-run itself: no loop
-    cli._use_system_malloc()
-    assert len(calls) == 1
-
-
-def test_serve_reruns_itself_before_loading_numpy_or_the_core():
-    # The first interpreter only re-executes: it must not pay for numpy and attention_core,
-    # which the re-run imports again anyway.
-    probe = (
-        "import os, sys\n"
-        "import app.cli as cli\n"
-        "def execve(path, args, env):\n"
-        "    print(sorted(m for m in ('numpy', 'attention_core', 'panel') if m in sys.modules))\n"
-        "    raise SystemExit(0)\n"
-        "cli.os.execve = execve\n"
-        "sys.argv = ['attention-workbench', 'serve', '--port', '5007']\n"
-        "cli.main()\n"
-    )
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONMALLOC", "ATTENTION_WORKBENCH_KEEP_PYMALLOC")}
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
-                          timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
-
-
-def test_serve_switches_the_garbage_collector_back_on_whatever_happens(monkeypatch, tmp_path):
-    import types
-
-    def serve(**kwargs):
-        assert not gc.isenabled()  # off while Panel & co are imported
-        raise RuntimeError("server failed")
-
-    monkeypatch.setitem(sys.modules, "app.server", types.SimpleNamespace(serve=serve))
-    with pytest.raises(RuntimeError):
-        main(["serve", "--runs-dir", str(tmp_path)])
-    assert gc.isenabled()
 
 
 def test_serve_from_a_file_says_it_is_not_a_directory_before_loading_the_server(tmp_path, capsys,

@@ -1,7 +1,7 @@
 """The contributions view without a browser: its table and chart sources over a LearnerState.
 
 Numbers are seed 003's worked row (row 2: weights 0.269, 0.731, 0; values 10, 20, 100 →
-contributions 2.69, 14.62, 0; output 17.31) and seed 000's four-token trace (row 4).
+contributions 2.69, 14.62 (a bar says 14.6), 0; output 17.31) and seed 000's four-token trace (row 4).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_worked_row_shows_score_weight_value_and_contribution_per_source(state):
     assert data["weight_label"] == ["0.27", "0.73", "0"]
     assert parts["value"] == [10.0, 20.0, 100.0]
     assert parts["contribution"] == r.contributions[1].tolist()
-    assert parts["contribution_label"] == ["2.69", "14.62", "0"]
+    assert parts["contribution_label"] == ["2.69", "14.6", "0"]
     assert view.value_pane.visible
     assert not any(legend.visible for legend in view.legends)  # scalar values: one colour
     assert view.contribution_figure.title.text == "Contribution A_2j · v_j"
@@ -128,8 +128,8 @@ def test_vector_values_four_token_trace_row_4(state):
     view = ContributionsView(state=state)
     text = view.text.object
     assert "Contributions to row 4" in text
-    assert cells(text, "key 4") == ["1.414", "0.539", "[0, -2.000]", "[0, -1.078]"]
-    assert "data-testid='contributions-output'>[0.592, -1.279]<" in text
+    assert cells(text, "key 4") == ["1.414", "0.539", "[0, −2.000]", "[0, −1.078]"]
+    assert "data-testid='contributions-output'>[0.592, −1.279]<" in text
     parts = view.component_source.data
     assert parts["component"] == ["1", "2"] * 4
     assert parts["contribution"] == state.result.contributions[3].reshape(-1).tolist()
@@ -163,7 +163,7 @@ def test_naive_softmax_overflow_shows_undefined_not_nan(state):
 
 def test_bar_label():
     assert [bar_label(x) for x in (14.621, 0.2689, 100.0, 0.0, 1e-5, np.nan)] == [
-        "14.62", "0.27", "100", "0", "1e-05", "undefined"]
+        "14.6", "0.27", "100", "0", "1e−05", "undefined"]  # as a narrow heat-map cell
 
 
 def test_readouts_no_longer_hide_a_contributions_table(state):
@@ -191,8 +191,8 @@ def test_small_bars_side_by_side_keep_one_label_and_the_table_keeps_every_number
     state.apply_preset("four_token_trace")
     view = ContributionsView(state=state)
     parts = view.component_source.data
-    assert parts["contribution_label"] == ["0.06", "", "0.27", "-0.27", "0.26", "0", "0", "-1.08"]
-    assert parts["value_label"] == ["1", "1", "1", "-1", "2", "0", "0", "-2"]
+    assert parts["contribution_label"] == ["0.06", "", "0.27", "−0.27", "0.26", "0", "0", "−1.08"]
+    assert parts["value_label"] == ["1", "1", "1", "−1", "2", "0", "0", "−2"]
     assert cells(view.text.object, "key 1")[3] == "[0.065, 0.065]"
 
 

@@ -11,7 +11,10 @@ from datetime import date, timedelta
 import numpy as np
 import panel as pn
 import pytest
+from bokeh.document import Document
+from bokeh.models import StringFormatter
 from class_runs import write_runs
+from panel.models.tabulator import DataTabulator
 from store_helpers import T0, delete_run, make_record, sqlite_store
 
 from app.instructor import (
@@ -21,7 +24,6 @@ from app.instructor import (
     ExportView,
     InstructorPage,
     InstructorState,
-    ProblemsView,
     RunsTableView,
     create_instructor,
     created_texts,
@@ -29,6 +31,7 @@ from app.instructor import (
     shorten,
 )
 from app.instructor.table import SHOWN
+from app.learner.runs import runs_columns
 from app.shared.compare import ComparisonView
 from app.store import RunFilter, RunStore, RunSummary, export_csv, export_json
 from attention_core import scaled_dot_product_attention
@@ -154,6 +157,51 @@ def test_table_rows_are_newest_first_plain_text_and_selection_maps_to_ids(store)
     assert s.selected_ids == [s.filtered()[2].id, s.filtered()[0].id]
     s.learner = "ada"  # Grace's row goes: the selected rows move up
     assert sorted(view.table.selection) == [0, 1]
+
+
+def test_table_columns_keep_their_kind_from_an_empty_first_fill_to_a_live_refresh(tmp_path):
+    # A page opened before any run was saved: Tabulator's column formatters are chosen from the
+    # first fill's dtypes and kept when runs arrive (floats would show 3 tokens as 3.0).
+    store = sqlite_store(tmp_path / "runs")
+    s = InstructorState(store=store)
+    view = RunsTableView(state=s)
+    empty = view.table.value.dtypes.to_dict()
+    root = view.table.get_root(Document())
+    store.save(make_record("mask_after_softmax", learner="Grace", label="broken"))
+    s.refresh()
+    assert view.table.value.dtypes.to_dict() == empty
+    assert view.table.value["tokens"].tolist() == ["3"]
+    table = next(iter(root.select({"type": DataTabulator})))
+    formatters = {c.field: c.formatter for c in table.columns}
+    assert all(isinstance(formatters[c], StringFormatter) for c in
+               ("tokens", "d_k", "d_model", "total future-token weight", "smallest row sum"))
+
+
+def test_table_numbers_and_checks_read_as_the_learner_page_after_first_fill_and_live_refresh(tmp_path):
+    store = sqlite_store(tmp_path / "runs")
+    broken = make_record("mask_after_softmax", learner="Grace", label="broken")
+    store.save(broken)
+    s = InstructorState(store=store)
+    view = RunsTableView(state=s)
+    learner = runs_columns([broken])  # the learner's Saved runs table
+
+    def shown(frame, n):
+        return {c: frame[c].iloc[n] for c in ("tokens", "d_k", "d_model", "total future-token weight",
+                                              "smallest row sum", "failed checks")}
+
+    first = shown(view.table.value, 0)
+    assert first["total future-token weight"] == learner["future-token weight"][0] == "0"
+    assert first["smallest row sum"] == learner["smallest row sum"][0]
+    assert first["failed checks"] == learner["failed checks"][0]
+    assert "Row sums equal 1" in first["failed checks"] and "row_sums" not in first["failed checks"]
+    assert (first["tokens"], first["d_k"], first["d_model"]) == (str(broken.T), "1", "—")
+    store.save(make_record("correct", minutes=5, learner="Ada", label="again"))
+    s.refresh()  # what the page's live refresh calls when the store's runs changed
+    frame = view.table.value
+    assert list(frame["label"]) == ["again", "broken"]
+    assert shown(frame, 1) == first
+    assert shown(frame, 0)["smallest row sum"] == "1.000" and shown(frame, 0)["failed checks"] == "none"
+    assert all(isinstance(v, str) for c in ("tokens", "d_k", "smallest row sum") for v in frame[c])
 
 
 def test_the_chart_reads_per_learner_too(store):
@@ -295,23 +343,12 @@ def test_two_exports_in_one_second_get_different_file_names(store):
     assert view._name("json", now.replace(microsecond=124000)) == "class-runs-20250131T091502.124Z.json"
 
 
-def test_the_bundles_skip_reasons_are_sentences_naming_the_run(store):
+def test_the_json_export_reads_the_store_as_it_is_now(store):
     s = InstructorState(store=store)
     ids = [r.id for r in s.filtered()]
     delete_run(store, ids[0])  # gone since the page was drawn: the export reads the store as it is now
     bundle = json.loads(s.export("json"))
     assert [r["id"] for r in bundle["runs"]] == ids[1:] and bundle["skipped"] == []
-    s.problems = [("broken.json", "not valid JSON: Expecting value")]  # an import's bad file, say
-    assert json.loads(s.export("json"))["skipped"][0]["reason"] == (
-        "Run broken was left out of this export: its file broken.json is not valid JSON: Expecting value.")
-
-
-def test_problems_are_escaped(store):
-    s = InstructorState(store=store)
-    s.problems = [("<script>alert(1)<script>.json", "not valid JSON")]
-    view = ProblemsView(state=s)
-    assert view.pane.visible
-    assert "<script>" not in view.pane.object and "&lt;script&gt;" in view.pane.object
 
 
 def test_shorten():

@@ -38,6 +38,7 @@ from workbench_server import (
 
 from app.auth import PASSWORD_ENV
 from app.instructor.table import PAGE_SIZE
+from app.learner.runs import runs_columns
 from app.store.importing import import_paths
 from attention_core import self_attention
 from attention_core.records import ExperimentRecord
@@ -143,6 +144,16 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     page.get_by_label("Mode", exact=True).select_option("Mask after softmax (broken)")
     expect(table_rows(page)).to_have_count(1)
     expect(table_rows(page)).to_contain_text(f"Grace {tag}")
+    # Brought in by the live refresh, the broken run's numbers and checks read as the learner's
+    # Saved runs table writes them (3, not 3.0; check titles, not names).
+    grace_broken = next(r for r in (ExperimentRecord.from_json(t) for t in server.texts())
+                        if r.learner == f"Grace {tag}" and r.mask_after_softmax)
+    learner_page = runs_columns([grace_broken])
+    for field, text in (("tokens", "3"), ("d_k", "1"), ("total future-token weight", "0"),
+                        ("smallest row sum", learner_page["smallest row sum"][0]),
+                        ("failed checks", "Mask applied before softmax; Row sums equal 1")):
+        row = table_rows(page).filter(has_text=f"Grace {tag}").filter(has_text="Mask after softmax (broken)")
+        expect(row.locator(f"[tabulator-field='{field}']")).to_have_text(text)
     page.get_by_label("Mode", exact=True).select_option("All modes")
     expect(page.get_by_test_id("runs-shown")).to_have_text("3")
 
@@ -471,7 +482,7 @@ def test_version_1_and_2_runs_side_by_side_with_d_k_and_d_model(tmp_path, page):
         # Cells of the columns tokens, d_k, d_model.
         trace_row = table_rows(page).filter(has_text="seed 000 trace")
         v1_vector = table_rows(page).filter(has_text="d_k = 2, padded")
-        for row, values in ((trace_row, ["4", "2", "2"]), (v1_vector, ["4", "2", "-"])):
+        for row, values in ((trace_row, ["4", "2", "2"]), (v1_vector, ["4", "2", "—"])):
             for field, value in zip(["tokens", "d_k", "d_model"], values, strict=True):
                 expect(row.locator(f"[tabulator-field='{field}']")).to_have_text(value)
         # A version-1 run compared with the version-2 run: same T, so a difference map too.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from html import unescape
 
 import numpy as np
 import pytest
@@ -18,7 +19,8 @@ from app.learner.checks import OTHER_LIBRARIES, readouts_html, row_sum_html
 from app.learner.matrices import MASKED_SCORE
 from app.learner.page import LearnerPage
 from app.learner.state import EXPOSING_PRESETS, PRESETS, LearnerState
-from app.shared.heatmap import contrasting_text, format_number, nice_bound, short_number
+from app.shared.heatmap import contrasting_text, nice_bound
+from app.shared.numbers import format_number
 from app.shared.parsing import clean_text, parse_number
 from attention_core import exposure
 from attention_core.checks import CHECK_TITLES
@@ -63,7 +65,7 @@ def readouts(page) -> str:
 
 def text_of(html: str) -> str:
     """HTML's text, one space between pieces."""
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).replace("&#x27;", "'")
+    return unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)))
 
 
 def at(data: dict, row: int, column: int) -> int:
@@ -165,7 +167,7 @@ def test_each_mode_is_described_and_exposed_by_a_preset_or_said_to_be_unexposabl
     state.failure_mode = name
     mode = FAILURE_MODES[name]
     shown = html_of(learner_page.inputs.mode_note)
-    assert mode.description in shown.replace("&#x27;", "'")
+    assert mode.description in unescape(shown)
     for check in mode.breaks:
         assert CHECK_TITLES[check] in shown
     note = exposure(state.result)
@@ -173,7 +175,7 @@ def test_each_mode_is_described_and_exposed_by_a_preset_or_said_to_be_unexposabl
         assert set(state.result.failed_checks) == set(mode.breaks)
         assert html_of(learner_page.inputs.exposure_note) == "" and not learner_page.inputs.expose.visible
         return
-    assert note in html_of(learner_page.inputs.exposure_note).replace("&#x27;", "'")
+    assert note in unescape(html_of(learner_page.inputs.exposure_note))
     if name == "no_scaling":  # d_k = 1 cannot show it; the wide-head preset (d_k = 4) does
         assert "d_k = 1" in note and state.result.failed_checks == ()
     assert learner_page.inputs.expose.visible
@@ -233,10 +235,10 @@ def test_a_padding_tick_that_empties_a_row_gives_zero_weights_and_says_what_othe
     r = state.result
     assert r.weights[0].tolist() == [0.0, 0.0, 0.0] and np.isfinite(r.weights).all()
     assert "row_sums" in r.failed_checks
-    text = readouts(learner_page)
+    text = unescape(readouts(learner_page))
     assert "Row 1: no visible key." in text and "Row sums equal 1" in text
-    assert OTHER_LIBRARIES.replace("'", "&#x27;") in text
-    assert "NaN" not in text.replace(OTHER_LIBRARIES.replace("'", "&#x27;"), "")
+    assert OTHER_LIBRARIES in text
+    assert "NaN" not in text.replace(OTHER_LIBRARIES, "")
     weights = learner_page.matrices.weights.source.data
     assert all(weights["hatch"][at(weights, r_, 1)] == "/" for r_ in (1, 2, 3))  # key 1 is padding
     state.set_padding(0, False)
@@ -368,11 +370,11 @@ def test_at_eight_tokens_cell_text_is_short_and_masked_cells_say_so_by_hatch_and
 
 
 @pytest.mark.parametrize(("x", "text"), [
-    (0.000335, "3e-04"), (0.269, "0.27"), (17.31, "17.3"), (1001.0, "1001"), (0.0, "0"), (-9.0, "-9.00"),
+    (0.000335, "3e−04"), (0.269, "0.27"), (17.31, "17.3"), (1001.0, "1001"), (0.0, "0"), (-9.0, "−9.00"),
     (123456.0, "1e+05"), (float("nan"), "undefined"), (float("inf"), "∞"), (float("-inf"), "−∞"),
 ])
 def test_short_cell_number_format(x, text):
-    assert short_number(x) == text
+    assert format_number(x, "narrow") == text
 
 
 def test_clicking_a_heat_map_row_chooses_the_row(learner_page, state):
@@ -397,7 +399,7 @@ def test_the_row_steps_follow_the_chosen_row(learner_page, state):
 
 @pytest.mark.parametrize(("x", "text"), [
     (0.269, "0.269"), (0.00125, "0.00125"), (0.0646, "0.065"), (0.0123, "0.012"),
-    (0.0, "0"), (1e-7, "1.00e-07"), (1000.0, "1000.000"),
+    (0.0, "0"), (1e-7, "1.00e−07"), (1000.0, "1000.000"),
     (float("nan"), "undefined"), (float("inf"), "∞"),
 ])
 def test_cell_number_format(x, text):
@@ -483,7 +485,7 @@ def test_restore_runs_takes_back_saved_runs_and_skips_anything_else(state, tmp_p
 
 def test_unknown_runs_in_the_address_are_counted_on_the_page_not_just_an_empty_table(learner_page):
     learner_page.state.restore_runs(["missing-id"])
-    shown = html_of(learner_page.runs.restore_status).replace("&#x27;", "'")
+    shown = unescape(html_of(learner_page.runs.restore_status))
     assert learner_page.runs.restore_status.visible and "No saved runs yet." in learner_page.runs.table.object
     assert "1 of the 1 run ids in this page's address (?runs=) was not found" in shown
 

@@ -167,7 +167,7 @@ def test_matrix_mode_on_its_own_numbers_is_not_headed_as_the_seeds(learner):
     s = learner.state
     s.input_mode = "matrices"
     shown = shapes_html(s.result)
-    assert "Projections (seed 000)" not in shown and "formula of seed 000" in shown
+    assert "Four-Token Trace" not in shown and "formula of Self-Attention in Matrix Form" in shown
 
 
 def test_a_wide_head_divides_by_2_and_no_scaling_fails_only_its_check(learner):

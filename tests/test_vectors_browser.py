@@ -48,7 +48,7 @@ def test_the_four_token_trace_preset_shows_seed_000_and_its_saved_record_holds_i
     assert np.round(scores, 3).tolist() == SEED_000_ROW_4["scores"]
     # The cells read as the seed prints them (0.065, not 0.0646).
     assert row_of(source(page, "weights-source"), 4, 4, key="text") == ["0.065", "0.266", "0.131", "0.539"]
-    assert row_of(source(page, "scores-source"), 4, 4, key="text") == ["-0.707", "0.707", "0", "1.414"]
+    assert row_of(source(page, "scores-source"), 4, 4, key="text") == ["−0.707", "0.707", "0", "1.414"]
     # The inputs are seed 000's X and projections, each cell named by its place.
     expect(page.get_by_label("Input mode")).to_have_value("X and projections (W_Q, W_K, W_V)")
     expect(page.get_by_label("X token 4, component 1", exact=True)).to_have_value("-1")
@@ -57,7 +57,7 @@ def test_the_four_token_trace_preset_shows_seed_000_and_its_saved_record_holds_i
     expect(page.get_by_label("Query 1", exact=True)).to_have_count(0)
     # Q = X W_Q etc. with their shapes, and the division by √2.
     expect(page.get_by_role("table", name="Q = X W_Q (4 × 2)")).to_be_visible()
-    expect(page.get_by_role("table", name="V = X W_V (4 × 2)")).to_contain_text("-2.000")
+    expect(page.get_by_role("table", name="V = X W_V (4 × 2)")).to_contain_text("−2.000")
     expect(page.get_by_test_id("score-scale")).to_contain_text("q·k / √2 = q·k / 1.414")
     # Row 4's steps end with h_4.
     type_number(page, "Row", "4")

@@ -131,7 +131,7 @@ def test_every_instructor_row_links_to_the_learner_page_opening_that_run(tmp_pat
         f'<a href="/?run={plain.id}" target="_blank" rel="noopener" '
         f'aria-label="Open run {plain.id} in the workbench">Open run</a>')
     assert "<b>" not in links[hostile.id]
-    assert "aria-label=\"Open run " + hostile.id + " “&lt;b&gt;&quot;x&quot;&lt;/b&gt; &amp; y” in" in links[hostile.id]
+    assert "aria-label=\"Open run " + hostile.id + " “&lt;b&gt;&#34;x&#34;&lt;/b&gt; &amp; y” in" in links[hostile.id]
     view = RunsTableView(state=state)
     assert view.table.formatters["open"] == {"type": "html"} and "open" not in view.table.hidden_columns
 

@@ -37,7 +37,7 @@ def test_contributions_of_the_worked_row_side_by_side(server, page, watch):
         "Largest score: key 3 (masked, so softmax never saw it) · largest weight: key 2 · "
         "largest contribution (size): key 2")
     wait_for_source(page, "contributions-components-source", "contribution_label",
-                    ["2.69", "14.62", "0"])
+                    ["2.69", "14.6", "0"])
     assert source(page, "contributions-source")["weight_label"] == ["0.27", "0.73", "0"]
     charts = page.locator(".bk-Figure").filter(has=page.locator("canvas"))
     expect(charts).not_to_have_count(0)
@@ -51,7 +51,7 @@ def test_contributions_of_the_worked_row_side_by_side(server, page, watch):
     row.press("Enter")
     expect(page.get_by_role("table", name="Contributions to row 3")).to_be_visible()
     wait_for_source(page, "contributions-components-source", "contribution_label",
-                    ["3e-03", "0.02", "99.88"])
+                    ["3e−03", "0.02", "99.9"])
 
     # Without values the view says what contributions need, and the value bars go.
     page.get_by_label("Use values (adds output and contributions)", exact=True).uncheck()
@@ -78,11 +78,11 @@ def test_contributions_of_the_four_token_trace_row_4_by_component(server, page, 
     row.fill("4")
     row.press("Enter")
     table = page.get_by_role("table", name="Contributions to row 4")
-    expect(table.locator("tfoot")).to_contain_text("[0.592, -1.279]")  # h_4 of seed 000
-    expect(table.locator("tbody tr").nth(3)).to_have_text("key 41.4140.539[0, -2.000][0, -1.078]")
+    expect(table.locator("tfoot")).to_contain_text("[0.592, −1.279]")  # h_4 of seed 000
+    expect(table.locator("tbody tr").nth(3)).to_have_text("key 41.4140.539[0, −2.000][0, −1.078]")
     # Key 1's two short bars side by side keep one label: the two "0.06" overlapped.
     wait_for_source(page, "contributions-components-source", "contribution_label",
-                    ["0.06", "", "0.27", "-0.27", "0.26", "0", "0", "-1.08"])
+                    ["0.06", "", "0.27", "−0.27", "0.26", "0", "0", "−1.08"])
     assert source(page, "contributions-components-source")["component"] == ["1", "2"] * 4
     assert source(page, "contributions-source")["weight_label"] == ["0.06", "0.27", "0.13", "0.54"]
     page.get_by_role("heading", name="Contributions to row 4").evaluate(

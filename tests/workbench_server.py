@@ -27,7 +27,7 @@ import pytest
 from app.auth import PASSWORD_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
-# Written on every run (git ignores test-results/); the README shows copies kept in assets/.
+# Written on every run (git ignores test-results/); the README's pictures are made by `make screenshots`.
 SCREENSHOTS = ROOT / "test-results" / "screenshots"
 # start_server's env for a server whose instructor page is open without a password, whatever
 # the environment says.

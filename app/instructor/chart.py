@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import panel as pn
 import param
 from bokeh.models import (
     CategoricalColorMapper,
     ColumnDataSource,
-    CustomJSHover,
     FixedTicker,
     HoverTool,
     Range1d,
@@ -22,16 +19,17 @@ from bokeh.plotting import figure
 
 from app.instructor.columns import created_texts, numbers, texts
 from app.instructor.state import InstructorState, mode_order
+from app.shared.html import Markup, html, join
+from app.shared.numbers import format_optional
+from app.shared.static import read_text
 
 CHART_HEIGHT = 460  # px: the class picture's heading, one row of its two figures, a key of three lines
 # The picture draws at most this many runs, the newest passing the filters: a class's runs fit
 # many times over, and a store of years of classes is not read and sent whole on every change.
 CHART_RUNS = 5_000
-# Hover text of a summary number: "not finite" where the run had none (NaN in the source).
-_NUMBER_HOVER = "return isNaN(value) ? 'not finite' : String(Number(value.toPrecision(4)));"
 
 
-_KEY_CSS = "ol { margin: 0; padding-left: 0; list-style: none; columns: 2; } li { margin: 2px 0; }"
+_KEY_CSS = read_text(__package__, "chart_key.css")
 
 
 NO_LEARNER = "(no learner name)"
@@ -47,17 +45,17 @@ def group_order(groups, by: str) -> list[str]:
     return sorted(names - {NO_LEARNER}, key=str.casefold) + ([NO_LEARNER] if NO_LEARNER in names else [])
 
 
-def mode_key(modes: list[str], counts: dict[str, int], colours: list[str]) -> str:
+def mode_key(modes: list[str], counts: dict[str, int], colours: list[str]) -> Markup:
     """The key to the x axis's group numbers: number, colour, name and run count of each group.
 
     Run titles (and a class's names) are too long to stand side by side under a figure, so the
     axis shows numbers.
     """
-    items = "".join(
-        f"<li><span style='color: {colour}' aria-hidden='true'>●</span> <b>{n}</b> "
-        f"{html.escape(mode)} ({counts[mode]:,} run{'' if counts[mode] == 1 else 's'})</li>"
+    items = join(
+        html("<li><span style='color: {}' aria-hidden='true'>●</span> <b>{}</b> {} ({:,} run{})</li>",
+             colour, n, mode, counts[mode], "" if counts[mode] == 1 else "s")
         for n, (mode, colour) in enumerate(zip(modes, colours, strict=True), start=1))
-    return f"<ol aria-label='Groups of the class picture'>{items}</ol>"
+    return html("<ol aria-label='Groups of the class picture'>{}</ol>", items)
 
 
 class ClassChartView(pn.viewable.Viewer):
@@ -106,12 +104,12 @@ class ClassChartView(pn.viewable.Viewer):
                              nonselection_fill_alpha=0.8, nonselection_line_alpha=1.0)
         fig.scatter("x", column, source=self.chosen, size=16, fill_color=color, line_color="black",
                     line_width=2, fill_alpha=0.8)
-        number = CustomJSHover(code=_NUMBER_HOVER)
+        # The hover shows the numbers as the pages print them (app.shared.numbers), not BokehJS's.
         hover = HoverTool(renderers=[points], tooltips=[
             ("learner", "@learner"), ("label", "@label"), ("mode", "@mode"), ("created", "@created"),
-            ("total future-token weight", "@future_weight{custom}"),
-            ("smallest row sum", "@min_row_sum{custom}"),
-        ], formatters={"@future_weight": number, "@min_row_sum": number})
+            ("total future-token weight", "@future_weight_text"),
+            ("smallest row sum", "@min_row_sum_text"),
+        ])
         fig.add_tools(TapTool(renderers=[points]), hover)
         fig.xaxis.ticker = self.ticker
         fig.xgrid.grid_line_color = None
@@ -145,6 +143,8 @@ class ClassChartView(pn.viewable.Viewer):
             "created": texts(self._created(records)),
             "future_weight": numbers(r.total_future_weight for r in records),
             "min_row_sum": numbers(r.min_row_sum for r in records),
+            "future_weight_text": texts(format_optional(r.total_future_weight) for r in records),
+            "min_row_sum_text": texts(format_optional(r.min_row_sum) for r in records),
         }
 
     def _created(self, records) -> list[str]:
@@ -184,9 +184,10 @@ class ClassChartView(pn.viewable.Viewer):
             self.key.object = mode_key(self._modes, counts, palette)
             matching = self.state.matching
             self.note.object = ("" if matching <= len(self._runs) else
-                                f"<p data-testid='class-note'><b>The newest {len(self._runs):,} of the {matching:,} "
-                                "runs the filters keep are drawn.</b> Filter by date, learner or mode to see "
-                                "others; the table and the exports hold them all.</p>")
+                                html("<p data-testid='class-note'><b>The newest {:,} of the {:,} runs the "
+                                     "filters keep are drawn.</b> Filter by date, learner or mode to see "
+                                     "others; the table and the exports hold them all.</p>",
+                                     len(self._runs), matching))
         self._show_selected()
 
     def _relabel(self, *events) -> None:

@@ -1,6 +1,7 @@
-"""The learners view: one row per learner, which of seed 003's checkpoints each has reached.
+"""The learners view: one row per learner, which of the Self-attention lesson's checkpoints each
+has reached.
 
-Seed 003 names four checkpoints. Three leave evidence in the runs a learner saves:
+The lesson names four checkpoints. Three leave evidence in the runs a learner saves:
 
 - **predict**: a run with a prediction written;
 - **experiment**: a correct run with the causal mask *and* a "mask after softmax" run saved
@@ -21,7 +22,6 @@ is tested against. Left out: widgets (``LearnersView`` below is the only view).
 from __future__ import annotations
 
 import csv
-import html
 import io
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,6 +30,8 @@ from datetime import datetime
 import panel as pn
 import param
 
+from app.shared.html import Markup, html, join
+from app.shared.static import read_text
 from app.store import LearnerTally, RunStore
 
 CHECKPOINTS = ("predict", "experiment", "explain")
@@ -185,22 +187,18 @@ def learners_csv(rows: list[dict]) -> str:
     return out.getvalue()
 
 
-def learners_table(rows: list[dict]) -> str:
+def learners_table(rows: list[dict]) -> Markup:
     """The learners as an HTML table (every text escaped; a class is small enough to list whole)."""
-    head = "".join(f"<th scope='col'>{html.escape(c)}</th>" for c in COLUMNS)
-    body = "".join(
-        "<tr>" + f"<th scope='row'>{html.escape(row['learner'])}</th>" + "".join(
-            f"<td class='{'missing' if str(row[c]).startswith('missing') else ''}'>{html.escape(str(row[c]))}</td>"
-            for c in COLUMNS[1:]) + "</tr>" for row in rows)
-    return (f"<table class='learners' aria-label='Learners and their checkpoints'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table>")
+    head = join(html("<th scope='col'>{}</th>", c) for c in COLUMNS)
+    body = join(
+        html("<tr><th scope='row'>{}</th>{}</tr>", row["learner"], join(
+            html("<td class='{}'>{}</td>", "missing" if str(row[c]).startswith("missing") else "", row[c])
+            for c in COLUMNS[1:])) for row in rows)
+    return html("<table class='learners' aria-label='Learners and their checkpoints'><thead><tr>{}</tr></thead>"
+                "<tbody>{}</tbody></table>", head, body)
 
 
-_TABLE_CSS = """
-table.learners { border-collapse: collapse; font-size: 0.9em; }
-table.learners th, table.learners td { border-bottom: 1px solid #ddd; padding: 3px 8px; text-align: left; }
-table.learners td.missing { color: #8a1c1c; }
-"""
+_TABLE_CSS = read_text(__package__, "learners_table.css")
 
 
 class LearnersView(pn.viewable.Viewer):
@@ -239,13 +237,14 @@ class LearnersView(pn.viewable.Viewer):
         self.table.object = learners_table(rows)
         apart = (f" {self._unnamed} run{'s' if self._unnamed != 1 else ''} without a learner name "
                  "counted apart." if self._unnamed else "")
-        self.summary.object = f"<p>{len(rows)} learner{'s' if len(rows) != 1 else ''} listed.{apart}</p>"
+        self.summary.object = html("<p>{} learner{} listed.{}</p>", len(rows), "s" if len(rows) != 1 else "", apart)
 
     def __panel__(self):
         return pn.Column(
-            pn.pane.HTML("<h3>Learners</h3><p>Checkpoints of seed 003 per learner: predict (a "
-                         "prediction written), experiment (a correct causal run and a "
-                         "mask-after-softmax run saved), explain (an explanation attached).</p>"),
+            pn.pane.HTML("<h3>Learners</h3><p>Checkpoints of the Self-attention lesson per "
+                         "learner: predict (a prediction written), experiment (a correct causal "
+                         "run and a mask-after-softmax run saved), explain (an explanation "
+                         "attached).</p>"),
             pn.Row(pn.widgets.TextAreaInput.from_param(
                        self.param.class_list, label="Class list (one name per line)", height=90),
                    pn.widgets.Select.from_param(self.param.show, label="Show learners")),

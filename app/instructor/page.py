@@ -1,4 +1,4 @@
-"""The instructor page assembled: problems, filters, class picture, table, exports, comparison.
+"""The instructor page assembled: filters, class picture, table, exports, comparison.
 
 :class:`InstructorPage` is one browser session's page over the server's store; tests build it
 without a browser and read its ``state``. New runs appear without a reload: a periodic callback
@@ -7,7 +7,6 @@ per session reads the store's change token and re-reads the runs only when it mo
 
 from __future__ import annotations
 
-import html
 import io
 from datetime import UTC, datetime
 
@@ -24,8 +23,10 @@ from app.instructor.table import PAGE_ARIA_JS, TABLE_RESYNC_JS, FiltersView, Run
 from app.instructor.upload import UploadView
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
+from app.shared.html import html
+from app.shared.static import read_text
 from app.shared.widgets import like_the_first_paint
-from app.store import RunStore
+from app.store import RunStore, resolve_store_url
 
 REFRESH_MS = 2000
 INTRO = (
@@ -39,10 +40,7 @@ STALE_COUNT_JS = mark_stale_js(
     ".runs-count", " The connection to the server was lost: this table no longer updates; reload the page.")
 
 
-_LOGOUT_CSS = """
-.logout { color: #ffffff; border: 1px solid #ffffff; border-radius: 4px; padding: 6px 14px; text-decoration: none; }
-.logout:hover, .logout:focus { background: #ffffff; color: #37474f; }
-"""
+_LOGOUT_CSS = read_text(__package__, "page_logout.css")
 
 
 # The most runs the page's JSON export sends (about 46 MB): a download travels through the page's
@@ -78,10 +76,10 @@ class ExportView(pn.viewable.Viewer):
         self.json.disabled = too_many
         self.note.object = (
             "<p>Exports hold the runs the filters keep, text exactly as saved.</p>" if not too_many else
-            f"<p data-testid='export-note'>Exports hold the runs the filters keep, text exactly as saved. "
-            f"<b>JSON from this page holds at most {PAGE_JSON_RUNS:,} runs</b> (the filters keep "
-            f"{self.state.matching:,}): filter by date, learner or mode, or export them all on the server "
-            "with <code>attention-workbench export --format json -o class-runs.json</code>.</p>")
+            html("<p data-testid='export-note'>Exports hold the runs the filters keep, text exactly as saved. "
+                 "<b>JSON from this page holds at most {:,} runs</b> (the filters keep {:,}): filter by "
+                 "date, learner or mode, or export them all on the server with <code>attention-workbench "
+                 "export --format json -o class-runs.json</code>.</p>", PAGE_JSON_RUNS, self.state.matching))
 
     def _download(self, fmt: str) -> io.StringIO:
         self.state.refresh()  # runs saved since the last tick are in the file too
@@ -100,33 +98,6 @@ class ExportView(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Row(self.json, self.csv, self.note, sizing_mode="stretch_width")
-
-
-class ProblemsView(pn.viewable.Viewer):
-    """Files in the store that were skipped, and why (never fatal)."""
-
-    state = param.ClassSelector(class_=InstructorState)
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.pane = pn.pane.Alert("", alert_type="warning", visible=False, name="store-problems",
-                                  sizing_mode="stretch_width")
-        self.state.param.watch(self._update, "problems")
-        self._update()
-
-    def _update(self, *events) -> None:
-        problems = self.state.problems
-        shown = problems[:50]
-        items = "".join(f"<li><code>{html.escape(name)}</code>: {html.escape(reason)}</li>"
-                        for name, reason in shown)
-        more = f"<li>… and {len(problems) - len(shown)} more</li>" if len(problems) > len(shown) else ""
-        # An Alert renders Markdown; raw HTML blocks pass through, and every piece is escaped.
-        self.pane.object = (f"<div><b>{len(problems)} file(s) in the runs directory were skipped</b>"
-                            f"<ul>{items}{more}</ul></div>")
-        self.pane.visible = bool(problems)
-
-    def __panel__(self):
-        return self.pane
 
 
 def comparison_names(records, timezone: str) -> list[str]:
@@ -157,8 +128,8 @@ class ComparisonPanel(pn.viewable.Viewer):
         compared = self.state.compared
         missing = 2 - len(compared)
         self.hint.object = ("" if missing <= 0 else
-                            f"<h3>Comparison</h3><p>Select {missing} more run{'s' if missing > 1 else ''} "
-                            "to compare (tick it in the table or click its point).</p>")
+                            html("<h3>Comparison</h3><p>Select {} more run{} to compare (tick it in the "
+                                 "table or click its point).</p>", missing, "s" if missing > 1 else ""))
         self.compare.show(compared, names=comparison_names(compared[:2], self.state.timezone))
 
     def __panel__(self):
@@ -191,7 +162,6 @@ class InstructorPage(pn.viewable.Viewer):
         self.below = pn.Column(sizing_mode="stretch_width")
         self._layout = pn.Column(
             pn.pane.HTML(INTRO),
-            ProblemsView(state=self.state),
             FiltersView(state=self.state),
             self.chart,
             pn.pane.HTML("<h3>Runs</h3>"),
@@ -247,7 +217,7 @@ class InstructorPage(pn.viewable.Viewer):
         template.main.append(self)
         if pn.state.user:  # logged in through the instructor password (app.auth)
             template.header.append(pn.pane.HTML(
-                f"<a href='{LOGOUT_PATH}' class='logout'>Log out</a>", name="logout", align="center",
+                html("<a href='{}' class='logout'>Log out</a>", LOGOUT_PATH), name="logout", align="center",
                 stylesheets=[_LOGOUT_CSS], margin=(0, 20, 0, 0)))
         return template
 
@@ -260,3 +230,9 @@ def create_instructor(store: RunStore) -> pn.template.BootstrapTemplate:
     # The upload's FilePond scripts (and the disconnect notice's), asked for before the page is built.
     pn.extension("filedropper", "tabulator", notifications=True)
     return InstructorPage(store).serve_session().template()
+
+
+if pn.state.served:
+    # `panel serve app/instructor/page.py`: the page over the store `attention-workbench serve`
+    # opens by default, one per server process; no password (that is `serve`'s).
+    create_instructor(pn.state.as_cached("attention-workbench-store", RunStore, url=resolve_store_url())).servable()

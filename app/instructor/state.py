@@ -49,16 +49,6 @@ def mode_order(titles) -> list[str]:
     return [t for t in _MODE_ORDER if t in titles] + sorted(titles - set(_MODE_ORDER))
 
 
-def skip_sentence(file: str, reason: str) -> str:
-    """Why a run is left out of an export, as one sentence naming the run and its file.
-
-    ``reason`` is the store's short reason (``"not valid JSON: …"``, ``"could not be read (…)"``).
-    """
-    run = file.removesuffix(".json")
-    verb = "is " if reason.startswith("not ") else ""
-    return f"Run {run} was left out of this export: its file {file} {verb}{reason.rstrip('.')}."
-
-
 def zone(name: str) -> ZoneInfo:
     """The IANA zone ``name``, UTC when it is unknown (a browser may report anything)."""
     try:
@@ -71,7 +61,6 @@ class InstructorState(param.Parameterized):
     """One instructor session: the filters, the sort, the table's page of runs, the selection."""
 
     store = param.ClassSelector(class_=RunStore, doc="The server's run store (shared).")
-    problems = param.List(default=[], doc="(source, reason) for every run left out (none in a database).")
     learner = param.String(default="", doc="Keep runs whose learner contains this (any case).")
     label = param.String(default="", doc="Keep runs whose label contains this (any case).")
     mode = param.Selector(default=ALL_MODES, objects=[ALL_MODES],
@@ -199,6 +188,5 @@ class InstructorState(param.Parameterized):
         stored) or as CSV."""
         wanted = self.run_filter()
         if fmt == "json":
-            skipped = [(name, skip_sentence(name, reason)) for name, reason in self.problems]
-            return export_json(self.store.iter_texts(wanted), skipped)
+            return export_json(self.store.iter_texts(wanted))
         return export_csv(self.store.iter_summaries(wanted))

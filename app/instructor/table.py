@@ -3,28 +3,31 @@
 The table holds one page (:data:`~app.instructor.state.PAGE_SIZE` runs); the page, the sort and
 the count are the state's store query, so paging or sorting 100,000 runs reads 20 of them. Learner
 text reaches the table only as Tabulator ``textarea`` cells (escaped text that wraps), and the
-ticked runs' full text and each row's "Open run" link (to ``/?run=<id>``) only as
-``html.escape``d HTML.
+ticked runs' full text and each row's "Open run" link (to ``/?run=<id>``) only as HTML built
+with :func:`app.shared.html.html`, which escapes it.
 """
 
 from __future__ import annotations
 
-import html
 from urllib.parse import quote
 
 import pandas as pd
 import panel as pn
 import param
-from bokeh.models.widgets.tables import NumberFormatter
 
-from app.instructor.columns import created_texts, numbers, shorten
+from app.instructor.columns import created_texts, shorten
 from app.instructor.state import ALL_MODES, PAGE_SIZE, InstructorState
+from app.shared.compare import failed_checks_text
+from app.shared.html import Markup, html, join
+from app.shared.numbers import format_optional
+from app.shared.static import read_text
 from app.shared.widgets import NO_SPIN_BUTTONS
 from app.store import RunFilter, RunSummary
 from attention_core.records import ExperimentRecord
 
 _TEXT_COLUMNS = ("created (local)", "created (UTC)", "learner", "label", "mode", "failed checks",
                  "prediction", "explanation", "id")
+_NUMBER_COLUMNS = ("tokens", "d_k", "d_model", "total future-token weight", "smallest row sum")
 COLUMNS = ["id", "open", "created (local)", "created (UTC)", "learner", "label", "causal",
            "mask after softmax", "mode", "tokens", "d_k", "d_model", "total future-token weight",
            "smallest row sum", "failed checks", "prediction", "explanation"]
@@ -38,13 +41,18 @@ def open_link(record: RunSummary | ExperimentRecord) -> str:
     """A link that opens the run in the learner's workbench (``/?run=<id>``, the id URL-encoded),
     named "Open run <id>" (and its label) for a screen reader; every text escaped."""
     label = f" “{record.label}”" if record.label else ""
-    name = html.escape(f"Open run {record.id}{label} in the workbench", quote=True)
-    href = html.escape(f"/?run={quote(record.id, safe='')}", quote=True)
-    return f'<a href="{href}" target="_blank" rel="noopener" aria-label="{name}">Open run</a>'
+    # Plain str: it is a cell of the table's DataFrame, which Bokeh serialises.
+    return str(html('<a href="{}" target="_blank" rel="noopener" aria-label="{}">Open run</a>',
+                    f"/?run={quote(record.id, safe='')}", f"Open run {record.id}{label} in the workbench"))
 
 
 def runs_frame(rows: list[RunSummary], state: InstructorState) -> pd.DataFrame:
-    """The table's rows, in the order given; free text shortened (full text under the table)."""
+    """The table's rows, in the order given; free text shortened (full text under the table).
+
+    Numbers and failed checks are the text the learner's Saved runs table shows
+    (:func:`~app.shared.numbers.format_optional`, check titles), built here for the first fill
+    and every refresh alike: Tabulator sorts nothing (the store does), so it needs no numbers.
+    """
     columns = {
         "id": [r.id for r in rows],
         "open": [open_link(r) for r in rows],
@@ -53,22 +61,23 @@ def runs_frame(rows: list[RunSummary], state: InstructorState) -> pd.DataFrame:
         "learner": [r.learner or "" for r in rows], "label": [r.label or "" for r in rows],
         "causal": [r.causal for r in rows],
         "mask after softmax": [r.mask_after_softmax for r in rows],
-        "mode": [r.title for r in rows], "tokens": [r.T for r in rows], "d_k": [r.d_k for r in rows],
-        # NaN (shown as "-") unless the run was projected from X (matrix mode).
-        "d_model": numbers(r.d_model for r in rows),
-        "total future-token weight": numbers(r.total_future_weight for r in rows),
-        "smallest row sum": numbers(r.min_row_sum for r in rows),
-        "failed checks": [", ".join(r.failed_checks) or "none" for r in rows],
+        "mode": [r.title for r in rows], "tokens": [str(r.T) for r in rows],
+        "d_k": [str(r.d_k) for r in rows],
+        # "—" unless the run was projected from X (matrix mode).
+        "d_model": ["—" if r.d_model is None else str(r.d_model) for r in rows],
+        "total future-token weight": [format_optional(r.total_future_weight) for r in rows],
+        "smallest row sum": [format_optional(r.min_row_sum) for r in rows],
+        "failed checks": [failed_checks_text(r) for r in rows],
         "prediction": [shorten(r.prediction) for r in rows],
         "explanation": [shorten(r.explanation) for r in rows],
     }
-    return pd.DataFrame(columns, columns=COLUMNS)
+    # Dtypes set, not inferred: a page opened on an empty store would get float columns, whose
+    # number formatters Tabulator keeps when the first runs arrive (3.0 for 3 tokens).
+    return pd.DataFrame(columns, columns=COLUMNS).astype(
+        {c: bool if c in ("causal", "mask after softmax") else str for c in COLUMNS})
 
 
-_DETAILS_CSS = """
-dl { margin: 4px 12px; } dd { unicode-bidi: isolate; } dt { font-weight: bold; margin-top: 4px; }
-dd { margin: 0 0 0 12px; white-space: pre-wrap; overflow-wrap: anywhere; max-width: 900px; }
-"""
+_DETAILS_CSS = read_text(__package__, "table_details.css")
 
 
 # "Open run" wraps in a narrow column instead of being cut to "Open…" (Tabulator's cells do not
@@ -76,16 +85,7 @@ dd { margin: 0 0 0 12px; white-space: pre-wrap; overflow-wrap: anywhere; max-wid
 # white on its blue (the browser's link blue on it has a contrast of 1.8); Panel's 1 px filler
 # column is as wide in the rows as in the header (the Bootstrap theme's cell padding, which beats
 # Panel's own rule for it, made rows 9 px wider than the table).
-_TABLE_CSS = """
-:host .tabulator { font-size: 13px; }
-.tabulator-row .tabulator-cell[tabulator-field="open"] { white-space: normal; }
-.tabulator-col-title { font-size: 12px; }
-.tabulator-col-title, .tabulator-cell { overflow-wrap: anywhere; }
-.tabulator-row.tabulator-selected a { color: #ffffff; }
-.tabulator.table-sm .tabulator-tableholder .tabulator-table .tabulator-row .tabulator-cell.empty {
-  padding: 0 !important;
-}
-"""
+_TABLE_CSS = read_text(__package__, "table.css")
 # Run in the browser once the page is ready: two fixes of third-party markup that axe-core rates
 # critical, applied whenever the widget (re)draws (each one's shadow root is watched; Tabulator
 # builds its table after the document is ready and rebuilds its rows with every page).
@@ -96,69 +96,23 @@ _TABLE_CSS = """
 # - Bokeh's date pickers show the field flatpickr adds (altInput), which their <label for> does
 #   not name (label): it gets the label's text as its aria-label.
 # Nothing moves and nothing else changes.
-PAGE_ARIA_JS = """
-const set = (el, name, value) => { if (el && el.getAttribute(name) !== value) el.setAttribute(name, value) }
-const fixGrid = (grid) => {
-  const holder = grid.querySelector(':scope > .tabulator-tableholder')
-  set(holder, 'role', 'rowgroup')
-  set(holder && holder.querySelector(':scope > .tabulator-table'), 'role', 'none')
-}
-const fixPicker = (home) => {
-  const label = home.querySelector('label')
-  for (const field of home.querySelectorAll('input.form-control:not([type=hidden])'))
-    if (label) set(field, 'aria-label', label.textContent.trim())
-}
-const fixes = {
-  'bk-panel-models-tabulator-DataTabulator': (home) => home.querySelectorAll('.tabulator[role=grid]').forEach(fixGrid),
-  'bk-DateRangePicker': fixPicker,
-}
-const watch = (home, fix) => {
-  new MutationObserver(() => fix(home)).observe(home, {childList: true, subtree: true})
-  fix(home)
-}
-const walk = (root) => {
-  for (const el of root.querySelectorAll('*')) {
-    if (el.shadowRoot) {
-      for (const [cls, fix] of Object.entries(fixes)) if (el.classList.contains(cls)) watch(el.shadowRoot, fix)
-      walk(el.shadowRoot)
-    }
-  }
-}
-walk(document)
-"""
+PAGE_ARIA_JS = read_text(__package__, "page_aria.js")
 # Run in the browser once the page is ready. Two table updates in quick succession (an upload of
 # several files, a filter typed while runs arrive) sometimes left Panel's Tabulator showing the
 # first one's rows while its data held the second's (a browser test reproduced it 2 runs in 3):
 # after each change of the table's data, once it has settled, rows and data are compared and the
 # rows redrawn from the data if they differ. Nothing happens while they agree.
-TABLE_RESYNC_JS = """
-const views = (view, out) => {
-  if (view == null) return out
-  if (view.tabulator !== undefined && typeof view.setData === 'function') out.push(view)
-  for (const child of (view.child_views || [])) views(child, out)
-  return out
-}
-for (const root of Object.values(Bokeh.index)) {
-  for (const view of views(root, [])) {
-    const source = view.model.source
-    source.properties.data.change.connect(() => setTimeout(() => {
-      const table = view.tabulator
-      if (table && table.initialized && !view._building && table.getDataCount() !== source.get_length())
-        view.setData()
-    }, 300))
-  }
-}
-"""
-_COUNT_CSS = ".stale { background: #eceff1; color: #37474f; padding: 8px 12px; border-radius: 4px; }"
+TABLE_RESYNC_JS = read_text(__package__, "table_resync.js")
+_COUNT_CSS = read_text(__package__, "table_count.css")
+_COLUMNS_CSS = read_text(__package__, "table_columns.css")
 
 
-def run_details(record: ExperimentRecord | RunSummary) -> str:
+def run_details(record: ExperimentRecord | RunSummary) -> Markup:
     """A run's free text in full, escaped, for the ticked runs' details under the table."""
-    items = "".join(
-        f"<dt>{field}</dt><dd>{html.escape(getattr(record, field) or '—')}</dd>"
-        for field in ("learner", "label", "prediction", "explanation", "notes"))
-    return (f"<h4>Run {html.escape(record.id)} · {html.escape(record.title)}</h4>"
-            f"<dl aria-label='Full text of run {html.escape(record.id)}'>{items}</dl>")
+    items = join(html("<dt>{}</dt><dd>{}</dd>", field, getattr(record, field) or "—")
+                 for field in ("learner", "label", "prediction", "explanation", "notes"))
+    return html("<h4>Run {id} · {title}</h4><dl aria-label='Full text of run {id}'>{items}</dl>",
+                id=record.id, title=record.title, items=items)
 
 
 class FiltersView(pn.viewable.Viewer):
@@ -257,8 +211,8 @@ class PagerView(pn.viewable.Viewer):
         first = (s.page - 1) * PAGE_SIZE + 1
         last = min(s.page * PAGE_SIZE, s.matching)
         shown = f"runs {first:,}–{last:,}" if s.matching else "no runs"
-        self.where.object = (f"<span data-testid='runs-page'>of {s.pages:,} ({shown} of "
-                             f"{s.matching:,})</span>")
+        self.where.object = html("<span data-testid='runs-page'>of {:,} ({} of {:,})</span>",
+                                 s.pages, shown, s.matching)
         self.first.disabled = self.previous.disabled = s.page <= 1
         self.next.disabled = self.last.disabled = s.page >= s.pages
 
@@ -292,9 +246,9 @@ class RunsTableView(pn.viewable.Viewer):
                 **{c: {"type": "textarea"} for c in _TEXT_COLUMNS},
                 "causal": {"type": "tickCross"}, "mask after softmax": {"type": "tickCross"},
                 "open": {"type": "html"},  # open_link's HTML, built from escaped text
-                # A whole number, "-" when the run was not in matrix mode (NaN in the frame).
-                "d_model": NumberFormatter(format="0", text_align="right"),
             },
+            # Numbers come as text (runs_frame), right-aligned as numbers are.
+            text_align=dict.fromkeys(_NUMBER_COLUMNS, "right"),
             # No widths: the shown columns share the width equally (fitColumns) and their text
             # wraps, so choosing columns changes only which are hidden. A change of widths
             # rebuilds Tabulator in the browser, and a second change arriving mid-build threw.
@@ -310,7 +264,7 @@ class RunsTableView(pn.viewable.Viewer):
                                     sizing_mode="stretch_width")
         self.columns = pn.widgets.CheckBoxGroup.from_param(
             self.param.shown, label="Columns shown", inline=True, sizing_mode="stretch_width",
-            stylesheets=[".bk-input-group { flex-wrap: wrap; column-gap: 4px; }"])
+            stylesheets=[_COLUMNS_CSS])
         self.chooser = pn.Card(self.columns, title="Columns shown", collapsed=True, sizing_mode="stretch_width",
                                margin=(5, 10))
         self.state.param.watch(self._update, ["page_runs", "timezone"])
@@ -341,10 +295,10 @@ class RunsTableView(pn.viewable.Viewer):
 
     def _count(self, *events) -> None:
         s = self.state
-        self.count.object = (f"<p class='runs-count' data-testid='runs-count'>"
-                             f"<b data-testid='runs-shown'>{s.matching:,}</b> of "
-                             f"<span data-testid='runs-total'>{s.total:,}</span> runs shown. "
-                             f"Times are in {html.escape(s.timezone)}; exports keep UTC.</p>")
+        self.count.object = html("<p class='runs-count' data-testid='runs-count'>"
+                                 "<b data-testid='runs-shown'>{:,}</b> of "
+                                 "<span data-testid='runs-total'>{:,}</span> runs shown. "
+                                 "Times are in {}; exports keep UTC.</p>", s.matching, s.total, s.timezone)
 
     def _show_details(self, *events) -> None:
         """The ticked runs' free text in full (read from the store: a run may be on another page)."""
@@ -352,7 +306,7 @@ class RunsTableView(pn.viewable.Viewer):
         found = {r.id: r for r in self.state.store.query(RunFilter(ids=ids)).runs} if ids else {}
         runs = [found[i] for i in ids if i in found]
         self.details.object = ("" if not runs else
-                               "<h3>Full text of the ticked runs</h3>" + "".join(map(run_details, runs)))
+                               html("<h3>Full text of the ticked runs</h3>{}", join(map(run_details, runs))))
 
     def _sync_selection(self, *events) -> None:
         where = {run_id: n for n, run_id in enumerate(self._ids)}

@@ -15,37 +15,34 @@ with FilePond's message, before sending it; the server checks the size again.
 from __future__ import annotations
 
 import asyncio
-import html
 from functools import partial
 
 import panel as pn
 import param
 
 from app.instructor.state import InstructorState
+from app.shared.html import Markup, html, join
 from app.shared.parsing import displayable
+from app.shared.static import read_text
 from app.store import StoreError
 from app.store.importing import FileReport, ImportReport, import_data
 
 MAX_UPLOAD_MB = 50  # per file: a class's export bundle of 10,000 runs is ~30 MB
 
 
-def upload_summary(report: ImportReport, limit: int = 40) -> str:
+def upload_summary(report: ImportReport, limit: int = 40) -> Markup:
     """What an upload did, as escaped HTML: the totals in one sentence, then each file's lines
     (what it added, skipped and refused, and why a file or a record was not taken)."""
     lines = [line for f in report.files for line in f.lines()]
     # A file's name is the uploader's text: no bidi override may turn the rest of its line round.
-    shown = "".join(f"<li>{html.escape(displayable(line))}</li>" for line in lines[:limit])
-    more = f"<li>… and {len(lines) - limit:,} more lines</li>" if len(lines) > limit else ""
+    shown = join(html("<li>{}</li>", displayable(line)) for line in lines[:limit])
+    more = html("<li>… and {:,} more lines</li>", len(lines) - limit) if len(lines) > limit else ""
     kind = "refused" if report.unread or report.total("refused") or report.total("invalid") else "done"
-    return (f"<div class='import {kind}' role='status' data-testid='import-summary'>"
-            f"<p><b>Upload: {html.escape(report.summary())}.</b></p><ul>{shown}{more}</ul></div>")
+    return html("<div class='import {}' role='status' data-testid='import-summary'>"
+                "<p><b>Upload: {}.</b></p><ul>{}{}</ul></div>", kind, report.summary(), shown, more)
 
 
-_SUMMARY_CSS = """
-.import { padding: 8px 12px; border-radius: 4px; unicode-bidi: isolate; }
-.done { background: #e6f4ea; color: #1b5e20; } .refused { background: #fff4e5; color: #663c00; }
-ul { margin: 4px 0 0 0; padding-left: 20px; } li { overflow-wrap: anywhere; }
-"""
+_SUMMARY_CSS = read_text(__package__, "upload_summary.css")
 
 
 class UploadView(pn.viewable.Viewer):
@@ -103,14 +100,14 @@ class UploadView(pn.viewable.Viewer):
         # page sometimes stayed empty until a later change.
         pn.state.execute(self.state.refresh, schedule=True)
 
-    def _summary(self) -> str:
+    def _summary(self) -> Markup | str:
         done = upload_summary(ImportReport(list(self._reports.values()))) if self._reports else ""
         if not self._importing:
             return done
         names = ", ".join(sorted(self._importing))
-        return (f"<div class='import' role='status' data-testid='import-progress'><p><b>Importing "
-                f"{len(self._importing):,} file{'s' if len(self._importing) != 1 else ''}…</b> "
-                f"{html.escape(names)}</p></div>{done}")
+        return html("<div class='import' role='status' data-testid='import-progress'><p><b>Importing "
+                    "{:,} file{}…</b> {}</p></div>{}", len(self._importing),
+                    "s" if len(self._importing) != 1 else "", names, done)
 
     def take(self, files: dict[str, bytes | str]) -> ImportReport:
         """Import ``files`` (name → content) into the store, each in its own transaction."""
@@ -130,8 +127,9 @@ class UploadView(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(
-            pn.pane.HTML("<h3>Import runs</h3><p>Drop learners' downloads (record files) or export bundles "
-                         f"(JSON, at most {self.max_mb} MB each) here: the same rules as "
-                         "<code>attention-workbench import</code>. A run already here is skipped; a "
-                         "different run with the same id is refused, never overwritten.</p>"),
+            pn.pane.HTML(html("<h3>Import runs</h3><p>Drop learners' downloads (record files) or export "
+                              "bundles (JSON, at most {} MB each) here: the same rules as "
+                              "<code>attention-workbench import</code>. A run already here is skipped; a "
+                              "different run with the same id is refused, never overwritten.</p>",
+                              self.max_mb)),
             self.dropper, self.summary, sizing_mode="stretch_width")

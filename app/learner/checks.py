@@ -7,7 +7,6 @@ maps (:mod:`.matrices`) and the row's step-by-step computation (:mod:`.steps`).
 
 from __future__ import annotations
 
-import html
 import re
 
 import numpy as np
@@ -15,7 +14,10 @@ import panel as pn
 import param
 
 from app.learner.state import LearnerState
-from app.shared.compare import TABLE_CSS, num
+from app.shared.compare import TABLE_CSS
+from app.shared.html import Markup, html, join
+from app.shared.numbers import MINUS, format_number
+from app.shared.static import read_text
 from attention_core import AttentionResult, row_steps
 from attention_core.checks import ROW_SUM_TOLERANCE
 from attention_core.modes import run_title
@@ -26,13 +28,7 @@ OTHER_LIBRARIES = (
     "softmax return NaN; jax.nn.dot_product_attention returns uniform weights over all keys, "
     "masked ones included, so its output is the mean of every value.")
 
-NOTICE_CSS = """
-.notice { padding: 10px 14px; border-radius: 6px; border: 1px solid; margin-bottom: 6px; }
-.danger { background: #f8d7da; color: #58151c; border-color: #f1aeb5; }
-.warning { background: #fff3cd; color: #664d03; border-color: #ffe69c; }
-.readouts-and-checks { display: flex; flex-wrap: wrap; gap: 10px 40px; align-items: flex-start; }
-h3 { font-size: 1.1em; font-weight: bold; margin: 1em 0 0.6em; }
-"""
+NOTICE_CSS = read_text(__package__, "checks_notice.css")
 
 
 def empty_rows(r: AttentionResult) -> list[int]:
@@ -41,46 +37,41 @@ def empty_rows(r: AttentionResult) -> list[int]:
     return [i for i in range(r.T) if row_steps(r, i).no_visible_key and not r.weights[i].any()]
 
 
-def banner_html(r: AttentionResult | None) -> str:
+def banner_html(r: AttentionResult | None) -> Markup:
     """The warning over the heat maps when a broken mode changes this input's result."""
     if r is None or r.mode.name == "correct" or not r.failed_checks:
-        return ""
-    if r.mode.name == "mask_after_softmax":
-        head = "BROKEN MODE: mask after softmax."
-    else:
-        head = f"BROKEN MODE: {html.escape(r.mode.title.lower())}."
-    return (f"<div class='notice danger'><b>{head}</b> "
-            f"{html.escape(r.mode.description)}</div>")
+        return Markup("")
+    name = "mask after softmax" if r.mode.name == "mask_after_softmax" else r.mode.title.lower()
+    return html("<div class='notice danger'><b>BROKEN MODE: {}.</b> {}</div>", name, r.mode.description)
 
 
 def _words(message: str) -> str:
     """A core message with a non-finite number in words, as the row steps say them: the page
-    never shows "nan" (an undefined ∞/∞ is what a naive softmax gave)."""
-    return re.sub(r"-inf\b", "−∞", re.sub(r"\bnan\b", "undefined", re.sub(r"\binf\b", "∞", message)))
+    never shows "nan" (an undefined ∞/∞ is what a naive softmax gave); a number's minus sign
+    is the page's (U+2212, :mod:`app.shared.numbers`), a hyphen in a word stays."""
+    words = re.sub(r"\bnan\b", "undefined", re.sub(r"\binf\b", "∞", message))
+    return re.sub(r"(?<![\w.-])-(?=\.?\d|∞)|(?<=\de)-(?=\d)", MINUS, words)
 
 
-def checks_html(r: AttentionResult) -> str:
-    """The core's checks of ``r`` as a checklist in seed 004's audit order."""
-    items = []
-    for c in r.checks:
-        mark, word = {True: ("✓", "pass"), False: ("✗", "FAIL"), None: ("–", "n/a")}[c.passed]
-        items.append(
-            f"<li class='check-{word.lower().replace('/', '')}' data-check='{c.name}'>"
-            f"<span aria-hidden='true'>{mark}</span> <b>{word}</b> {html.escape(c.title)}: "
-            f"{html.escape(_words(c.message))}</li>")
-    return ("<h3>Checks (audit order of seed 004)</h3>"
-            "<ol class='checklist' aria-label='Checks in audit order'>" + "".join(items) + "</ol>")
+def _check_mark(c) -> tuple[str, str]:
+    return {True: ("✓", "pass"), False: ("✗", "FAIL"), None: ("–", "n/a")}[c.passed]
+
+
+def checks_html(r: AttentionResult) -> Markup:
+    """The core's checks of ``r`` as a checklist in the order of Review, "Audit Order"."""
+    items = join(
+        html("<li class='check-{cls}' data-check='{name}'><span aria-hidden='true'>{mark}</span> "
+             "<b>{word}</b> {title}: {message}</li>", cls=word.lower().replace("/", ""), name=c.name,
+             mark=mark, word=word, title=c.title, message=_words(c.message))
+        for c in r.checks for mark, word in [_check_mark(c)])
+    return html("<h3>Checks (in the order of Review, <em>Audit Order</em>)</h3>"
+                "<ol class='checklist' aria-label='Checks in audit order'>{}</ol>", items)
 
 
 def reading(x: float) -> str:
-    """A readout number: as the cells show it, but ∞/∞ (naive softmax) is "undefined" and ±∞ by
-    name, as the row steps say them."""
-    x = float(x)
-    if np.isnan(x):
-        return "undefined"
-    if np.isinf(x):
-        return "−∞" if x < 0 else "∞"
-    return num(x)
+    """A readout number, as the cells and the row steps write it
+    (:func:`~app.shared.numbers.format_number`)."""
+    return format_number(x)
 
 
 def row_sum_html(x: float) -> str:
@@ -88,91 +79,85 @@ def row_sum_html(x: float) -> str:
     (``ROW_SUM_TOLERANCE``), "✗ not 1" with enough digits to see it: 0.9999 is not "1.000"."""
     x = float(x)
     if np.isfinite(x) and abs(x - 1) <= ROW_SUM_TOLERANCE:
-        return num(x)
-    shown = reading(x)
-    if np.isfinite(x) and abs(x - 1) < 0.0005:  # three decimals would read 1.000
-        shown = f"{x:.12g}"
-    return f"{shown} ✗ not 1"
+        return format_number(x)
+    near = np.isfinite(x) and abs(x - 1) < 0.0005  # three decimals would read 1.000
+    return f"{format_number(x, 'exact' if near else 'cell')} ✗ not 1"
 
 
-def readouts_html(r: AttentionResult | None, input_ok: bool) -> str:
+def readouts_html(r: AttentionResult | None, input_ok: bool) -> Markup:
     """Row sums, future-token weight, output per row; totals; notes; the checklist."""
-    stale = "" if input_ok else (
+    stale = Markup("") if input_ok else Markup(
         "<div class='notice warning'>The inputs have a problem (see the marked fields), so "
         "the heat maps and these readouts still show the last valid input.</div>")
     if r is None:
         return stale
     empty = empty_rows(r)
     has_output = r.output is not None
-    head = ("<th scope='col'>row (query)</th><th scope='col'>row sum</th>"
-            "<th scope='col'>future-token weight</th>")
+    head = Markup("<th scope='col'>row (query)</th><th scope='col'>row sum</th>"
+                  "<th scope='col'>future-token weight</th>")
     if has_output:
-        head += "<th scope='col'>output</th>"
+        head += Markup("<th scope='col'>output</th>")
     rows = []
     for i in range(r.T):
         flag = " (no visible key: see the note under this table)" if i in empty else ""
-        cells = (f"<th scope='row'>{i + 1}</th><td>{row_sum_html(r.row_sums[i])}{flag}</td>"
-                 f"<td>{reading(r.future_weight[i])}</td>")
+        cells = html("<th scope='row'>{}</th><td>{}{}</td><td>{}</td>",
+                     i + 1, row_sum_html(r.row_sums[i]), flag, reading(r.future_weight[i]))
         if has_output:
-            cells += f"<td>{', '.join(reading(x) for x in np.atleast_1d(r.output[i]))}</td>"
-        rows.append(f"<tr>{cells}</tr>")
+            cells += html("<td>{}</td>", ", ".join(reading(x) for x in np.atleast_1d(r.output[i])))
+        rows.append(html("<tr>{}</tr>", cells))
     note = ""
     if empty:
-        which = ", ".join(str(i + 1) for i in empty)
+        many = len(empty) > 1
         failed = [c.title for c in sorted(r.checks, key=lambda c: c.name != "row_sums")
                   if c.passed is False]
-        note = (f"<div class='notice warning' data-testid='empty-row-note'><p><b>Row{'s' if len(empty) > 1 else ''} "
-                f"{which}: no visible key.</b> Every key {'they' if len(empty) > 1 else 'it'} may read is "
-                f"padding, so {'their' if len(empty) > 1 else 'its'} weights are all 0 here and the "
-                f"check “{html.escape(failed[0] if failed else 'Row sums equal 1')}” fails.</p>"
-                f"<p>{html.escape(OTHER_LIBRARIES)}</p></div>")
+        note = html("<div class='notice warning' data-testid='empty-row-note'><p><b>Row{s} "
+                    "{which}: no visible key.</b> Every key {they} may read is padding, so {their} "
+                    "weights are all 0 here and the check “{check}” fails.</p><p>{others}</p></div>",
+                    s="s" if many else "", which=", ".join(str(i + 1) for i in empty),
+                    they="they" if many else "it", their="their" if many else "its",
+                    check=failed[0] if failed else "Row sums equal 1", others=OTHER_LIBRARIES)
     total = reading(r.total_future_weight)
     if np.isfinite(r.total_future_weight) and not np.isfinite(r.weights).all():
         # Naive softmax: the future cells' 0 is real (exp(−∞)), but the row's other weights are not.
         total += " (the future cells only: the other weights are undefined)"
-    title = html.escape(run_title(r.mode.name, r.causal, r.T))
     # The empty-row note sits right under the table, next to the rows it is about.
-    return (
-        f"{stale}<p>This run: <b data-testid='run-title'>{title}</b></p>"
+    return html(
+        "{stale}<p>This run: <b data-testid='run-title'>{title}</b></p>"
         "<div class='readouts-and-checks'><div>"
         "<table class='readouts' aria-label='Row sums and future-token weight'>"
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{note}"
-        f"<p>Total future-token weight: <b data-testid='total-future-weight'>"
-        f"{total}</b> · smallest row sum: "
-        f"<b data-testid='min-row-sum'>{reading(r.min_row_sum)}</b></p>"
-        f"</div><div>{checks_html(r)}</div></div>")
+        "<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>{note}"
+        "<p>Total future-token weight: <b data-testid='total-future-weight'>"
+        "{total}</b> · smallest row sum: "
+        "<b data-testid='min-row-sum'>{smallest}</b></p>"
+        "</div><div>{checks}</div></div>",
+        stale=stale, title=run_title(r.mode.name, r.causal, r.T), head=head, rows=join(rows),
+        note=note, total=total, smallest=reading(r.min_row_sum), checks=checks_html(r))
 
 
-INVARIANTS_CSS = """
-:host { font-size: 13px; }
-p { margin: 0 0 4px; }
-ol { margin: 4px 0 0; padding-left: 1.6em; }
-li { margin: 1px 0; }
-.check-fail { color: #b00020; } .check-pass { color: #1b5e20; } .check-na { color: #555; }
-"""
+INVARIANTS_CSS = read_text(__package__, "checks_invariants.css")
 
 
-def invariants_html(r: AttentionResult | None, input_ok: bool) -> str:
+def invariants_html(r: AttentionResult | None, input_ok: bool) -> Markup:
     """The run in brief, for the embed (:mod:`app.learner.embed`): its title, total future-token
     weight, smallest row sum and each check by title alone (its message in a tooltip and in
     :func:`checks_html`)."""
     if r is None:
-        return ""
-    stale = "" if input_ok else ("<p class='check-fail'>The inputs have a problem: still showing the "
-                                 "last valid input.</p>")
-    items = []
-    for c in r.checks:
-        mark, word = {True: ("✓", "pass"), False: ("✗", "FAIL"), None: ("–", "n/a")}[c.passed]
-        items.append(
-            f"<li class='check-{word.lower().replace('/', '')}' data-check='{c.name}' "
-            f"title='{html.escape(_words(c.message), quote=True)}'><span aria-hidden='true'>{mark}</span> "
-            f"<b>{word}</b> {html.escape(c.title)}</li>")
-    title = html.escape(run_title(r.mode.name, r.causal, r.T))
-    return (f"<div data-testid='invariants'>{stale}<p>This run: <b data-testid='brief-run-title'>{title}</b></p>"
-            f"<p>Total future-token weight: <b data-testid='brief-total-future-weight'>"
-            f"{reading(r.total_future_weight)}</b> · smallest row sum: "
-            f"<b data-testid='brief-min-row-sum'>{reading(r.min_row_sum)}</b></p>"
-            "<ol class='checklist' aria-label='Checks in brief'>" + "".join(items) + "</ol></div>")
+        return Markup("")
+    stale = Markup("") if input_ok else Markup(
+        "<p class='check-fail'>The inputs have a problem: still showing the last valid input.</p>")
+    items = join(
+        html("<li class='check-{cls}' data-check='{name}' title='{message}'><span aria-hidden='true'>"
+             "{mark}</span> <b>{word}</b> {title}</li>", cls=word.lower().replace("/", ""),
+             name=c.name, message=_words(c.message), mark=mark, word=word, title=c.title)
+        for c in r.checks for mark, word in [_check_mark(c)])
+    return html(
+        "<div data-testid='invariants'>{stale}<p>This run: <b data-testid='brief-run-title'>{title}</b></p>"
+        "<p>Total future-token weight: <b data-testid='brief-total-future-weight'>"
+        "{total}</b> · smallest row sum: "
+        "<b data-testid='brief-min-row-sum'>{smallest}</b></p>"
+        "<ol class='checklist' aria-label='Checks in brief'>{items}</ol></div>",
+        stale=stale, title=run_title(r.mode.name, r.causal, r.T), total=reading(r.total_future_weight),
+        smallest=reading(r.min_row_sum), items=items)
 
 
 class ResultView(pn.viewable.Viewer):

@@ -1,7 +1,7 @@
 """Contributions of the chosen row: each source's score, weight, value and contribution A_ij·v_j.
 
-Seed 000, "Keep Four Quantities Separate": a large score need not give a large weight, and a
-large weight need not give a large contribution. For row ``state.row`` the view shows the four
+Self-Attention in Matrix Form, "Keep Four Quantities Separate": a large score need not give a
+large weight, and a large weight need not give a large contribution. For row ``state.row`` the view shows the four
 side by side per source (key) ``j``: a table with every number, and four small Bokeh bar charts
 (score, weight, value, contribution) that share one source axis, so a learner sees where the
 three rankings differ. Vector values show one bar per component, grouped by source.
@@ -12,8 +12,6 @@ Every number is the core's (``result.scores``, ``weights``, ``mixed``, ``contrib
 """
 
 from __future__ import annotations
-
-import html
 
 import numpy as np
 import panel as pn
@@ -32,7 +30,9 @@ from bokeh.plotting import figure
 
 from app.learner.state import LearnerState
 from app.shared.compare import TABLE_CSS
-from app.shared.heatmap import format_number, short_number
+from app.shared.html import Markup, html, join
+from app.shared.numbers import format_number
+from app.shared.static import read_text
 from attention_core import AttentionResult
 
 # One dark colour per quantity (each at least 3:1 against white), grey for a masked score.
@@ -46,19 +46,12 @@ _LABELLED_BARS = 12  # beyond this many bars a chart's number labels overlap: th
 # Where labels go, in pixels: a chart's plot area (its legend, shown for vector values, takes
 # LEGEND_PX of the width), and a 10 px label's height and width per character (digits' widest).
 PLOT_PX, LEGEND_PX, LABEL_HEIGHT_PX, LABEL_CHAR_PX = (345, 120), 63, 12, 6.4
-_CSS = """
-.contributions-lead { margin: 0.2em 0 0.6em; max-width: 60em; }
-.notice { padding: 8px 12px; border-radius: 6px; border: 1px solid #ffe69c; background: #fff3cd;
-          color: #664d03; max-width: 60em; }
-table.contributions td { font-family: ui-monospace, monospace; white-space: nowrap; }
-table.contributions tfoot th, table.contributions tfoot td { border-top: 1px solid #999; }
-h3 { font-size: 1.1em; font-weight: bold; margin: 1.2em 0 0.4em; }
-"""
+_CSS = read_text(__package__, "contributions.css")
 
 
 def number(x: float) -> str:
-    """A number as the table shows it; NaN (naive softmax's ∞/∞) as "undefined"."""
-    return "undefined" if np.isnan(x) else format_number(float(x))
+    """A number as the table shows it (:func:`~app.shared.numbers.format_number`)."""
+    return format_number(x)
 
 
 def vector_text(x) -> str:
@@ -85,9 +78,9 @@ def _largest(a: np.ndarray, among: np.ndarray | None = None) -> int | None:
     return int(np.argmax(np.where(ok, a, -np.inf))) if ok.any() else None
 
 
-def lesson_html(r: AttentionResult, i: int) -> str:
+def lesson_html(r: AttentionResult, i: int) -> Markup:
     """Which source has the largest score, weight and contribution in row ``i`` (from 0): the
-    seed's lesson, said with this row's numbers."""
+    lesson of "Keep Four Quantities Separate", said with this row's numbers."""
     masked = _masked_before_softmax(r, i)
     score_j = _largest(r.scores[i])
     weight_j = _largest(r.weights[i])
@@ -104,45 +97,44 @@ def lesson_html(r: AttentionResult, i: int) -> str:
     elif score_j is not None and _zeroed_after_softmax(r, i)[score_j]:
         why = " (its weight zeroed after softmax)"
     size_word = "size" if contribution.ndim == 1 else "length"
-    return (f"<p class='contributions-lead' data-testid='contributions-lesson'>Largest score: "
-            f"<b>{key(score_j)}</b>{why} · largest weight: <b>{key(weight_j)}</b> · largest "
-            f"contribution ({size_word}): <b>{key(contribution_j)}</b>.</p>")
+    return html("<p class='contributions-lead' data-testid='contributions-lesson'>Largest score: "
+                "<b>{}</b>{} · largest weight: <b>{}</b> · largest contribution ({}): <b>{}</b>.</p>",
+                key(score_j), why, key(weight_j), size_word, key(contribution_j))
 
 
-def contributions_html(r: AttentionResult | None, row: int) -> str:
+def contributions_html(r: AttentionResult | None, row: int) -> Markup:
     """The heading, what the view shows, and the table of row ``row`` (from 1), escaped."""
     if r is None:
-        return "<h3>Contributions</h3><p>No valid input yet.</p>"
+        return Markup("<h3>Contributions</h3><p>No valid input yet.</p>")
     i = min(max(row, 1), r.T) - 1
-    n = i + 1
-    head = (f"<h3>Contributions to row {n}</h3>"
-            f"<p class='contributions-lead'>Output h<sub>{n}</sub> = Σ<sub>j</sub> "
-            f"A<sub>{n}j</sub> v<sub>j</sub>: each source (key) j adds its value v<sub>j</sub> "
-            f"times its weight A<sub>{n}j</sub>. A large score need not give a large weight, and "
-            "a large weight need not give a large contribution (seed 000).</p>")
+    head = html("<h3>Contributions to row {n}</h3>"
+                "<p class='contributions-lead'>Output h<sub>{n}</sub> = Σ<sub>j</sub> "
+                "A<sub>{n}j</sub> v<sub>j</sub>: each source (key) j adds its value v<sub>j</sub> "
+                "times its weight A<sub>{n}j</sub>. A large score need not give a large weight, and "
+                "a large weight need not give a large contribution (Self-Attention in Matrix Form, "
+                "<em>Keep Four Quantities Separate</em>).</p>", n=i + 1)
     if r.contributions is None:
-        return head + ("<p class='notice' data-testid='contributions-need-values'>Contributions "
-                       "need values: tick “Use values (adds output and contributions)”. The "
-                       "scores and weights of this row are below.</p>" + _table(r, i))
-    note = ""
+        return head + Markup("<p class='notice' data-testid='contributions-need-values'>Contributions "
+                             "need values: tick “Use values (adds output and contributions)”. The "
+                             "scores and weights of this row are below.</p>") + _table(r, i)
+    note = Markup("")
     if r.mode.mix == "keys":
-        note = ("<p class='notice' data-testid='contributions-mixed-keys'>Keys mixed instead of "
-                "values: the weights mixed the keys k<sub>j</sub>, not the values, so each "
-                f"“contribution” below is A<sub>{n}j</sub> k<sub>j</sub> and the output carries "
-                "the keys' information. The values were never used.</p>")
+        note = html("<p class='notice' data-testid='contributions-mixed-keys'>Keys mixed instead of "
+                    "values: the weights mixed the keys k<sub>j</sub>, not the values, so each "
+                    "“contribution” below is A<sub>{}j</sub> k<sub>j</sub> and the output carries "
+                    "the keys' information. The values were never used.</p>", i + 1)
     return head + note + lesson_html(r, i) + _table(r, i)
 
 
-def _table(r: AttentionResult, i: int) -> str:
+def _table(r: AttentionResult, i: int) -> Markup:
     n = i + 1
     masked, zeroed = _masked_before_softmax(r, i), _zeroed_after_softmax(r, i)
     keys_mixed = r.mode.mix == "keys"
-    mixed = "k" if keys_mixed else "v"
-    cols = [f"score S<sub>{n}j</sub>", f"weight A<sub>{n}j</sub>"]
+    cols = [html("score S<sub>{}j</sub>", n), html("weight A<sub>{}j</sub>", n)]
     if r.contributions is not None:
-        cols += ["key k<sub>j</sub> (mixed instead of the value)" if keys_mixed else "value v<sub>j</sub>",
-                 f"contribution A<sub>{n}j</sub> {mixed}<sub>j</sub>"]
-    head = "<th scope='col'>source (key) j</th>" + "".join(f"<th scope='col'>{c}</th>" for c in cols)
+        cols += [Markup("key k<sub>j</sub> (mixed instead of the value)" if keys_mixed else "value v<sub>j</sub>"),
+                 html("contribution A<sub>{}j</sub> {}<sub>j</sub>", n, "k" if keys_mixed else "v")]
+    head = Markup("<th scope='col'>source (key) j</th>") + join(html("<th scope='col'>{}</th>", c) for c in cols)
     rows = []
     for j in range(r.T):
         score = number(r.scores[i, j])
@@ -152,28 +144,21 @@ def _table(r: AttentionResult, i: int) -> str:
         cells = [score, weight]
         if r.contributions is not None:
             cells += [vector_text(r.mixed[j]), vector_text(r.contributions[i, j])]
-        rows.append(f"<tr><th scope='row'>key {j + 1}</th>"
-                    + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
-    foot = ""
+        rows.append(html("<tr><th scope='row'>key {}</th>{}</tr>", j + 1,
+                         join(html("<td>{}</td>", c) for c in cells)))
+    foot = Markup("")
     if r.output is not None:
-        span = len(cols) - 1
-        foot = (f"<tfoot><tr><th scope='row' colspan='{span}'>output h<sub>{n}</sub>: the sum of the "
-                f"contributions</th><td></td><td data-testid='contributions-output'>"
-                f"{html.escape(vector_text(r.output[i]))}</td></tr></tfoot>")
-    return (f"<table class='contributions' aria-label='Contributions to row {n}'>"
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody>{foot}</table>")
+        foot = html("<tfoot><tr><th scope='row' colspan='{}'>output h<sub>{}</sub>: the sum of the "
+                    "contributions</th><td></td><td data-testid='contributions-output'>{}</td></tr></tfoot>",
+                    len(cols) - 1, n, vector_text(r.output[i]))
+    return html("<table class='contributions' aria-label='Contributions to row {}'>"
+                "<thead><tr>{}</tr></thead><tbody>{}</tbody>{}</table>", n, head, join(rows), foot)
 
 
 def bar_label(x: float, crowded: bool = False) -> str:
-    """A bar's number: two decimals without trailing zeros ("14.62", "0.27", "100"), short
-    scientific notation beyond; empty where the bars are too many to label."""
-    if crowded:
-        return ""
-    if np.isnan(x):
-        return "undefined"
-    if x == 0 or not 0.01 <= abs(x) < 1e4:
-        return short_number(float(x))
-    return f"{x:.2f}".rstrip("0").rstrip(".")
+    """A bar's number as a narrow heat-map cell writes it, without trailing zeros ("14.6",
+    "0.27", "1", "1e−05"); empty where the bars are too many to label."""
+    return "" if crowded else format_number(x, "narrow", trim=True)
 
 
 def _baseline(x: float) -> str:

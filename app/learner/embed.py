@@ -1,6 +1,6 @@
 """The learner page made to sit in a course page: ``/embed``, an iframe 610 px high.
 
-Seed 003 embeds the workbench as an explorable (``:::explorable{… height="610"
+The Self-attention lesson embeds the workbench as an explorable (``:::explorable{… height="610"
 id="attention-workbench"}``) and completes its *experiment* checkpoint on the event
 ``experiment-recorded`` from that instance. This page is the learner page itself (one
 :class:`~app.learner.page.LearnerPage`, its state and its views) laid out for the frame: the
@@ -24,8 +24,6 @@ The page and the course page talk with ``postMessage``, only with the origins th
 
 from __future__ import annotations
 
-import html
-
 import panel as pn
 import param
 from panel.custom import JSComponent
@@ -33,61 +31,17 @@ from panel.custom import JSComponent
 from app.learner.checks import InvariantsView
 from app.learner.page import LearnerPage
 from app.learner.record import STATUS_CSS
+from app.shared.html import Markup, html
 from app.shared.parsing import displayable
+from app.shared.static import read_text
 from attention_core.records import TEXT_LIMITS, ExperimentRecord
 
-DEFAULT_INSTANCE = "attention-workbench"  # seed 003's explorable id
+DEFAULT_INSTANCE = "attention-workbench"  # the Self-attention lesson's explorable id
 EVENT_TYPE, CONTEXT_TYPE, RECORDED = "explorable-event", "explorable-context", "experiment-recorded"
 HOST_FIELDS = ("learner", "prediction")
 MAP_SIZE = 176  # two maps side by side (each 140 px wider than this) in a 640 px column
 TITLE = "Self-attention workbench (embedded)"
 
-_BRIDGE_ESM = r"""
-export function render({ model, view }) {
-  // The parent's origin: Chromium and Safari list it, Firefox leaves the referrer's.
-  function parentOrigin() {
-    const ancestors = window.location.ancestorOrigins
-    if (ancestors && ancestors.length > 0) return ancestors[0]
-    try { return document.referrer ? new URL(document.referrer).origin : null } catch (e) { return null }
-  }
-  function trustedParent() {
-    const origin = window.parent === window ? null : parentOrigin()
-    return origin && model.trusted_origins.includes(origin) ? origin : null
-  }
-  function post() {
-    const message = model.message, origin = trustedParent()
-    if (!origin || !message || !message.run) return
-    // The full workbench beside this page: /embed → /, behind any path prefix.
-    const url = new URL(window.location.href)
-    url.pathname = url.pathname.replace(/embed\/?$/, '')
-    url.search = '?run=' + encodeURIComponent(message.run.id)
-    url.hash = ''
-    window.parent.postMessage({...message, url: url.href}, origin)
-  }
-  function listen(event) {
-    if (window.parent === window || event.source !== window.parent) return
-    if (!model.trusted_origins.includes(event.origin)) return
-    const data = event.data
-    if (!data || typeof data !== 'object' || data.type !== 'explorable-context') return
-    if (data.instanceId !== undefined && data.instanceId !== model.instance_id) return
-    const got = {}
-    for (const key of ['learner', 'prediction']) {
-      if (typeof data[key] === 'string') got[key] = data[key]
-    }
-    if (Object.keys(got).length > 0) model.received = got
-  }
-  model.on('message', post)
-  // A re-render must not leave a second listener behind.
-  if (view._explorable_listener) window.removeEventListener('message', view._explorable_listener)
-  view._explorable_listener = listen
-  window.addEventListener('message', listen)
-  model.on('remove', () => window.removeEventListener('message', listen))
-  // Now listening: a course page that sends the learner's text by message waits for this.
-  const origin = trustedParent()
-  const ready = {type: 'explorable-event', instanceId: model.instance_id, event: 'ready'}
-  if (origin) window.parent.postMessage(ready, origin)
-}
-"""
 
 
 class ExplorableBridge(JSComponent):
@@ -105,12 +59,13 @@ class ExplorableBridge(JSComponent):
     message = param.Dict(default={}, doc="The last event posted (the browser adds ``url``).")
     received = param.Dict(default={}, doc="learner and/or prediction from the parent, until taken.")
 
-    _esm = _BRIDGE_ESM
+    _esm = "embed_bridge.js"
 
 
 def recorded_event(record: ExperimentRecord, instance_id: str = DEFAULT_INSTANCE) -> dict:
-    """The ``experiment-recorded`` message for a saved run, as seed 003's explorable expects it
-    (``url`` is added in the browser, which knows the address the learner reaches).
+    """The ``experiment-recorded`` message for a saved run, as the Self-attention lesson's
+    experiment checkpoint expects it (``url`` is added in the browser, which knows the address
+    the learner reaches).
 
     Numbers are the record's own (``None`` where not finite); ``failed_checks`` a list of check
     names, empty for a correct run.
@@ -132,18 +87,17 @@ def host_text(text: str, field: str) -> tuple[str, str]:
                           f"{limit} were kept (the limit).")
 
 
-def passed_in_html(learner: str, prediction: str) -> str:
+def passed_in_html(learner: str, prediction: str) -> Markup:
     """What the first tab says about the record fields (in the Saved runs tab): whose runs these
     are and the prediction Save run will store, escaped, or where to write the prediction."""
-    who = f"Learner: <b data-testid='embed-learner'>{html.escape(learner)}</b>. " if learner else ""
+    who = html("Learner: <b data-testid='embed-learner'>{}</b>. ", learner) if learner else ""
     if not prediction.strip():
-        return (f"<p>{who}Save run needs your prediction: write it in the <b>Saved runs</b> "
-                "tab.</p>")
+        return html("<p>{}Save run needs your prediction: write it in the <b>Saved runs</b> tab.</p>", who)
     shown = prediction if len(prediction) <= 120 else prediction[:119] + "…"
-    return f"<p>{who}Prediction: <q data-testid='embed-prediction'>{html.escape(shown)}</q></p>"
+    return html("<p>{}Prediction: <q data-testid='embed-prediction'>{}</q></p>", who, shown)
 
 
-_HINT_CSS = ":host { font-size: 13px; } p { margin: 2px 0; overflow-wrap: anywhere; }"
+_HINT_CSS = read_text(__package__, "embed_hint.css")
 
 
 class EmbedPage(pn.viewable.Viewer):
@@ -167,8 +121,8 @@ class EmbedPage(pn.viewable.Viewer):
         self.invariants = InvariantsView(state=s)
         self.passed_in = pn.pane.HTML(pn.bind(passed_in_html, s.param.learner, s.param.prediction),
                                       stylesheets=[_HINT_CSS], margin=(0, 10), sizing_mode="stretch_width")
-        self.host_note = pn.pane.HTML(pn.bind(lambda m: f"<div class='status error' role='status'>"
-                                              f"{html.escape(m)}</div>" if m else "", self.param.host_message),
+        self.host_note = pn.pane.HTML(pn.bind(lambda m: html("<div class='status error' role='status'>{}</div>", m)
+                                              if m else "", self.param.host_message),
                                       visible=pn.bind(bool, self.param.host_message),
                                       stylesheets=[STATUS_CSS], sizing_mode="stretch_width")
         r = p.record

@@ -1,4 +1,5 @@
-"""Copy as test: the exercise's test made from one of this page's saved runs (seed 003, issue 16).
+"""Copy as test: the exercise's test made from one of this page's saved runs (Self-attention,
+"Shapes and loops"; issue 16).
 
 A saved run and a language (TypeScript for vitest, Python for pytest) give the text of
 :func:`attention_core.exercise.render_test`, shown in a text area. ``Copy as test`` copies it with
@@ -18,26 +19,17 @@ from bokeh.models import CustomJS, Div, TextAreaInput
 
 from app.learner.record import STATUS_CSS, status_html
 from app.learner.state import LearnerState
+from app.shared.html import html
+from app.shared.static import read_text
 from attention_core.exercise import EXERCISE_FUNCTION, ExerciseCaseError, case_filename, render_test
 
 LANGUAGE_NAMES = {"TypeScript (vitest)": "ts", "Python (pytest)": "py"}
 MAX_TEXT = 1_000_000  # Bokeh's text area takes 500 characters by default; a 16-token test is ~10,000
 
 # Code reads as code: monospace, lines kept whole (the area scrolls sideways).
-CODE_CSS = "textarea { font-family: ui-monospace, monospace; font-size: 12px; white-space: pre; }"
+CODE_CSS = read_text(__package__, "exercise_code.css")
 # Only this page's own constant sentences go into the status line, never text from the run.
-COPY_JS = """
-const say = (kind, text) => { status.text = `<div class="status ${kind}" role="status">${text}</div>` }
-if (!(window.isSecureContext && navigator.clipboard)) {
-  say('error', 'This page cannot use the clipboard (it needs https or localhost): ' +
-      'select the text in Generated test and copy it, or use Download test.')
-} else {
-  navigator.clipboard.writeText(area.value).then(
-    () => say('ok', `Copied the test to the clipboard (${area.value.trimEnd().split('\\n').length} lines).`),
-    () => say('error', 'The browser refused the clipboard: select the text in Generated test ' +
-                       'and copy it, or use Download test.'))
-}
-"""
+COPY_JS = read_text(__package__, "exercise_copy.js")
 
 
 class ExerciseTestView(pn.viewable.Viewer):
@@ -76,9 +68,9 @@ class ExerciseTestView(pn.viewable.Viewer):
         self.problem = pn.pane.HTML(pn.bind(status_html, self.param.message, False),
                                     visible=pn.bind(bool, self.param.message), stylesheets=[STATUS_CSS])
         self._layout = pn.Column(
-            pn.pane.HTML(f"<h3>The exercise's test from a run</h3><p>A vitest or pytest test of "
-                         f"<code>{EXERCISE_FUNCTION.signature}</code> with the run's queries, keys and "
-                         "causal mask, expecting the correct weights.</p>", margin=(5, 10)),
+            pn.pane.HTML(html("<h3>The exercise's test from a run</h3><p>A vitest or pytest test of "
+                              "<code>{}</code> with the run's queries, keys and causal mask, expecting "
+                              "the correct weights.</p>", EXERCISE_FUNCTION.signature), margin=(5, 10)),
             pn.Row(self.run_select, self.language_choice), self.problem,
             pn.Row(pn.pane.Bokeh(self.copy), self.download, pn.pane.Bokeh(self.copy_status)),
             pn.pane.Bokeh(self.area, sizing_mode="stretch_width"), sizing_mode="stretch_width")

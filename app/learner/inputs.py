@@ -7,8 +7,6 @@ state's messages. Left out: what the inputs compute (the heat maps, readouts and
 
 from __future__ import annotations
 
-import html
-
 import panel as pn
 import param
 
@@ -22,20 +20,22 @@ from app.learner.state import (
     cell_label,
 )
 from app.shared.grid import MatrixGrid
+from app.shared.html import Markup, html
+from app.shared.static import read_text
 from app.shared.widgets import NO_SPIN_BUTTONS
 from attention_core import exposure
 from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES
 
-ERROR_CSS = ":host { color: #b00020; font-size: 0.85em; }"
+ERROR_CSS = read_text(__package__, "inputs_error.css")
 # In the Presets row; the other presets are offered beside the failure mode they expose.
 _SHOWN_PRESETS = ("worked_row", "large_scores", "all_equal", "four_token_trace", "wide_head")
-_NOTE_CSS = ":host { font-size: 0.9em; } p { margin: 0.3em 0; }"
+_NOTE_CSS = read_text(__package__, "inputs_note.css")
 
 
-def alert_html(message: str) -> str:
+def alert_html(message: str) -> Markup:
     """A message a screen reader announces as it appears, escaped."""
-    return f'<span role="alert">{html.escape(message)}</span>' if message else ""
+    return html('<span role="alert">{}</span>', message) if message else Markup("")
 
 
 def checked_int_input(state: param.Parameterized, name: str, label: str, setter) -> tuple[
@@ -85,21 +85,21 @@ def mask_note_html(causal: bool, failure_mode: str, tokens: int) -> str:
                 "(broken)</b> has nothing to act on.</p>")
     if not causal:
         return ("<p data-testid='bidirectional-note'>The causal mask is off: this is "
-                "<b>bidirectional</b> attention, as an encoder uses (seed 004: self-attention may "
-                "be causal or bidirectional), so every token can read future tokens, and that is "
-                "correct here. A decoder that needs the mask and forgets it is the failure mode "
-                "<b>No mask</b>.</p>")
+                "<b>bidirectional</b> attention, as an encoder uses (Review, <em>Distinctions "
+                "to Keep</em>: self-attention may be causal or bidirectional), so every token "
+                "can read future tokens, and that is correct here. A decoder that needs the mask "
+                "and forgets it is the failure mode <b>No mask</b>.</p>")
     return ""
 
 
-def mode_html(failure_mode: str) -> str:
+def mode_html(failure_mode: str) -> Markup:
     """The chosen mode's description and the checks it breaks, by their titles."""
     mode = FAILURE_MODES[failure_mode]
     if not mode.breaks:
-        return f"<p data-testid='mode-description'>{html.escape(mode.description)}</p>"
+        return html("<p data-testid='mode-description'>{}</p>", mode.description)
     broken = ", ".join(CHECK_TITLES[name] for name in CHECK_TITLES if name in mode.breaks)
-    return (f"<p data-testid='mode-description'>{html.escape(mode.description)}</p>"
-            f"<p data-testid='mode-breaks'>It breaks: <b>{html.escape(broken)}</b>.</p>")
+    return html("<p data-testid='mode-description'>{}</p><p data-testid='mode-breaks'>It breaks: "
+                "<b>{}</b>.</p>", mode.description, broken)
 
 
 GROUP_TITLES = {"queries": "Query", "keys": "Key", "values": "Value", "x": "X", "w_q": "W_Q",
@@ -253,7 +253,7 @@ class InputsView(pn.viewable.Viewer):
             return ""
         if self.state.failure_mode not in EXPOSING_PRESETS:
             note += " No input on this page can show it."
-        return f"<p data-testid='exposure-note' role='note'>{html.escape(note)}</p>"
+        return html("<p data-testid='exposure-note' role='note'>{}</p>", note)
 
     def _sync_expose(self, *events) -> None:
         s = self.state

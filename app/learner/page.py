@@ -7,8 +7,6 @@ per request), so no two learners share a widget or a value. Tests build one with
 
 from __future__ import annotations
 
-import html
-
 import panel as pn
 import param
 
@@ -22,6 +20,8 @@ from app.learner.runs import SavedRunsView
 from app.learner.state import LearnerState
 from app.learner.steps import RowStepsView
 from app.shared.connection import announce_lost_connection
+from app.shared.html import html
+from app.shared.static import read_text
 from app.store import RunStore, resolve_store_url
 
 TITLE = "Self-attention workbench"
@@ -29,20 +29,16 @@ TITLE = "Self-attention workbench"
 INTRO = """<p>
 Rows are querying tokens, columns are the keys they may read. With the <b>Causal mask</b> on, a
 token cannot read later tokens: their scores become −∞ <em>before</em> softmax, so each row's
-weights still sum to 1. Choose a <b>Failure mode</b> to see what each common mistake of seed 003
-breaks, save a run in each, and compare them. Scores are divided by √d_k, the head width: give
-each token a vector (<b>Head width d_k</b>), or X and the projections W_Q, W_K, W_V (<b>Input
-mode</b>), to see why. Click a heat-map row (or set <b>Row</b>) to see that row's computation step by step.
+weights still sum to 1. Choose a <b>Failure mode</b> to see what each mistake of Self-attention,
+<em>Common failure modes</em>, breaks, save a run in each, and compare them. Scores are divided
+by √d_k, the head width: give each token a vector (<b>Head width d_k</b>), or X and the
+projections W_Q, W_K, W_V (<b>Input mode</b>), to see why. Click a heat-map row (or set
+<b>Row</b>) to see that row's computation step by step.
 </p>"""
 
-_HEADER = ("<header><h1 style='margin: 0; font-size: 1.6em; font-weight: normal; color: white;'>"
-           f"{TITLE}</h1></header>")
-_OPENED_CSS = """
-.opened { padding: 8px 12px; border-radius: 4px; border: 1px solid; }
-.shown { background: #e7f1ff; color: #052c65; border-color: #9ec5fe; }
-.edited { background: #f8f9fa; color: #333; border-color: #ccc; }
-.refused { background: #fdecea; color: #b00020; border-color: #f1aeb5; }
-"""
+_HEADER = html("<header><h1 style='margin: 0; font-size: 1.6em; font-weight: normal; color: white;'>"
+               "{}</h1></header>", TITLE)
+_OPENED_CSS = read_text(__package__, "page_opened.css")
 _SIDEBAR_CSS = ":host { border-right: 1px solid #dee2e6; }"
 
 DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is saved. "
@@ -50,15 +46,7 @@ DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is 
 # The lost-connection notice in the header bar's free right part, two lines high at most: in
 # Panel's corner (bottom right) it covered Saved runs' Open links at the page's end. Notyf's
 # ripple paints a toast only as wide as it is high, so the wide one gets its own background.
-NOTICE_IN_HEADER_CSS = """
-.notyf { padding: 5px 12px; }
-.notyf__toast { max-width: min(800px, calc(100vw - 420px)); padding: 0 8px; }
-.notyf__wrapper { padding-top: 3px; padding-bottom: 3px; }
-.notyf__message { font-size: 13px; line-height: 1.3; }
-.notyf__icon { margin-right: 6px; }
-.notyf__disconnect { background: #b00020; }
-.notyf__disconnect .notyf__ripple { display: none; }
-"""
+NOTICE_IN_HEADER_CSS = read_text(__package__, "page_notice_in_header.css")
 
 
 def opened_html(message: str, ok: bool, edited: bool) -> str:
@@ -67,9 +55,9 @@ def opened_html(message: str, ok: bool, edited: bool) -> str:
     if not message:
         return ""
     if not ok:
-        return f"<div class='opened refused' role='alert'>{html.escape(message)}</div>"
+        return html("<div class='opened refused' role='alert'>{}</div>", message)
     kind = "edited" if edited else "shown"
-    return f"<div class='opened {kind}' role='note' data-testid='opened-run'>{html.escape(message)}</div>"
+    return html("<div class='opened {}' role='note' data-testid='opened-run'>{}</div>", kind, message)
 
 
 class LearnerPage(pn.viewable.Viewer):
@@ -154,5 +142,8 @@ def create_page(store: RunStore | None = None) -> LearnerPage:
     return LearnerPage(store=store).serve_session()
 
 
-if __name__.startswith("bokeh"):
-    create_page().servable(title=TITLE)
+if pn.state.served:
+    # `panel serve app/learner/page.py`: the page over the store `attention-workbench serve` opens
+    # by default, one per server process (as there) rather than one per session.
+    create_page(pn.state.as_cached("attention-workbench-store", RunStore, url=resolve_store_url())).servable(
+        title=TITLE)

@@ -1,13 +1,13 @@
 """Where the queries, keys and values came from, and what the scores are divided by.
 
-In matrix mode: ``Q = X W_Q``, ``K = X W_K``, ``V = X W_V`` with their shapes and numbers (seed
-000, seed 004); in every mode: the head width d_k and the division by √d_k (seed 003), or that
-the "No sqrt(d_k) scaling" mode skipped it. Left out: the heat maps and the row steps.
+In matrix mode: ``Q = X W_Q``, ``K = X W_K``, ``V = X W_V`` with their shapes and numbers
+(Self-Attention in Matrix Form; Review, "The Complete Layer"); in every mode: the head width d_k
+and the division by √d_k (Self-attention, "Queries, keys, and values"), or that the
+"No sqrt(d_k) scaling" mode skipped it. Left out: the heat maps and the row steps.
 """
 
 from __future__ import annotations
 
-import html
 import math
 
 import numpy as np
@@ -15,48 +15,41 @@ import panel as pn
 import param
 
 from app.learner.state import LearnerState
-from app.shared.heatmap import format_number
+from app.shared.html import Markup, html, join
+from app.shared.numbers import format_number
+from app.shared.static import read_text
 from attention_core import AttentionResult
 
-_CSS = """
-.shapes { font-size: 0.95em; }
-.shapes p { margin: 0.2em 0 0.5em; }
-.projections { display: flex; flex-wrap: wrap; gap: 6px 28px; align-items: flex-start; }
-table.matrix { border-collapse: collapse; font-family: ui-monospace, monospace; font-size: 12px; }
-table.matrix caption { caption-side: top; text-align: left; font-family: sans-serif;
-  font-size: 13px; padding-bottom: 2px; white-space: nowrap; }
-table.matrix th { font-weight: normal; color: #666; padding: 0 4px; text-align: right; }
-table.matrix td { text-align: right; padding: 1px 6px; border-left: 1px solid #e3e3e3; }
-"""
+_CSS = read_text(__package__, "projections.css")
 
 
-def matrix_html(name: str, formula: str, a: np.ndarray) -> str:
+def matrix_html(name: str, formula: str, a: np.ndarray) -> Markup:
     """One projected matrix as a small table: caption "Q = X W_Q (4 × 2)", a row per token."""
     a = a.reshape(len(a), -1)
-    rows = "".join(
-        f"<tr><th scope='row'>{i + 1}</th>" + "".join(f"<td>{format_number(x)}</td>" for x in row) + "</tr>"
-        for i, row in enumerate(a))
+    rows = join(html("<tr><th scope='row'>{}</th>{}</tr>", i + 1,
+                     join(html("<td>{}</td>", format_number(x)) for x in row))
+                for i, row in enumerate(a))
     caption = f"{name} = {formula} ({a.shape[0]} × {a.shape[1]})"
-    return (f"<table class='matrix' aria-label='{html.escape(caption)}'>"
-            f"<caption>{html.escape(caption)}</caption><tbody>{rows}</tbody></table>")
+    return html("<table class='matrix' aria-label='{caption}'><caption>{caption}</caption>"
+                "<tbody>{rows}</tbody></table>", caption=caption, rows=rows)
 
 
-def scale_html(r: AttentionResult) -> str:
+def scale_html(r: AttentionResult) -> Markup:
     """What the scores were divided by, said with this run's d_k."""
     root = math.sqrt(r.d_k)
     root_text = str(int(root)) if root.is_integer() else format_number(root)
     if not r.mode.scale:
-        return (f"<p data-testid='score-scale'><b>Scores S = QKᵀ</b>, not divided by √d_k = "
-                f"√{r.d_k} = {root_text}: the <b>No sqrt(d_k) scaling</b> mode, so a wider head "
-                "gives larger scores and sharper weights.</p>")
-    return (f"<p data-testid='score-scale'><b>Scores S = QKᵀ / √d_k</b> with head width "
-            f"d_k = {r.d_k}: each score is q·k / √{r.d_k} = q·k / {root_text}.</p>")
+        return html("<p data-testid='score-scale'><b>Scores S = QKᵀ</b>, not divided by √d_k = "
+                    "√{} = {}: the <b>No sqrt(d_k) scaling</b> mode, so a wider head "
+                    "gives larger scores and sharper weights.</p>", r.d_k, root_text)
+    return html("<p data-testid='score-scale'><b>Scores S = QKᵀ / √d_k</b> with head width "
+                "d_k = {d_k}: each score is q·k / √{d_k} = q·k / {root}.</p>", d_k=r.d_k, root=root_text)
 
 
-def shapes_html(r: AttentionResult | None) -> str:
+def shapes_html(r: AttentionResult | None) -> Markup:
     """The projections (matrix mode) and the score scaling line; empty before any result."""
     if r is None:
-        return ""
+        return Markup("")
     parts = []
     p = r.projection
     if p is not None:
@@ -66,10 +59,11 @@ def shapes_html(r: AttentionResult | None) -> str:
         tables = [matrix_html("Q", "X W_Q", p.queries), matrix_html("K", "X W_K", p.keys)]
         if p.values is not None:
             tables.append(matrix_html("V", "X W_V", p.values))
-        parts.append(f"<p>Projections (formula of seed 000): {html.escape(shapes)}.</p>"
-                     f"<div class='projections'>{''.join(tables)}</div>")
+        parts.append(html("<p>Projections (the formula of Self-Attention in Matrix Form): {}.</p>"
+                          "<div class='projections'>{}</div>",
+                          shapes, join(tables)))
     parts.append(scale_html(r))
-    return f"<div class='shapes'>{''.join(parts)}</div>"
+    return html("<div class='shapes'>{}</div>", join(parts))
 
 
 class ProjectionsView(pn.viewable.Viewer):

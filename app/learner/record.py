@@ -1,29 +1,26 @@
 """Record a run: the lesson's prediction checkpoint, optional learner and label, Save run.
 
 The explanation is not here: it is attached to the saved run(s) it explains, in
-:class:`app.learner.runs.SavedRunsView` (seed 003's order: predict → experiment → explain).
+:class:`app.learner.runs.SavedRunsView` (the order of the Self-attention
+lesson's checkpoints: predict → experiment → explain).
 Learner text is only ever shown escaped.
 """
 
 from __future__ import annotations
-
-import html
 
 import panel as pn
 import param
 
 from app.learner.state import LearnerState
 from app.shared.connection import mark_stale_js
+from app.shared.html import html
+from app.shared.static import read_text
 from attention_core.records import TEXT_LIMITS
 
 PREDICT_QUESTION = ("Can token 2 attend to token 3, and what will post-softmax masking "
-                    "change?")  # seed 003's predict checkpoint
+                    "change?")  # the Self-attention lesson's predict checkpoint
 
-STATUS_CSS = """
-.status { padding: 8px 12px; border-radius: 4px; unicode-bidi: isolate; }
-.ok { background: #e6f4ea; color: #1b5e20; } .error { background: #fdecea; color: #b00020; }
-.stale { background: #eceff1; color: #37474f; }
-"""
+STATUS_CSS = read_text(__package__, "record_status.css")
 
 # Run in the browser when the server's connection drops: a green "Saved run #2" beside Save run
 # would say the next click saves too. The message keeps what was saved and says nothing more is.
@@ -47,7 +44,7 @@ def status_html(message: str, ok: bool) -> str:
     if not message:
         return ""
     kind = "ok" if ok else "error"
-    return f'<div class="status {kind}" role="status">{html.escape(message)}</div>'
+    return html('<div class="status {}" role="status">{}</div>', kind, message)
 
 
 class RecordView(pn.viewable.Viewer):

@@ -1,7 +1,8 @@
 """This page's saved runs: the table with ticks, the explanation attached to runs, downloads,
 the comparison of two ticked runs, and the exercise's test made from a run (Copy as test).
 
-The explanation is edited on saved runs (seed 003's order: predict → experiment → explain):
+The explanation is edited on saved runs (the order of the Self-attention lesson's
+checkpoints: predict → experiment → explain):
 ``Save explanation`` replaces the ticked runs' explanation on disk and never adds a run.
 Learner text is only ever shown escaped. No pandas: the learner page never loads it (only the
 instructor page needs it), so the table is HTML and the ticks one labelled checkbox per run.
@@ -9,7 +10,6 @@ instructor page needs it), so the table is HTML and the ticks one labelled check
 
 from __future__ import annotations
 
-import html
 import io
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
@@ -20,38 +20,28 @@ import param
 from app.learner.exercise import ExerciseTestView
 from app.learner.record import MAX_TYPED, STATUS_CSS, limited, status_html
 from app.learner.state import LearnerState
-from app.shared.compare import ComparisonView
-from app.shared.heatmap import format_number
+from app.shared.compare import ComparisonView, failed_checks_text
+from app.shared.html import Markup, html, join
+from app.shared.numbers import format_optional
+from app.shared.static import read_text
 from app.store import StoreError, export_csv, export_json
-from attention_core.checks import CHECK_TITLES
 
 EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
-                    "violate it?")  # seed 003's explain checkpoint
+                    "violate it?")  # the Self-attention lesson's explain checkpoint
 
 # The columns shown, in order. The run id is in the data (for tests and the page's own code)
 # and on each table row (data-run-id), not shown.
 RUN_COLUMNS = ("run", "saved (UTC)", "label", "learner", "mode", "future-token weight",
                "smallest row sum", "failed checks", "explanation")
 
-TABLE_CSS = """
-table { border-collapse: collapse; width: 100%; font-size: 13px; }
-th, td { border-bottom: 1px solid #dee2e6; padding: 4px 6px; text-align: left; vertical-align: top; }
-td:nth-child(2) { white-space: nowrap; }
-/* A long unbroken label, learner or explanation wraps instead of widening the table; the
-   minimum width keeps the table from squeezing these columns until words break ("correc t"). */
-td:nth-child(3), td:nth-child(4), td:nth-child(9) { overflow-wrap: anywhere; min-width: 8em; }
-thead th { border-bottom: 2px solid #999; }
-caption { caption-side: top; text-align: left; color: #555; }
-"""
+TABLE_CSS = read_text(__package__, "runs_table.css")
+_TICKS_CSS = read_text(__package__, "runs_ticks.css")
 
 
 def runs_columns(records) -> dict[str, list[str]]:
     """Saved runs as table columns: one list of display text per column (``id`` and
     :data:`RUN_COLUMNS`), one entry per experiment record (run 1 first). Numbers are shown as the
     readouts show them; a missing future-token weight or row sum, or no explanation, as "—"."""
-
-    def number(x):
-        return "—" if x is None else format_number(x)
 
     return {
         "id": [r.id for r in records],
@@ -60,36 +50,34 @@ def runs_columns(records) -> dict[str, list[str]]:
         "label": [r.label or "" for r in records],
         "learner": [r.learner or "" for r in records],
         "mode": [r.title for r in records],
-        "future-token weight": [number(r.total_future_weight) for r in records],
-        "smallest row sum": [number(r.min_row_sum) for r in records],
-        "failed checks": ["; ".join(CHECK_TITLES.get(n, n) for n in r.failed_checks) or "none" for r in records],
+        "future-token weight": [format_optional(r.total_future_weight) for r in records],
+        "smallest row sum": [format_optional(r.min_row_sum) for r in records],
+        "failed checks": [failed_checks_text(r) for r in records],
         "explanation": [r.explanation or "—" for r in records],
     }
 
 
-def open_link(run_id: str, number: int, saved_ids: list[str], keep: dict[str, str] | None = None) -> str:
+def open_link(run_id: str, number: int, saved_ids: list[str], keep: dict[str, str] | None = None) -> Markup:
     """The "Open" link of run ``number``: this page again with the run opened in the workbench
     (``?run=<id>``), the page's saved runs kept (``runs=…``) and the query parameters ``keep``
     (the embed's ``instanceId``)."""
     query = urlencode({**(keep or {}), "run": run_id, "runs": ",".join(saved_ids)})
-    return (f"<a href='?{html.escape(query)}' aria-label='Open run {number} in the workbench'>"
-            "Open</a>")
+    return html("<a href='?{}' aria-label='Open run {} in the workbench'>Open</a>", query, number)
 
 
-def runs_table_html(records, keep: dict[str, str] | None = None) -> str:
+def runs_table_html(records, keep: dict[str, str] | None = None) -> Markup:
     """The saved runs as an HTML table (name "Saved runs"), every cell's text escaped, each
     row ending with its "Open" link (:func:`open_link`, which keeps the query parameters ``keep``)."""
     columns = runs_columns(records)
-    head = "".join(f"<th scope='col'>{html.escape(c)}</th>" for c in RUN_COLUMNS)
-    head += "<th scope='col'>open</th>"
-    rows = "".join(
-        f"<tr data-run-id='{html.escape(run_id)}'>"
-        + "".join(f"<td>{html.escape(columns[c][i])}</td>" for c in RUN_COLUMNS)
-        + f"<td>{open_link(run_id, i + 1, columns['id'], keep)}</td></tr>"
+    head = join(html("<th scope='col'>{}</th>", c) for c in (*RUN_COLUMNS, "open"))
+    rows = join(
+        html("<tr data-run-id='{}'>{}<td>{}</td></tr>", run_id,
+             join(html("<td>{}</td>", columns[c][i]) for c in RUN_COLUMNS),
+             open_link(run_id, i + 1, columns["id"], keep))
         for i, run_id in enumerate(columns["id"]))
-    empty = "" if records else "<caption>No saved runs yet.</caption>"
-    return (f"<table aria-label='Saved runs'>{empty}<thead><tr>{head}</tr></thead>"
-            f"<tbody>{rows}</tbody></table>")
+    empty = Markup("") if records else Markup("<caption>No saved runs yet.</caption>")
+    return html("<table aria-label='Saved runs'>{}<thead><tr>{}</tr></thead><tbody>{}</tbody></table>",
+                empty, head, rows)
 
 
 def run_name(number: int, record) -> str:
@@ -160,12 +148,12 @@ class SavedRunsView(pn.viewable.Viewer):
         # pandas, which the learner page does not otherwise load (cost in bench/README.md).
         self.ticks = pn.widgets.CheckBoxGroup(
             options=self._tick_options(), value=[], inline=True, margin=(0, 10),
-            stylesheets=[":host .bk-input-group { flex-wrap: wrap; gap: 0 12px; }"])
+            stylesheets=[_TICKS_CSS])
         self.table = pn.pane.HTML(
             pn.bind(runs_table_html, s.param.saved, self.param.link_query), stylesheets=[TABLE_CSS], margin=(5, 10),
             sizing_mode="stretch_width")
         self.heading = pn.pane.HTML(
-            pn.bind(lambda ticked: f"<h3>Saved runs</h3><p>{compared_hint(sorted(ticked))}</p>",
+            pn.bind(lambda ticked: html("<h3>Saved runs</h3><p>{}</p>", compared_hint(sorted(ticked))),
                     self.ticks.param.value), margin=(5, 10))
         self.restore_status = pn.pane.HTML(
             pn.bind(status_html, s.param.restore_message, False),
@@ -177,7 +165,7 @@ class SavedRunsView(pn.viewable.Viewer):
         self.save_explanation = pn.widgets.Button(label="Save explanation", disabled=no_runs)
         self.save_explanation.on_click(lambda _event: self.attach())
         self.target = pn.pane.HTML(
-            pn.bind(lambda ticked, saved: f"<p>{html.escape(explanation_target(saved, sorted(ticked)))}</p>",
+            pn.bind(lambda ticked, saved: html("<p>{}</p>", explanation_target(saved, sorted(ticked))),
                     self.ticks.param.value, s.param.saved), margin=(0, 10))
         self.explanation_status = pn.pane.HTML(
             pn.bind(status_html, self.param.explanation_message, self.param.explanation_ok),
@@ -263,7 +251,7 @@ class SavedRunsView(pn.viewable.Viewer):
         records = list(self.state.saved)
         if fmt == "json":
             self.download_json.filename = f"attention-runs-{stamp}.json"
-            return io.StringIO(export_json(records, []))
+            return io.StringIO(export_json(records))
         self.download_csv.filename = f"attention-runs-{stamp}.csv"
         return io.StringIO(export_csv(records))
 

@@ -32,7 +32,8 @@ INPUT_MODES: dict[str, str] = {
     "matrices": "X and projections (W_Q, W_K, W_V)",
 }
 """The two ways to give the inputs: each token's query, key and value typed directly (one
-number per token when d_k = d_v = 1), or seed 000's X with the projections W_Q, W_K, W_V."""
+number per token when d_k = d_v = 1), or X with the projections W_Q, W_K, W_V
+(Self-Attention in Matrix Form)."""
 
 TOKEN_FIELDS = ("queries", "keys", "values")
 MATRIX_FIELDS = ("x", "w_q", "w_k", "w_v")
@@ -44,7 +45,7 @@ _CORE_FIELDS = {"queries": "queries", "keys": "keys", "values": "values", "X": "
                 "W_K": "w_k", "W_V": "w_v"}
 
 _WORKED = {"queries": ["1", "1", "1"], "keys": ["1", "2", "9"], "values": ["10", "20", "100"]}
-_SEED_000 = {  # seed 000, "Extend the Four-Token Trace"
+_FOUR_TOKEN_TRACE = {  # Self-Attention in Matrix Form, "Extend the Four-Token Trace"
     "x": [["1", "0"], ["0", "1"], ["1", "1"], ["-1", "1"]],
     "w_q": [["1", "0"], ["0", "1"]], "w_k": [["1", "0"], ["0", "1"]],
     "w_v": [["1", "1"], ["1", "-1"]],
@@ -99,7 +100,7 @@ PRESETS: dict[str, dict] = {
     },
     "four_token_trace": {
         "label": "Four-token trace (seed 000)", "input_mode": "matrices", "tokens": 4, "d_model": 2,
-        "d_k": 2, "d_v": 2, **_SEED_000, "use_values": True, "row": 4,  # the seed traces h_4
+        "d_k": 2, "d_v": 2, **_FOUR_TOKEN_TRACE, "use_values": True, "row": 4,  # the chapter traces h_4
     },
     # A wider head's scores are twice what they are divided by √4; this one shows no_scaling.
     "wide_head": {
@@ -162,16 +163,17 @@ class LearnerState(param.Parameterized):
     queries = _grid_param(grid_texts(_WORKED["queries"], MAX_UI_TOKENS), "Typed query of each token.")
     keys = _grid_param(grid_texts(_WORKED["keys"], MAX_UI_TOKENS), "Typed key of each token.")
     values = _grid_param(grid_texts(_WORKED["values"], MAX_UI_TOKENS), "Typed value of each token.")
-    x = _grid_param(grid_texts(_SEED_000["x"], MAX_UI_TOKENS), "Typed X, one row per token.")
+    x = _grid_param(grid_texts(_FOUR_TOKEN_TRACE["x"], MAX_UI_TOKENS), "Typed X, one row per token.")
     w_q = _grid_param(grid_texts(_IDENTITY, MAX_WIDTH), "Typed W_Q (d_model × d_k).")
     w_k = _grid_param(grid_texts(_IDENTITY, MAX_WIDTH), "Typed W_K (d_model × d_k).")
-    w_v = _grid_param(grid_texts(_SEED_000["w_v"], MAX_WIDTH), "Typed W_V (d_model × d_v).")
+    w_v = _grid_param(grid_texts(_FOUR_TOKEN_TRACE["w_v"], MAX_WIDTH), "Typed W_V (d_model × d_v).")
     use_values = param.Boolean(default=False, doc="Mix values into an output column.")
     causal = param.Boolean(default=True, doc="Ask for the causal mask (off: bidirectional attention).")
     failure_mode = param.Selector(default="correct", objects=list(FAILURE_MODES),
                                   doc="How attention is computed: a name of FAILURE_MODES.")
     mask_after_softmax = param.Boolean(
-        default=False, doc="The broken mode of seed 003; always equal to failure_mode == 'mask_after_softmax'.")
+        default=False, doc=("The broken mode of Self-attention, \"A worked row\"; always equal to "
+                            "failure_mode == 'mask_after_softmax'."))
     padding = param.List(default=[False] * MAX_UI_TOKENS, item_type=bool,
                          bounds=(MAX_UI_TOKENS, MAX_UI_TOKENS),
                          doc="Whether each token is padding (a key no row may read).")

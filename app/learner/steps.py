@@ -1,4 +1,5 @@
-"""Row steps: one query row's computation written out in numbers, as seed 003 writes it.
+"""Row steps: one query row's computation written out in numbers, as Self-attention, "A worked
+row", writes it.
 
 raw scores → divided by √d_k → masked (−∞) → minus the largest visible score → exp → divided by
 the row sum → weights → (with values) weighted values → output; in a failure mode, what that mode
@@ -10,35 +11,22 @@ and by clicking a heat-map row).
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import panel as pn
 import param
 
 from app.learner.state import LearnerState
-from app.shared.heatmap import format_number
+from app.shared.html import Markup, html, join
+from app.shared.numbers import format_number
+from app.shared.static import read_text
 from attention_core import AttentionResult, row_steps, scaled_dot_product_attention
 
-_CSS = """
-ol.row-steps { padding-left: 1.6em; margin: 0.4em 0; }
-ol.row-steps li { margin: 2px 0; }
-ul.per-source { list-style: none; padding-left: 1em; margin: 1px 0; }
-.numbers { font-family: ui-monospace, monospace; white-space: nowrap; }
-.note { color: #b00020; }
-h3 { font-size: 1.1em; font-weight: bold; margin: 1.2em 0 0.6em; }
-"""
+_CSS = read_text(__package__, "steps.css")
 
 
 def number(x: float) -> str:
-    """One number as the steps show it: −∞ and ∞ by name, an undefined 0/0 or ∞/∞ in words,
-    negatives with the minus sign (U+2212) that −∞ has."""
-    x = float(x)
-    if np.isnan(x):
-        return "undefined"
-    if np.isinf(x):
-        return "−∞" if x < 0 else "∞"
-    return format_number(x).replace("-", "−")  # the same minus sign as −∞ beside it
+    """One number as the steps show it (:func:`~app.shared.numbers.format_number`)."""
+    return format_number(x)
 
 
 def numbers(a) -> str:
@@ -51,9 +39,10 @@ def numbers(a) -> str:
 
 def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str | list[str]]]]:
     """What to say about row ``row`` (from 1) of ``r``: an introduction, then (label, numbers)
-    per step in seed 003's order, with each failure mode's own step where it goes wrong. With
-    vectors (d_k > 1, or values of width d_v > 1) a step's numbers are a list of lines, one per
-    source token j: the raw score term by term, the value, and its contribution w_j × v_j."""
+    per step in the order of Self-attention, "The attention calculation", with each failure
+    mode's own step where it goes wrong. With vectors (d_k > 1, or values of width d_v > 1) a
+    step's numbers are a list of lines, one per source token j: the raw score term by term, the
+    value, and its contribution w_j × v_j."""
     s = row_steps(r, row - 1)
     mode, n, T = r.mode, s.row + 1, r.T
     if s.along == "column":
@@ -64,7 +53,8 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
         intro = f"Row {n}: query {n} against keys 1–{T}."
         raw = f"Raw scores q_{n}·k_j"
     items: list[tuple[str, str | list[str]]] = []
-    if r.d_k > 1:  # seed 000: each score is a dot product of two d_k-vectors, term by term
+    # Self-Attention in Matrix Form: each score is a dot product of two d_k-vectors, term by term
+    if r.d_k > 1:
         column = s.along == "column"
         q = r.keys_2d[s.row] if column else r.queries_2d[s.row]
         others = r.queries_2d if column else r.keys_2d
@@ -124,7 +114,8 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
                           "renormalising", numbers(s.zeroed)))
             items.append(("Visible prefix sum (no renormalisation)", number(s.row_sum)))
         items.append((f"Weights of row {n} (row sum {number(s.row_sum)})", numbers(s.weights)))
-    if not mode.scale:  # seed 003: beside the sharper row, the scaled one it should have been
+    # Self-attention, "Common failure modes": beside the sharper row, the scaled one it should have been
+    if not mode.scale:
         correct = row_steps(scaled_dot_product_attention(
             r.queries, r.keys, r.values, causal=r.causal, padding_mask=r.key_is_real,
             failure_mode="correct"), s.row)
@@ -141,7 +132,9 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
         mixed = "keys k_j (mixes keys, not values)" if mode.mix == "keys" else "values v_j"
         v = "k" if mode.mix == "keys" else "v"
         weighted = f"Weighted {'keys w_j × k_j' if mode.mix == 'keys' else 'values w_j × v_j'}"
-        if s.mixed.ndim == 2:  # vectors: one line per source, its contribution A_ij v_j (seed 000)
+        # Vectors: one line per source, its contribution A_ij v_j (Self-Attention in Matrix Form,
+        # "Keep Four Quantities Separate")
+        if s.mixed.ndim == 2:
             items.append((f"Mixed: {mixed}", [f"{v}_{j + 1} = {numbers(x)}" for j, x in enumerate(s.mixed)]))
             items.append((f"{weighted}, the contribution of each source j to row {n}",
                           [f"{number(w)} × {numbers(x)} = {numbers(c)}"
@@ -153,23 +146,22 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
     return intro, items
 
 
-def _numbers_html(text: str | list[str]) -> str:
+def _numbers_html(text: str | list[str]) -> Markup:
     """A step's numbers: one line, or (vectors) one line per source in a sub-list."""
     if isinstance(text, str):
-        return f"<span class='numbers'>{html.escape(text)}</span>"
-    lines = "".join(f"<li class='numbers'>{html.escape(line)}</li>" for line in text)
-    return f"<ul class='per-source'>{lines}</ul>"
+        return html("<span class='numbers'>{}</span>", text)
+    return html("<ul class='per-source'>{}</ul>", join(html("<li class='numbers'>{}</li>", line) for line in text))
 
 
-def steps_html(result: AttentionResult | None, row: int) -> str:
+def steps_html(result: AttentionResult | None, row: int) -> Markup:
     """The heading "Row steps" and an ordered list of the steps of ``row`` (from 1), escaped."""
     if result is None:
-        return "<h3>Row steps</h3><p>No valid input yet.</p>"
+        return Markup("<h3>Row steps</h3><p>No valid input yet.</p>")
     row = min(max(row, 1), result.T)
     intro, items = step_items(result, row)
-    lis = "".join(f"<li>{html.escape(label)}: {_numbers_html(text)}</li>" for label, text in items)
-    return (f"<h3>Row steps</h3><p>{html.escape(intro)}</p>"
-            f"<ol class='row-steps' aria-label='Row steps of row {row}'>{lis}</ol>")
+    lis = join(html("<li>{}: {}</li>", label, _numbers_html(text)) for label, text in items)
+    return html("<h3>Row steps</h3><p>{}</p><ol class='row-steps' aria-label='Row steps of row {}'>{}</ol>",
+                intro, row, lis)
 
 
 class RowStepsView(pn.viewable.Viewer):

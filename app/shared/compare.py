@@ -5,24 +5,23 @@ Shared by the learner's page and the instructor's page; it reads experiment reco
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import panel as pn
 
-from app.shared.heatmap import HeatMap, file_name, format_number
+from app.shared.heatmap import HeatMap, file_name
+from app.shared.html import Markup, html, join
+from app.shared.numbers import format_optional
+from app.shared.static import read_text
+from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES
 
-TABLE_CSS = """
-table { border-collapse: collapse; } th, td { padding: 2px 8px; text-align: right; }
-caption { font-weight: bold; text-align: left; } thead th { border-bottom: 1px solid #999; }
-.check-fail { color: #b00020; } .check-pass { color: #1b5e20; } .check-na { color: #555; }
-"""
+TABLE_CSS = read_text(__package__, "compare_table.css")
 
 
-def num(x: float) -> str:
-    """A number as cell text, HTML-escaped."""
-    return html.escape(format_number(x))
+def failed_checks_text(record) -> str:
+    """The checks a run failed by their checklist titles ("Row sums equal 1; …"), "none" if it
+    failed none; a name the core no longer knows stays as it is."""
+    return "; ".join(CHECK_TITLES.get(n, n) for n in record.failed_checks) or "none"
 
 
 def mode_title(record) -> str:
@@ -131,30 +130,26 @@ class ComparisonView(pn.viewable.Viewer):
         self._pane.visible = True
 
     @staticmethod
-    def _summary(a, b, why_not: str, names: list[str]) -> str:
+    def _summary(a, b, why_not: str, names: list[str]) -> Markup:
         width = max(a.T, b.T)
 
         def cells(values):
-            shown = [f"<td>{'—' if v is None else num(v)}</td>" for v in values]
-            return "".join(shown + ["<td>no row</td>"] * (width - len(shown)))
+            shown = [html("<td>{}</td>", format_optional(v)) for v in values]
+            return join(shown + [Markup("<td>no row</td>")] * (width - len(shown)))
 
-        rows = []
-        for tag, r, name in (("A", a, names[0]), ("B", b, names[1])):
-            name = html.escape(name)
-            rows.append(
-                f"<tr><th scope='row'>{tag}: {name} ({html.escape(mode_title(r))})</th>"
-                f"<td>{r.T}</td><td>{r.d_k}</td>"
-                f"<td>{num(r.total_future_weight) if r.total_future_weight is not None else '—'}"
-                f"</td><td>{num(r.min_row_sum) if r.min_row_sum is not None else '—'}</td>"
-                f"{cells(r.results['row_sums'])}</tr>")
-        head = "".join(f"<th scope='col'>row {i + 1} sum</th>" for i in range(width))
-        note = f"<p data-testid='comparison-sizes'>{html.escape(why_not)}</p>" if why_not else ""
-        return (
-            f"{note}<table aria-label='Comparison of row sums and future-token weight'><thead><tr>"
+        rows = join(
+            html("<tr><th scope='row'>{}: {} ({})</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}</tr>",
+                 tag, name, mode_title(r), r.T, r.d_k, format_optional(r.total_future_weight),
+                 format_optional(r.min_row_sum), cells(r.results["row_sums"]))
+            for tag, r, name in (("A", a, names[0]), ("B", b, names[1])))
+        head = join(html("<th scope='col'>row {} sum</th>", i + 1) for i in range(width))
+        note = html("<p data-testid='comparison-sizes'>{}</p>", why_not) if why_not else ""
+        return html(
+            "{}<table aria-label='Comparison of row sums and future-token weight'><thead><tr>"
             "<th scope='col'>run</th><th scope='col'>tokens T</th><th scope='col'>d_k</th>"
             "<th scope='col'>total future-token weight</th>"
-            f"<th scope='col'>smallest row sum</th>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+            "<th scope='col'>smallest row sum</th>{}</tr></thead><tbody>{}</tbody></table>",
+            note, head, rows)
 
     def __panel__(self):
         return self._pane

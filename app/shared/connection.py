@@ -14,6 +14,11 @@ import json
 import panel as pn
 from bokeh.models import CustomJS
 
+from app.shared.static import read_text
+from app.upstream import free_notifications_on_close
+
+_MARK_STALE_JS = read_text(__package__, "mark_stale.js")
+
 
 def mark_stale_js(selector: str, note: str, ok_class: str | None = None) -> str:
     """A script for :func:`announce_lost_connection` that marks what a page showed as stale.
@@ -21,20 +26,8 @@ def mark_stale_js(selector: str, note: str, ok_class: str | None = None) -> str:
     Every element matching ``selector`` gets the class ``stale`` (losing ``ok_class``, if given)
     and ``note`` appended to its text. Panel draws in shadow roots, so each one is searched.
     """
-    return f"""
-const selector = {json.dumps(selector)}, note = {json.dumps(note)}, ok = {json.dumps(ok_class)}
-const walk = (root) => {{
-  for (const el of root.querySelectorAll('*')) {{
-    if (el.matches(selector) && !el.classList.contains('stale')) {{
-      if (ok) el.classList.remove(ok)
-      el.classList.add('stale')
-      el.append(note)
-    }}
-    if (el.shadowRoot) walk(el.shadowRoot)
-  }}
-}}
-walk(document)
-"""
+    return (f"const selector = {json.dumps(selector)}, note = {json.dumps(note)}, ok = {json.dumps(ok_class)}\n"
+            + _MARK_STALE_JS)
 
 
 def announce_lost_connection(message: str, on_lost_js: str | None = None, *,
@@ -60,24 +53,10 @@ def announce_lost_connection(message: str, on_lost_js: str | None = None, *,
     pn.config.disconnect_notification = message
     if pn.state.curdoc is None:
         return
-    _free_notifications_on_close()
+    free_notifications_on_close()  # a Panel leak: see app.upstream
     if pn.state.notifications is not None:
         pn.state.notifications.position = position
     if css:
         pn.config.global_css = [*pn.config.global_css, css]
     if on_lost_js:
         pn.state.curdoc.js_on_event("connection_lost", CustomJS(code=on_lost_js))
-
-
-def _free_notifications_on_close() -> None:
-    """Have this session's notification area let go of its document when the session ends.
-
-    Panel registers the area as a view of the page and forgets it only in its own destroy hook,
-    which looks the area up after Bokeh has already dropped the document from that lookup: every
-    closed page's area, model and document stayed in ``pn.state._views`` for good, scattered
-    among the class's objects, so the allocator could not give their memory back. The area's own
-    server hook (private to Panel) is the one that removes it.
-    """
-    notifications = pn.state.notifications  # created now; Panel adds this same one to the page
-    if notifications is not None:
-        pn.state.on_session_destroyed(notifications._server_destroy)

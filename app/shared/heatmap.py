@@ -9,7 +9,6 @@ Cell text shrinks with the token count so that eight tokens' numbers still fit t
 
 from __future__ import annotations
 
-import html
 import math
 import re
 
@@ -36,6 +35,10 @@ from bokeh.palettes import Cividis256, PuOr11, Viridis256
 from bokeh.plotting import figure
 from bokeh.transform import transform
 
+from app.shared.html import html, join
+from app.shared.numbers import format_number
+from app.shared.static import read_text
+
 MASKED_COLOR = "#d0d0d0"
 # The mirrored table is for screen readers: in the accessibility tree, visually hidden. Inline,
 # so it needs no stylesheet model of its own.
@@ -55,10 +58,7 @@ _TEXT_SIZES = ((4, "12px", True), (6, "10px", False), (8, "9px", False))
 # titled <div> without a button role (a screen reader announces no button), so the toolbar stays
 # hidden. A Bokeh button in the figure's own layout, not a Panel one: Panel's JS links are not
 # attached to widgets added after the page loaded, as the comparison's maps are.
-_SAVE_JS = """
-const view = Bokeh.index.find_one(tool)
-if (view != null) view.doit("save")
-"""
+_SAVE_JS = read_text(__package__, "heatmap_save.js")
 
 
 def file_name(*parts: object) -> str:
@@ -105,44 +105,6 @@ def contrasting_text(background: str) -> str:
     r, g, b = (linear(int(background[i:i + 2], 16)) for i in (1, 3, 5))
     luminance = 0.2126 * r + 0.7152 * g + 0.0722 * b
     return "white" if 1.05 / (luminance + 0.05) > (luminance + 0.05) / 0.05 else "black"
-
-
-def non_finite(x: float) -> str:
-    """A number that is not finite, in the page's words: "undefined" for NaN (naive softmax's
-    ∞/∞), "∞" or "−∞"."""
-    return "undefined" if np.isnan(x) else ("−∞" if x < 0 else "∞")
-
-
-def format_number(x: float) -> str:
-    """Cell text: three decimals as the seeds print them (0.065, 0.266), three significant
-    digits below 0.01 (so the broken row's 0.00125 stays readable), scientific notation for
-    tiny or huge numbers."""
-    if not np.isfinite(x):
-        return non_finite(x)
-    if x == 0:
-        return "0"
-    if abs(x) >= 1e5 or abs(x) < 1e-4:
-        return f"{x:.2e}"
-    if abs(x) < 0.01:
-        return f"{x:.3g}"
-    return f"{x:.3f}"
-
-
-def short_number(x: float) -> str:
-    """Cell text for a narrow cell (more than 4 tokens): at most 6 characters, ``3e-04``,
-    ``0.27``, ``17.3``, ``1001``; 0 is ``0``."""
-    if not np.isfinite(x):
-        return non_finite(x)
-    if x == 0:
-        return "0"
-    a = abs(x)
-    if a >= 1e4 or a < 0.01:
-        return f"{x:.0e}"
-    if a >= 100:
-        return f"{x:.0f}"
-    if a >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
 
 
 class HeatMap(pn.viewable.Viewer):
@@ -293,7 +255,7 @@ class HeatMap(pn.viewable.Viewer):
         T = values.shape[0]
         factors = [str(i) for i in range(1, T + 1)]
         font_size, label_masked = next((size, label) for top, size, label in _TEXT_SIZES if T <= top)
-        fmt = format_number if T <= 4 else short_number
+        style = "cell" if T <= 4 else "narrow"
         finite = np.isfinite(values)
         low, high = self._range(values[finite & ~masked])
         data = self._empty()
@@ -301,7 +263,7 @@ class HeatMap(pn.viewable.Viewer):
             for j in range(T):
                 v = float(values[i, j])
                 is_masked = bool(masked[i, j])
-                text = fmt(v) if np.isfinite(v) else non_finite(v)
+                text = format_number(v, style)
                 data["row"].append(factors[i])
                 data["column"].append(factors[j])
                 data["value"].append(v if np.isfinite(v) and not is_masked else np.nan)
@@ -345,7 +307,7 @@ class HeatMap(pn.viewable.Viewer):
     @staticmethod
     def _hover(matrix: np.ndarray | None, i: int, j: int, fallback: float) -> str:
         v = fallback if matrix is None else float(matrix[i, j])
-        return "−∞" if v == -np.inf else format_number(v)
+        return format_number(v)
 
     @staticmethod
     def _table_cell(data: dict, n: int) -> str:
@@ -353,24 +315,20 @@ class HeatMap(pn.viewable.Viewer):
         return number if state == "visible" else f"{number} {state}"
 
     def _table_html(self, data: dict, T: int) -> str:
-        head = "".join(f'<th scope="col">key {j}</th>' for j in range(1, T + 1))
-        rows = []
-        for i in range(T):
-            cells = "".join(
-                f"<td>{html.escape(self._table_cell(data, i * T + j))}</td>"
-                for j in range(T)
-            )
-            rows.append(f'<tr><th scope="row">query {i + 1}</th>{cells}</tr>')
-        title = html.escape(self.title)
-        return (
-            # The clipping box is a div: a table ignores width 1px, and clipped but wide it
-            # still widened the page (a horizontal scroll bar at 1280 px).
-            f'<div class="sr-only" style="{_SR_ONLY}">'
-            f'<table class="matrix-table" aria-label="{title} table">'
-            f"<caption>{title}: rows are queries, columns are keys</caption>"
-            f"<thead><tr><th scope=\"col\">row</th>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></div>"
-        )
+        head = join(html('<th scope="col">key {}</th>', j) for j in range(1, T + 1))
+        rows = join(
+            html('<tr><th scope="row">query {}</th>{}</tr>', i + 1,
+                 join(html("<td>{}</td>", self._table_cell(data, i * T + j)) for j in range(T)))
+            for i in range(T))
+        # The clipping box is a div: a table ignores width 1px, and clipped but wide it still
+        # widened the page (a horizontal scroll bar at 1280 px).
+        return str(html(
+            '<div class="sr-only" style="{style}">'
+            '<table class="matrix-table" aria-label="{title} table">'
+            "<caption>{title}: rows are queries, columns are keys</caption>"
+            '<thead><tr><th scope="col">row</th>{head}</tr></thead>'
+            "<tbody>{rows}</tbody></table></div>",
+            style=_SR_ONLY, title=self.title, head=head, rows=rows))
 
     @param.depends("visible", watch=True)
     def _show(self) -> None:

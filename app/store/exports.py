@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 
 from attention_core.records import SCHEMA_VERSION, ExperimentRecord
@@ -23,31 +23,28 @@ CSV_COLUMNS = ("id", "created_at", "learner", "label", "causal", "mask_after_sof
                "failed_checks", "prediction", "explanation", "notes", "mode", "d_k", "d_model")
 
 
-def export_json(records: Iterable[ExperimentRecord | str],
-                problems: Sequence[tuple[str, str]] = ()) -> str:
+def export_json(records: Iterable[ExperimentRecord | str]) -> str:
     """A strict-JSON bundle of ``records``, lossless (free text exactly as saved).
 
     Parameters
     ----------
     records : iterable of ExperimentRecord, or of their ``to_json()`` text
         In the order to write them (the store gives its stored text, written as it is).
-    problems : sequence of (str, str), optional
-        ``(source, reason)`` pairs for runs left out, kept as ``skipped``.
 
     Returns
     -------
     str
         ``{"format": "attention-workbench-runs", "schema_version": 2, "exported_at": <UTC ISO
-        8601>, "runs": [record, ...], "skipped": [{"file": ..., "reason": ...}, ...]}`` with a
-        final newline; no ``NaN``/``Infinity`` tokens. One run per line. Each record is written
-        as it is stored, in its own schema version (a version-1 run stays version 1);
-        ``schema_version`` is the newest record version the bundle may hold.
+        8601>, "runs": [record, ...], "skipped": []}`` with a final newline; no
+        ``NaN``/``Infinity`` tokens. One run per line. Each record is written as it is stored, in
+        its own schema version (a version-1 run stays version 1); ``schema_version`` is the
+        newest record version the bundle may hold. ``skipped`` stays in the format, empty: a
+        database store leaves no run out.
     """
-    return "".join(iter_export_json(records, problems))
+    return "".join(iter_export_json(records))
 
 
-def iter_export_json(records: Iterable[ExperimentRecord | str],
-                     problems: Sequence[tuple[str, str]] = ()) -> Iterator[str]:
+def iter_export_json(records: Iterable[ExperimentRecord | str]) -> Iterator[str]:
     """:func:`export_json` in pieces, a run at a time, for writing a large class as it is read."""
     head = json.dumps({"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION,
                        "exported_at": datetime.now(UTC).isoformat(timespec="microseconds")})
@@ -56,9 +53,7 @@ def iter_export_json(records: Iterable[ExperimentRecord | str],
     for record in records:
         yield separator + (record if isinstance(record, str) else record.to_json())
         separator = ",\n"
-    skipped = [{"file": name, "reason": reason} for name, reason in problems]
-    yield ("\n" if separator != "\n" else "") + '], "skipped": ' + json.dumps(
-        skipped, allow_nan=False, ensure_ascii=False) + "}\n"
+    yield ("\n" if separator != "\n" else "") + '], "skipped": []}\n'
 
 
 def _csv_text(value: str | None) -> str:

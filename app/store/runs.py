@@ -110,7 +110,7 @@ class LearnerRuns:
     """What the runs saved under one learner string show (the learners view's counts).
 
     Times are aware UTC datetimes, each the ``created_at`` of the earliest run of that kind
-    (``None``: no such run). The kinds are seed 003's checkpoints, as
+    (``None``: no such run). The kinds are the Self-attention lesson's checkpoints, as
     :func:`app.instructor.learners.learner_checkpoints` counts them.
 
     Attributes
@@ -178,7 +178,7 @@ def _record_row(record: ExperimentRecord, text: str, dialect: str) -> dict:
 
 def _has_text(text: str | None) -> bool:
     """Whether a prediction or explanation is there: text beyond whitespace, as the learners view
-    (seed 003's checkpoints) counts it."""
+    (the Self-attention lesson's checkpoints) counts it."""
     return bool((text or "").strip())
 
 
@@ -497,8 +497,8 @@ class RunStore:
         return list(self._modes[1])
 
     def learner_runs(self, filters: RunFilter | None = None) -> LearnerTally:
-        """Per distinct learner text: its runs and when it first reached each of seed 003's
-        checkpoints; one ``GROUP BY learner, mode`` query read from one index (every column it
+        """Per distinct learner text: its runs and when it first reached each of the Self-attention
+        lesson's checkpoints; one ``GROUP BY learner, mode`` query read from one index (every column it
         needs, not the runs' rows), its few groups then added up per learner here.
 
         Runs whose learner is missing or only whitespace are counted in ``unnamed``. Names are

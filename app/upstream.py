@@ -1,0 +1,226 @@
+"""Every place the workbench changes Panel, Bokeh or Tabulator beyond their public API: the map.
+
+Checked on the versions in :data:`CHECKED_ON`. ``tests/test_upstream.py`` fails when the
+upstream behaviour an item relies on changes; read the item's line here before changing it.
+Where Panel's public API could do it, it is used instead (see "public API" under each item).
+
+Process-wide (the whole server process). The first two have a figure in ``make bench``, with
+and without them in the same run (``bench/upstream.py``); the third is correctness, not speed.
+
+- :func:`answer_without_nagle_delay` — ``TCP_NODELAY`` on every page's websocket, by putting a
+  subclass of Panel's ``WSHandler`` in Bokeh's route table ``bokeh.server.urls.per_app_patterns``
+  (Panel rewrites the same table itself). Why: a Bokeh message is several websocket frames, and
+  with Nagle on each later frame could wait for the browser's delayed ACK.
+  Upstream: no issue found; neither Bokeh nor Panel has an option for it.
+- :func:`load_mathjax_only_for_tex` — replaces ``panel.io.resources._panel_use_mathjax``
+  (added in holoviz/panel#8424), which loads BokehJS's MathJax bundle (its largest) when a root of
+  the page is a Markdown or HTML pane (the instructor page's header is); ours asks whether any
+  such pane holds TeX with maths on. Public API: ``bundle_resources``'s ``enable_mathjax``
+  switch is not reachable from ``pn.serve``.
+- :func:`workers_end_with_their_parent` — ``PR_SET_PDEATHSIG`` in each ``--num-procs`` worker
+  (public API only: ``os.register_at_fork`` and libc's ``prctl``). Why: Tornado's forked workers
+  outlived a parent stopped on its own and kept serving the port.
+
+Private Panel names
+
+- :func:`instructor_auth_provider` — Panel's ``BasicAuthProvider`` for the instructor page:
+
+  - ``_allow_guest(uri)`` overridden: a guest is told apart by the request's *path*. Panel
+    compares the whole URI with its ``guest_endpoints``, so ``/?runs=…`` (the learner page after
+    a save) was sent to the login, and ``/autoload.js`` is not covered. Public API: only
+    ``guest_endpoints``/``oauth_guest_endpoints``, matched exactly. Upstream: no issue found.
+  - the login handler's ``_validate(username, password)`` overridden: one user, compared in
+    constant time. Panel's compares with ``==`` and reads a file when the password names one;
+    the public ``basic_auth`` has no other check. Upstream: no issue found.
+  - ``_login_template``/``_logout_template`` set to templates compiled with our own Jinja loader.
+    Public API: ``login_template=``/``logout_template=`` take a file that Panel compiles with its
+    own loader, where the frame both pages extend (``auth_page.html``) is not found.
+  - ``get_user`` (Bokeh's public ``AuthProvider`` API) wrapped: ``autoload.js`` without a login
+    is refused with 403 instead of a traceback in the log.
+
+- :func:`free_notifications_on_close` — registers the session's notification area's
+  ``_server_destroy`` hook. Why: Panel's own hook looks the area up after Bokeh has dropped the
+  document, so every closed page's area, model and document stayed in ``pn.state._views``
+  (``tests/test_session_memory.py`` fails without it). Upstream: no issue found for this path.
+- The instructor table's resync script (``TABLE_RESYNC_JS``, in ``app/instructor/``) — uses
+  Panel's ``DataTabulatorView._building`` and ``setData()``, Tabulator's own ``getDataCount()``,
+  and BokehJS's public ``Bokeh.index`` and ``child_views``. Why: two data changes in quick
+  succession left Panel's Tabulator showing the first one's rows (a browser test,
+  ``tests/test_instructor_browser.py``, reproduces it). Upstream: no issue found.
+
+In tests: ``tests/test_instructor_password.py`` renders ``login_handler._login_template`` and
+``logout_handler._logout_template`` with the arguments Panel's handlers pass;
+``tests/test_server.py`` reads ``per_app_patterns`` and a websocket handler's ``ws_connection``;
+``tests/workbench_server.py`` and ``tests/test_instructor_browser.py`` walk BokehJS's
+``child_views`` to Panel's Tabulator view and call Tabulator's own ``setData``.
+``tests/test_upstream.py`` pins what each relies on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+#: The versions every item above was checked on (``tests/test_upstream.py`` says when they differ).
+CHECKED_ON = {"panel": "1.9.4", "bokeh": "3.9.2", "tornado": "6.6.1"}
+
+
+def answer_without_nagle_delay() -> None:
+    """Have every page's websocket send each message at once (``TCP_NODELAY``).
+
+    BokehJS and the server speak in messages of three or more websocket frames (header, metadata,
+    content, buffers), each its own write. With Nagle's algorithm on, as Tornado leaves it, a
+    frame waits until the browser's side has acknowledged the one before, and that side delays
+    an acknowledgement by up to 40 ms (Linux's delayed ACK): every answer to an edit, and the
+    page's first document, came late, on loopback too. Tornado's own advice is
+    ``set_nodelay(True)`` once the connection is open. Panel routes ``/ws`` of every page to its
+    own ``WSHandler`` through Bokeh's ``per_app_patterns``; this puts a subclass of it there that
+    does so. Idempotent. The benchmarks' floors (bench/baseline_app.py, instructor_floor.py) are
+    served with it too, so they stay the floor of this server.
+    """
+    from bokeh.server.urls import per_app_patterns
+    from panel.io.server import WSHandler
+
+    if any(getattr(handler, "sends_at_once", False) for _, handler in per_app_patterns):
+        return
+
+    class PromptWSHandler(WSHandler):
+        sends_at_once = True
+
+        def open(self):
+            self.set_nodelay(True)
+            return super().open()
+
+    per_app_patterns[:] = [(route, PromptWSHandler if route == r"/ws" else handler)
+                           for route, handler in per_app_patterns]
+
+
+def panel_html_needs_mathjax(roots) -> bool:
+    """Whether any Panel HTML model under ``roots`` has maths enabled and holds TeX to typeset.
+
+    What Panel asks instead is whether a root of the page is a Panel HTML model at all (every
+    HTML, Markdown and Alert pane is one), so it puts BokehJS's MathJax bundle on the instructor
+    page, which typesets no maths. HTML panes have maths off; the Markdown text is ours and holds no TeX
+    delimiters; learners' text is only ever shown as text. A page whose Markdown does hold
+    ``$$…$$``, ``\\(…\\)`` or ``\\[…\\]`` still gets the bundle (text that only arrives after
+    the page was built would be shown as typed).
+    """
+    from bokeh.embed.util import contains_tex_string
+    from panel.models.markup import HTML
+
+    return any(
+        isinstance(model, HTML) and not model.disable_math and contains_tex_string(model.text or "")
+        for root in roots for model in root.references())
+
+
+def load_mathjax_only_for_tex() -> None:
+    """Make Panel's page bundle ask :func:`panel_html_needs_mathjax` whether to load MathJax.
+
+    A Panel without the check this replaces keeps its own (pages still work, with the bundle);
+    ``tests/test_upstream.py`` fails then.
+    """
+    from panel.io import resources
+
+    if hasattr(resources, "_panel_use_mathjax"):
+        resources._panel_use_mathjax = panel_html_needs_mathjax
+
+
+def workers_end_with_their_parent() -> None:
+    """Have every worker forked from here get SIGTERM when the process that forked it ends.
+
+    With ``--num-procs`` Tornado forks the workers and the first process only waits for them;
+    stopped on its own (``kill <pid>``, a supervisor that signals one process), it left them
+    running, re-parented to init and still serving the port. Linux's ``PR_SET_PDEATHSIG`` ties
+    each worker to it; elsewhere nothing changes.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def in_worker() -> None:
+        prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent ended before the line above took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    os.register_at_fork(after_in_child=in_worker)
+
+
+def free_notifications_on_close() -> None:
+    """Have this session's notification area let go of its document when the session ends.
+
+    Panel registers the area as a view of the page and forgets it only in its own destroy hook,
+    which looks the area up after Bokeh has already dropped the document from that lookup: every
+    closed page's area, model and document stayed in ``pn.state._views`` for good. The area's
+    own server hook (private to Panel) is the one that removes it. Call it inside a session.
+    """
+    import panel as pn
+
+    notifications = pn.state.notifications  # created now; Panel adds this same one to the page
+    if notifications is not None:
+        pn.state.on_session_destroyed(notifications._server_destroy)
+
+
+def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
+                             is_guest: Callable[[str], bool], login_template, logout_template,
+                             logout_endpoint: str, guest_endpoints: list[str]):
+    """Panel's basic-auth provider with our login check, guests, templates and script refusal.
+
+    Parameters
+    ----------
+    credentials_match : callable (username, password) -> bool
+        The login form's check, instead of Panel's comparison with its ``basic_auth`` setting.
+    is_guest : callable (uri) -> bool
+        Whether a request for ``uri`` (path and query string) needs no login.
+    login_template, logout_template : jinja2.Template
+        The pages, rendered with the arguments Panel's ``BasicLoginHandler`` and
+        ``LogoutHandler`` pass.
+    logout_endpoint : str
+        Where the logout page is served.
+    guest_endpoints : list of str
+        Given to Panel as well (its own session bookkeeping reads them).
+
+    Returns
+    -------
+    panel.auth.BasicAuthProvider
+        A ready instance, for ``pn.serve(auth_provider=...)``.
+    """
+    from panel.auth import BasicAuthProvider
+    from tornado.web import HTTPError
+
+    class InstructorAuthProvider(BasicAuthProvider):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self._login_template = login_template
+            self._logout_template = logout_template
+
+        @property
+        def login_handler(self):
+            base = super().login_handler  # Panel's form, with our template and endpoint
+
+            class InstructorLoginHandler(base):
+                def _validate(self, username, password):
+                    return credentials_match(username, password)
+            return InstructorLoginHandler
+
+        def _allow_guest(self, uri):
+            return is_guest(uri)
+
+        @property
+        def get_user(self):
+            get_user = super().get_user
+
+            def get_user_or_refuse_a_script(handler):
+                user = get_user(handler)
+                # Panel's autoload handler awaits a session that Tornado's login redirect never
+                # makes (a TypeError traceback in the log): a script cannot log in, so refuse.
+                if user is None and handler.request.path.endswith("/autoload.js"):
+                    raise HTTPError(403)
+                return user
+            return get_user_or_refuse_a_script
+
+    return InstructorAuthProvider(logout_endpoint=logout_endpoint, guest_endpoints=guest_endpoints)

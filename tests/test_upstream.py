@@ -1,0 +1,165 @@
+"""What app/upstream.py relies on in Panel, Bokeh, Tornado and Tabulator: each test fails when
+that upstream behaviour changes, before a page quietly does. Read the item in app/upstream.py."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+from types import SimpleNamespace
+
+import panel as pn
+import pytest
+from bokeh.document import Document
+from jinja2 import Template
+from workbench_server import ROOT
+
+from app import auth, upstream
+
+APP = ROOT / "app"
+
+
+def _package_file(package: str, *parts: str) -> Path:
+    return Path(__import__(package).__file__).resolve().parent.joinpath(*parts)
+
+
+@pytest.mark.parametrize("package", ["bokeh", "panel"])
+def test_the_installed_release_is_the_one_the_map_was_checked_on(package):
+    # Same minor release (pyproject.toml pins these two to one minor): a new minor means re-reading
+    # the map. Tornado is not pinned; what the map relies on of it is its public API.
+    checked, installed = upstream.CHECKED_ON[package], version(package)
+    assert installed.split(".")[:2] == checked.split(".")[:2], (
+        f"{package} {installed}, app/upstream.py was checked on {checked}")
+
+
+def test_bokeh_routes_every_pages_websocket_through_per_app_patterns_to_panels_handler():
+    from bokeh.server import tornado as bokeh_tornado
+    from bokeh.server.urls import per_app_patterns
+    from panel.io.server import WSHandler
+
+    upstream.answer_without_nagle_delay()
+    routes = dict(per_app_patterns)
+    assert issubclass(routes[r"/ws"], WSHandler) and routes[r"/ws"].sends_at_once
+    # Bokeh reads the table when it builds each application's routes, so a change made before
+    # pn.serve is the one served.
+    assert "per_app_patterns" in inspect.getsource(bokeh_tornado.BokehTornado.__init__)
+    assert callable(WSHandler.set_nodelay) and callable(WSHandler.open)
+
+
+def test_panels_bundle_asks_its_module_level_mathjax_check_with_the_roots():
+    from panel.io import resources
+
+    assert list(inspect.signature(resources._panel_use_mathjax).parameters) == ["roots"]
+    # Looked up as a module global at call time: replacing the attribute changes the answer.
+    assert "_panel_use_mathjax(roots)" in inspect.getsource(resources.bundle_resources)
+    upstream.load_mathjax_only_for_tex()
+    assert resources._panel_use_mathjax is upstream.panel_html_needs_mathjax
+
+
+def test_panels_own_check_loads_mathjax_for_a_page_rooted_in_an_html_pane_and_ours_does_not():
+    # Panel looks at the document's roots only (the instructor page's header is one). In a child
+    # process: this one may have replaced Panel's check already.
+    code = (
+        "import panel as pn\n"
+        "from bokeh.document import Document\n"
+        "from panel.io import resources\n"
+        "from app.upstream import load_mathjax_only_for_tex\n"
+        "roots = [pn.pane.HTML('<p>Runs: 3</p>').get_root(Document())]\n"
+        "def mathjax():\n"
+        "    files = resources.bundle_resources(roots, resources.Resources(mode='server')).js_files\n"
+        "    return any('bokeh-mathjax' in str(url) for url in files)\n"
+        "before = mathjax()\n"
+        "load_mathjax_only_for_tex()\n"
+        "print(before, mathjax())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]
+
+
+def test_pages_leave_out_mathjax_unless_they_hold_tex():
+    def needs(pane) -> bool:
+        return upstream.panel_html_needs_mathjax([pane.get_root(Document())])
+
+    assert not needs(pn.pane.Markdown("**Causal mask**: scores become −∞ *before* softmax"))
+    assert not needs(pn.pane.HTML("<p>$$x^2$$ typed by a learner</p>"))  # HTML panes: maths off
+    assert needs(pn.pane.Markdown("A formula: $$\\sqrt{d_k}$$"))
+    assert needs(pn.Column(pn.pane.Markdown(r"Inline \\(x\\)")))  # Markdown eats one backslash
+
+
+def _request(uri: str):
+    """A plain (not websocket) request handler without a login cookie, as Panel's get_user sees one."""
+    path = uri.partition("?")[0]
+    return SimpleNamespace(get_secure_cookie=lambda *a, **k: None, set_cookie=lambda *a, **k: None,
+                           request=SimpleNamespace(uri=uri, path=path, cookies={}))
+
+
+def test_panels_basic_auth_asks_allow_guest_with_the_whole_uri():
+    provider = auth.serve_options("pw")["auth_provider"]
+    assert list(inspect.signature(type(provider)._allow_guest).parameters) == ["self", "uri"]
+    assert provider.get_user(_request("/?runs=a,b")) == "guest"  # Panel alone: the login
+    assert provider.get_user(_request("/embed/ws?x=1")) == "guest"
+    assert provider.get_user(_request("/instructor?x=1")) is None
+    with pytest.raises(Exception, match="403"):
+        provider.get_user(_request("/instructor/autoload.js"))
+
+
+def test_panels_login_form_checks_with_validate_and_renders_the_providers_templates():
+    from panel.auth import BasicLoginHandler, LogoutHandler
+
+    assert "self._validate(username, password)" in inspect.getsource(BasicLoginHandler.post)
+    assert "self._login_template.render(" in inspect.getsource(BasicLoginHandler.get)
+    assert "self._logout_template.render(" in inspect.getsource(LogoutHandler.get)
+    provider = auth.serve_options("README.md")["auth_provider"]
+    login, logout = provider.login_handler, provider.logout_handler
+    assert issubclass(login, BasicLoginHandler) and issubclass(logout, LogoutHandler)
+    assert isinstance(login._login_template, Template) and isinstance(logout._logout_template, Template)
+    assert "Instructor login" in login._login_template.render(
+        login_endpoint="/login", errormessage="", PANEL_CDN="")
+    assert login._validate(None, "instructor", "README.md")
+    assert not login._validate(None, "instructor", "readme.md") and not login._validate(None, "x", "README.md")
+
+
+def test_a_notification_areas_server_destroy_hook_takes_the_session_context():
+    from panel.io.notifications import NotificationArea
+
+    assert list(inspect.signature(NotificationArea._server_destroy).parameters) == ["self", "session_context"]
+    # It finds the page's root by the session's document, which is why it works as a hook.
+    assert "session_context._document" in inspect.getsource(NotificationArea._server_destroy)
+
+
+def test_the_table_resync_script_uses_what_panels_tabulator_view_and_bokehjs_have():
+    scripts = [text for path in sorted(APP.rglob("*")) if path.suffix in (".py", ".js")
+               for text in [path.read_text(encoding="utf-8")] if "view._building" in text]
+    assert len(scripts) == 1, "the resync script (TABLE_RESYNC_JS) is expected in one file under app/"
+    for name in ("view._building", "view.setData()", "view.child_views", "view.tabulator", "Bokeh.index"):
+        assert name in scripts[0]
+    view = _package_file("panel", "models", "tabulator.ts").read_text(encoding="utf-8")
+    body = view[view.index("export class DataTabulatorView"):]
+    assert re.search(r"^  _building: boolean", body, re.M)
+    assert re.search(r"^  setData\(\): Promise<void>", body, re.M)
+    assert "_building" in _package_file("panel", "dist", "panel.min.js").read_text(encoding="utf-8")
+    layout = _package_file("bokeh", "server", "static", "js", "lib", "models", "layouts", "layout_dom.d.ts")
+    assert "get child_views(): UIElementView[];" in layout.read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_num_procs_workers_are_tied_to_their_parent():
+    # In a child process: the fork hook is process-wide.
+    code = (
+        "import ctypes, os, signal\n"
+        "from app.upstream import workers_end_with_their_parent\n"
+        "workers_end_with_their_parent()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    got = ctypes.c_int()\n"
+        "    ctypes.CDLL(None).prctl(2, ctypes.byref(got))  # PR_GET_PDEATHSIG\n"
+        "    os._exit(0 if got.value == signal.SIGTERM else 1)\n"
+        "print(os.waitpid(pid, 0)[1])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"
