@@ -40,7 +40,9 @@ STALE_COUNT_JS = mark_stale_js(
     ".runs-count", " The connection to the server was lost: this table no longer updates; reload the page.")
 
 
-_LOGOUT_CSS = read_text(__package__, "page_logout.css")
+# Named, not __package__: `panel serve app/instructor/page.py` runs this file as a script, without a package.
+_PACKAGE = "app.instructor"
+_LOGOUT_CSS = read_text(_PACKAGE, "page_logout.css")
 
 
 # The most runs the page's JSON export sends (about 46 MB): a download travels through the page's

@@ -38,7 +38,9 @@ projections W_Q, W_K, W_V (<b>Input mode</b>), to see why. Click a heat-map row 
 
 _HEADER = html("<header><h1 style='margin: 0; font-size: 1.6em; font-weight: normal; color: white;'>"
                "{}</h1></header>", TITLE)
-_OPENED_CSS = read_text(__package__, "page_opened.css")
+# Named, not __package__: `panel serve app/learner/page.py` runs this file as a script, without a package.
+_PACKAGE = "app.learner"
+_OPENED_CSS = read_text(_PACKAGE, "page_opened.css")
 _SIDEBAR_CSS = ":host { border-right: 1px solid #dee2e6; }"
 
 DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is saved. "
@@ -46,7 +48,7 @@ DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is 
 # The lost-connection notice in the header bar's free right part, two lines high at most: in
 # Panel's corner (bottom right) it covered Saved runs' Open links at the page's end. Notyf's
 # ripple paints a toast only as wide as it is high, so the wide one gets its own background.
-NOTICE_IN_HEADER_CSS = read_text(__package__, "page_notice_in_header.css")
+NOTICE_IN_HEADER_CSS = read_text(_PACKAGE, "page_notice_in_header.css")
 
 
 def opened_html(message: str, ok: bool, edited: bool) -> str:
