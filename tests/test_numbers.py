@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from app.learner.checks import _words
-from app.shared.numbers import format_number, format_optional
+from app.shared.numbers import format_number, format_result
 
 NAN, INF = float("nan"), float("inf")
 
@@ -37,8 +37,9 @@ def test_a_trimmed_narrow_number_drops_trailing_zeros_only(x, text):
     assert format_number(x, "narrow", trim=True) == text
 
 
-def test_format_optional_and_an_unknown_style():
-    assert format_optional(None) == "—" and format_optional(-0.5) == "\u22120.500"
+def test_format_result_and_an_unknown_style():
+    # A record writes a result that was not finite as null: NaN, naive softmax's ∞/∞.
+    assert format_result(None) == "undefined" and format_result(-0.5) == "\u22120.500"
     with pytest.raises(ValueError, match="style"):
         format_number(1.0, "wide")
 

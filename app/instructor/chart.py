@@ -20,7 +20,7 @@ from bokeh.plotting import figure
 from app.instructor.columns import created_texts, numbers, texts
 from app.instructor.state import InstructorState, mode_order
 from app.shared.html import Markup, html, join
-from app.shared.numbers import format_optional
+from app.shared.numbers import format_result
 from app.shared.static import read_text
 
 CHART_HEIGHT = 460  # px: the class picture's heading, one row of its two figures, a key of three lines
@@ -143,8 +143,8 @@ class ClassChartView(pn.viewable.Viewer):
             "created": texts(self._created(records)),
             "future_weight": numbers(r.total_future_weight for r in records),
             "min_row_sum": numbers(r.min_row_sum for r in records),
-            "future_weight_text": texts(format_optional(r.total_future_weight) for r in records),
-            "min_row_sum_text": texts(format_optional(r.min_row_sum) for r in records),
+            "future_weight_text": texts(format_result(r.total_future_weight) for r in records),
+            "min_row_sum_text": texts(format_result(r.min_row_sum) for r in records),
         }
 
     def _created(self, records) -> list[str]:

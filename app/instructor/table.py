@@ -19,7 +19,7 @@ from app.instructor.columns import created_texts, shorten
 from app.instructor.state import ALL_MODES, PAGE_SIZE, InstructorState
 from app.shared.compare import failed_checks_text
 from app.shared.html import Markup, html, join
-from app.shared.numbers import format_optional
+from app.shared.numbers import format_result
 from app.shared.static import read_text
 from app.shared.widgets import NO_SPIN_BUTTONS
 from app.store import RunFilter, RunSummary
@@ -50,7 +50,7 @@ def runs_frame(rows: list[RunSummary], state: InstructorState) -> pd.DataFrame:
     """The table's rows, in the order given; free text shortened (full text under the table).
 
     Numbers and failed checks are the text the learner's Saved runs table shows
-    (:func:`~app.shared.numbers.format_optional`, check titles), built here for the first fill
+    (:func:`~app.shared.numbers.format_result`, check titles), built here for the first fill
     and every refresh alike: Tabulator sorts nothing (the store does), so it needs no numbers.
     """
     columns = {
@@ -65,8 +65,8 @@ def runs_frame(rows: list[RunSummary], state: InstructorState) -> pd.DataFrame:
         "d_k": [str(r.d_k) for r in rows],
         # "—" unless the run was projected from X (matrix mode).
         "d_model": ["—" if r.d_model is None else str(r.d_model) for r in rows],
-        "total future-token weight": [format_optional(r.total_future_weight) for r in rows],
-        "smallest row sum": [format_optional(r.min_row_sum) for r in rows],
+        "total future-token weight": [format_result(r.total_future_weight) for r in rows],
+        "smallest row sum": [format_result(r.min_row_sum) for r in rows],
         "failed checks": [failed_checks_text(r) for r in rows],
         "prediction": [shorten(r.prediction) for r in rows],
         "explanation": [shorten(r.explanation) for r in rows],

@@ -22,7 +22,7 @@ from app.learner.record import MAX_TYPED, STATUS_CSS, limited, status_html
 from app.learner.state import LearnerState
 from app.shared.compare import ComparisonView, failed_checks_text
 from app.shared.html import Markup, html, join
-from app.shared.numbers import format_optional
+from app.shared.numbers import format_result
 from app.shared.static import read_text
 from app.store import StoreError, export_csv, export_json
 
@@ -50,8 +50,8 @@ def runs_columns(records) -> dict[str, list[str]]:
         "label": [r.label or "" for r in records],
         "learner": [r.learner or "" for r in records],
         "mode": [r.title for r in records],
-        "future-token weight": [format_optional(r.total_future_weight) for r in records],
-        "smallest row sum": [format_optional(r.min_row_sum) for r in records],
+        "future-token weight": [format_result(r.total_future_weight) for r in records],
+        "smallest row sum": [format_result(r.min_row_sum) for r in records],
         "failed checks": [failed_checks_text(r) for r in records],
         "explanation": [r.explanation or "—" for r in records],
     }

@@ -10,7 +10,7 @@ import panel as pn
 
 from app.shared.heatmap import HeatMap, file_name
 from app.shared.html import Markup, html, join
-from app.shared.numbers import format_optional
+from app.shared.numbers import format_result
 from app.shared.static import read_text
 from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES
@@ -134,13 +134,13 @@ class ComparisonView(pn.viewable.Viewer):
         width = max(a.T, b.T)
 
         def cells(values):
-            shown = [html("<td>{}</td>", format_optional(v)) for v in values]
+            shown = [html("<td>{}</td>", format_result(v)) for v in values]
             return join(shown + [Markup("<td>no row</td>")] * (width - len(shown)))
 
         rows = join(
             html("<tr><th scope='row'>{}: {} ({})</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}</tr>",
-                 tag, name, mode_title(r), r.T, r.d_k, format_optional(r.total_future_weight),
-                 format_optional(r.min_row_sum), cells(r.results["row_sums"]))
+                 tag, name, mode_title(r), r.T, r.d_k, format_result(r.total_future_weight),
+                 format_result(r.min_row_sum), cells(r.results["row_sums"]))
             for tag, r, name in (("A", a, names[0]), ("B", b, names[1])))
         head = join(html("<th scope='col'>row {} sum</th>", i + 1) for i in range(width))
         note = html("<p data-testid='comparison-sizes'>{}</p>", why_not) if why_not else ""

@@ -64,10 +64,12 @@ def format_number(x: float, style: Style = "cell", *, trim: bool = False) -> str
     return text.replace("-", MINUS)
 
 
-def format_optional(x: float | None, style: Style = "cell") -> str:
-    """:func:`format_number`, with ``"—"`` for a number a record does not have (``None``: a
-    summary that was not finite, or a field of another mode)."""
-    return "—" if x is None else format_number(x, style)
+def format_result(x: float | None, style: Style = "cell") -> str:
+    """:func:`format_number` of a result read back from a record, where ``None`` is a value that
+    was not finite when computed (strict JSON writes it ``null``). The only such results the core
+    makes are NaN (naive softmax's ∞/∞ in a row sum or a total), so ``None`` reads "undefined",
+    as the page that computed the run said."""
+    return format_number(math.nan if x is None else x, style)
 
 
-__all__ = ["MINUS", "format_number", "format_optional"]
+__all__ = ["MINUS", "format_number", "format_result"]
