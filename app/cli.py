@@ -28,6 +28,7 @@ from app.auth import (
     read_password_file,
 )
 from app.framing import EMBED_ORIGINS_ENV, origins_from_env, parse_origins
+from attention_core import __version__
 
 EXIT_OK, EXIT_WRITE_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -53,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="attention-workbench",
         description="Self-attention workbench: serve it, export and import runs, make the exercise's test "
                     "from a run.")
+    # The installed distribution's version, which every saved record also carries (app_version).
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{serve,export,import,test-case}")
     store_help = ("where runs are kept: a SQLAlchemy URL, sqlite:///FILE or "
                   "postgresql+psycopg://USER:PASSWORD@HOST/DB (default: $ATTENTION_WORKBENCH_STORE, "

@@ -13,6 +13,15 @@ from app.cli import main
 from app.store import RunStore
 
 
+def test_version_is_the_installed_distributions(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"attention-workbench {version('attention-workbench')}\n"
+
+
 @pytest.mark.parametrize("port", ["99999", "-1", "http"])
 def test_serve_refuses_a_port_that_is_not_one(port, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -113,6 +113,8 @@ def test_help_names_every_command(installed):
     assert out.startswith("usage: attention-workbench")
     for command in ("serve", "export", "import", "test-case"):
         assert command in out
+    version = installed.run("--version").stdout.split()
+    assert version[0] == "attention-workbench" and re.fullmatch(r"\d+\.\d+\.\d+\S*", version[1])
 
 
 def test_import_export_and_test_case_from_the_wheel(installed, tmp_path):
