@@ -1,10 +1,11 @@
 """Run generated exercise tests as a learner would: vitest over TypeScript, pytest over Python.
 
 Each implementation of the exercise (``correct`` or ``starter``, from ``tests/exercise/``) gets a
-folder laid out like seed 003's exercise: ``<impl>/attention.ts`` beside ``<impl>/tests/*.test.ts``
-(the generated tests import ``"../attention"``), and for Python ``py-<impl>/masked_attention.py``
-beside the generated ``test_*.py``. One vitest process runs every TypeScript file of every
-implementation; pytest runs once per implementation (both copies are called ``masked_attention``).
+folder laid out like the exercise of Self-attention, "Shapes and loops": ``<impl>/attention.ts``
+beside ``<impl>/tests/*.test.ts`` (the generated tests import ``"../attention"``), and for Python
+``py-<impl>/masked_attention.py`` beside the generated ``test_*.py``. One vitest process runs
+every TypeScript file of every implementation; pytest runs once per implementation (both copies are
+called ``masked_attention``).
 """
 
 from __future__ import annotations

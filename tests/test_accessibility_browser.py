@@ -62,7 +62,7 @@ def test_no_critical_or_serious_violation_in_vector_and_matrix_mode_with_cell_me
     expect(page.get_by_role("alert").filter(has_text="Value 8, component 4:")).to_be_visible()
     expect(cell).to_have_attribute("aria-invalid", "true")
     assert blocking_violations(page) == []
-    # Matrix mode: seed 000's trace, its projections shown, a refused weight.
+    # Matrix mode: the four-token trace, its projections shown, a refused weight.
     page.get_by_role("button", name="Four-token trace (seed 000)").click()
     expect(page.get_by_role("table", name="Q = X W_Q (4 × 2)")).to_be_visible()
     type_number(page, "W_K row 2, column 1", "x")

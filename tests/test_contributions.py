@@ -1,7 +1,8 @@
 """The contributions view without a browser: its table and chart sources over a LearnerState.
 
-Numbers are seed 003's worked row (row 2: weights 0.269, 0.731, 0; values 10, 20, 100 →
-contributions 2.69, 14.62 (a bar says 14.6), 0; output 17.31) and seed 000's four-token trace (row 4).
+Numbers are Self-attention, "A worked row" (row 2: weights 0.269, 0.731, 0; values 10, 20, 100 →
+contributions 2.69, 14.62 (a bar says 14.6), 0; output 17.31) and Self-Attention in Matrix Form,
+"Extend the Four-Token Trace" (row 4).
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def test_mask_after_softmax_names_the_zeroed_weight(state):
 
 
 def test_vector_values_four_token_trace_row_4(state):
-    # Seed 000: Q = K = X, V = X W_V; row 4's output h_4 ≈ [0.592, -1.279].
+    # The four-token trace: Q = K = X, V = X W_V; row 4's output h_4 ≈ [0.592, -1.279].
     state.tokens = 4
     state.result = scaled_dot_product_attention(X, X, X @ W_V)
     state.row = 4
@@ -186,8 +187,8 @@ def test_bar_range_is_bokehs_data_range_of_bars_from_zero_and_set_without_values
 
 
 def test_small_bars_side_by_side_keep_one_label_and_the_table_keeps_every_number(state):
-    # Seed 000's row 4: key 1 contributes [0.065, 0.065], two short bars side by side whose
-    # labels "0.06" overlapped; the larger bars' labels all stay.
+    # The four-token trace's row 4: key 1 contributes [0.065, 0.065], two short bars side by side
+    # whose labels "0.06" overlapped; the larger bars' labels all stay.
     state.apply_preset("four_token_trace")
     view = ContributionsView(state=state)
     parts = view.component_source.data

@@ -1,9 +1,10 @@
-"""The numeric core against the seeds' printed numbers, extremes, and a naive reference.
+"""The numeric core against the course's printed numbers, extremes, and a naive reference.
 
-Layer 1 of the test plan (STYLE.md): exact values from seeds 000 and 003, the extremes a learner
-can type (scores near 1000, ties, one token, a row with no visible key), and random inputs
-compared with a double loop written here with :mod:`math`, so a shared numpy mistake in the core
-and the reference cannot cancel out.
+Layer 1 of the test plan (STYLE.md): exact values from Self-attention, "A worked row", and
+Self-Attention in Matrix Form, "Extend the Four-Token Trace", the extremes a learner can type
+(scores near 1000, ties, one token, a row with no visible key), and random inputs compared with a
+double loop written here with :mod:`math`, so a shared numpy mistake in the core and the reference
+cannot cancel out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from attention_core import is_row_stochastic, scaled_dot_product_attention
 from attention_core.masks import causal_mask, future_cells
 
-SEED_TOL = 5e-4  # the seeds print three decimals
+PRINTED_TOL = 5e-4  # the course prints three decimals
 
 
 def assert_no_nan(result) -> None:
@@ -28,10 +29,10 @@ def assert_no_nan(result) -> None:
     assert not np.isnan(result.masked_scores).any()
 
 
-# --- seed 003: the worked row -------------------------------------------------------------
+# --- Self-attention, "A worked row" ------------------------------------------------------------
 
 
-def test_seed_003_worked_row_causal() -> None:
+def test_the_worked_row_causal_as_the_lesson_prints_it() -> None:
     r = scaled_dot_product_attention([1, 1, 1], [1, 2, 9], [10, 20, 100], causal=True)
     assert np.round(r.weights[1], 3).tolist() == [0.269, 0.731, 0.0]
     assert r.weights[1, 2] == 0.0  # the future cell is exactly zero, not merely small
@@ -45,7 +46,7 @@ def test_seed_003_worked_row_causal() -> None:
     assert r.failed_checks == ()
 
 
-def test_seed_003_broken_mode_same_row() -> None:
+def test_mask_after_softmax_on_the_worked_row_leaves_the_row_unnormalised() -> None:
     r = scaled_dot_product_attention(
         [1, 1, 1], [1, 2, 9], [10, 20, 100], causal=True, mask_after_softmax=True
     )
@@ -60,7 +61,7 @@ def test_seed_003_broken_mode_same_row() -> None:
     assert {"row_sums", "mask"} <= set(r.failed_checks)
 
 
-# --- seed 000: the four-token trace -------------------------------------------------------
+# --- Self-Attention in Matrix Form, "Extend the Four-Token Trace" ------------------------------
 
 
 def four_token_trace() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -70,15 +71,15 @@ def four_token_trace() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return X @ W_Q, X @ W_K, X @ W_V  # [4, 2] each
 
 
-def test_seed_000_four_token_trace() -> None:
+def test_the_four_token_trace_as_the_chapter_prints_it() -> None:
     queries, keys, values = four_token_trace()
     r = scaled_dot_product_attention(queries, keys, values, causal=True)
     assert r.d_k == 2
     assert r.scores.shape == r.weights.shape == (4, 4)
     assert r.output.shape == (4, 2)
-    assert np.abs(r.scores[3] - [-0.707, 0.707, 0.0, 1.414]).max() < SEED_TOL
-    assert np.abs(r.weights[3] - [0.065, 0.266, 0.131, 0.539]).max() < SEED_TOL
-    assert np.abs(r.output[3] - [0.592, -1.279]).max() < SEED_TOL
+    assert np.abs(r.scores[3] - [-0.707, 0.707, 0.0, 1.414]).max() < PRINTED_TOL
+    assert np.abs(r.weights[3] - [0.065, 0.266, 0.131, 0.539]).max() < PRINTED_TOL
+    assert np.abs(r.output[3] - [0.592, -1.279]).max() < PRINTED_TOL
     assert np.round(r.output[3], 3).tolist() == [0.592, -1.279]
     # H = A V for all four rows, and contributions sum to the output.
     np.testing.assert_allclose(r.output, r.weights @ values, rtol=1e-12)
@@ -173,7 +174,8 @@ def test_result_does_not_alias_caller_arrays() -> None:
 
 
 def naive_attention(queries, keys, values, causal: bool):
-    """Seed 003's four steps, one cell at a time, with Python floats and :mod:`math`."""
+    """The four steps of Self-attention, "The attention calculation", one cell at a time, with Python
+    floats and :mod:`math`."""
     T, d_k = len(queries), len(queries[0])
     scores = [[0.0] * T for _ in range(T)]
     weights = [[0.0] * T for _ in range(T)]

@@ -2,9 +2,9 @@
 
 The generated TypeScript runs under vitest (one process for every file) and the Python under
 pytest (a subprocess), each against a correct implementation (every test passes) and against the
-starter's bug of seed 003, masking after softmax without renormalising (the row-sum test fails,
-its message naming the row sum). Node and vitest come from ``tests/find_node.py``; without them
-these tests fail, never skip.
+starter's bug of the exercise of Self-attention, "Shapes and loops": masking after softmax without
+renormalising (the row-sum test fails, its message naming the row sum). Node and vitest come from
+``tests/find_node.py``; without them these tests fail, never skip.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _runs() -> dict[str, ExperimentRecord]:
     """Runs of every input mode, causal and not, correct and broken; ids say which."""
     rng = np.random.default_rng(16)
     vectors_q, vectors_k = rng.normal(size=(2, 5, 3)).round(3)
-    x = [[1, 0], [0, 1], [1, 1], [-1, 1]]  # seed 000's four-token trace
+    x = [[1, 0], [0, 1], [1, 1], [-1, 1]]  # the four-token trace
     return {r.id: r for r in (
         _record(scaled_dot_product_attention([1, 1, 1], [1, 2, 9]), "worked-row"),
         _record(scaled_dot_product_attention([1, 1, 1], [1, 2, 9], failure_mode="mask_after_softmax"),

@@ -1,4 +1,5 @@
-"""Every failure mode of seed 003 on the learner page, in a real Chromium (issue 13).
+"""Every failure mode of Self-attention, "Common failure modes", on the learner page, in a real
+Chromium (issue 13).
 
 For each mode the learner chooses it with the ``Failure mode`` control on an input that exposes
 it (the page's own preset where the default input cannot), and the checklist fails exactly the

@@ -462,12 +462,12 @@ def test_ten_thousand_runs_open_without_errors(tmp_path, page):
 
 
 def test_version_1_and_2_runs_side_by_side_with_d_k_and_d_model(tmp_path, page):
-    # The v1 files learners already hold (imported), beside a v2 run in matrix mode (seed 000's trace).
+    # The v1 files learners already hold (imported), beside a v2 run in matrix mode (the four-token trace).
     runs = tmp_path / "runs"
     trace = self_attention([[1, 0], [0, 1], [1, 1], [-1, 1]], np.eye(2), np.eye(2), [[1, 1], [1, -1]])
     with sqlite_store(runs) as store:
         import_paths(store, [ROOT / "tests" / "records_v1"])
-        store.save(ExperimentRecord.from_result(trace, learner="Grace", label="seed 000 trace"))
+        store.save(ExperimentRecord.from_result(trace, learner="Grace", label="four-token trace"))
     running = start_server(runs, tmp_path / "server.log", env=NO_PASSWORD)
     try:
         watch = watched(page, running)
@@ -480,7 +480,7 @@ def test_version_1_and_2_runs_side_by_side_with_d_k_and_d_model(tmp_path, page):
         show_columns(page, "d_model")
         expect(headers.filter(has_text=re.compile(r"^d_model$"))).to_be_visible()
         # Cells of the columns tokens, d_k, d_model.
-        trace_row = table_rows(page).filter(has_text="seed 000 trace")
+        trace_row = table_rows(page).filter(has_text="four-token trace")
         v1_vector = table_rows(page).filter(has_text="d_k = 2, padded")
         for row, values in ((trace_row, ["4", "2", "2"]), (v1_vector, ["4", "2", "—"])):
             for field, value in zip(["tokens", "d_k", "d_model"], values, strict=True):

@@ -120,7 +120,7 @@ def test_two_pages_share_no_state_or_widget(tmp_path):
     assert a.inputs.grids[0] is not b.inputs.grids[0]
 
 
-def test_worked_row_and_broken_mode_as_the_seed_says(state):
+def test_worked_row_and_broken_mode_as_the_lesson_says(state):
     state.apply_preset("worked_row")
     r = state.result
     assert np.round(r.weights[1], 3).tolist() == [0.269, 0.731, 0.0]

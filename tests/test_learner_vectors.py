@@ -2,7 +2,8 @@
 
 Each test builds a :class:`LearnerPage` over a runs directory of its own, sets what a widget would
 set (one cell's edit, as the browser sends it) and asserts on the state, the views and the
-records on disk. Seed 000's four-token trace and seed 003's √d_k lesson are the expected numbers.
+records on disk. The four-token trace (Self-Attention in Matrix Form, "Extend the Four-Token
+Trace") and the √d_k scaling of Self-attention ("Common failure modes") are the expected numbers.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from attention_core.records import ExperimentRecord, validate_record
 
 V1_RECORDS = Path(__file__).parent / "records_v1"
 
-SEED_000_ROW_4 = {"scores": [-0.707, 0.707, 0.0, 1.414], "weights": [0.065, 0.266, 0.131, 0.539],
-                  "output": [0.592, -1.279]}
+TRACE_ROW_4 = {"scores": [-0.707, 0.707, 0.0, 1.414], "weights": [0.065, 0.266, 0.131, 0.539],
+               "output": [0.592, -1.279]}
 
 
 @pytest.fixture
@@ -125,16 +126,16 @@ def test_a_bad_weight_is_named_by_its_row_and_column(learner):
     assert learner.inputs.grids[1].errors == s.field_errors and learner.inputs.grids[0].errors == {}
 
 
-def test_the_four_token_trace_preset_gives_seed_000s_numbers_and_saves_them(learner):
+def test_the_four_token_trace_preset_gives_the_chapters_numbers_and_saves_them(learner):
     s = learner.state
     s.apply_preset("four_token_trace")
     assert PRESETS["four_token_trace"]["label"] == "Four-token trace (seed 000)"
     r = s.result
     assert (s.input_mode, s.tokens, s.d_model, s.d_k, s.d_v, s.causal) == ("matrices", 4, 2, 2, 2, True)
-    assert learner.row.value == s.row == 4  # the seed traces row 4 (h_4)
-    assert np.round(r.scores[3], 3).tolist() == SEED_000_ROW_4["scores"]
-    assert np.round(r.weights[3], 3).tolist() == SEED_000_ROW_4["weights"]
-    assert np.round(r.output[3], 3).tolist() == SEED_000_ROW_4["output"]
+    assert learner.row.value == s.row == 4  # the chapter traces row 4 (h_4)
+    assert np.round(r.scores[3], 3).tolist() == TRACE_ROW_4["scores"]
+    assert np.round(r.weights[3], 3).tolist() == TRACE_ROW_4["weights"]
+    assert np.round(r.output[3], 3).tolist() == TRACE_ROW_4["output"]
     shown = shapes_html(r)
     assert "Q = X W_Q (4 × 2)" in shown and "V = X W_V (4 × 2)" in shown and "√2" in shown
     s.prediction = "row 4 reads token 4 most"
@@ -144,9 +145,9 @@ def test_the_four_token_trace_preset_gives_seed_000s_numbers_and_saves_them(lear
     assert on_disk["schema_version"] == 2
     assert on_disk["inputs"]["projection"]["X"] == [[1, 0], [0, 1], [1, 1], [-1, 1]]
     results = on_disk["results"]
-    assert np.round(results["scores"][3], 3).tolist() == SEED_000_ROW_4["scores"]
-    assert np.round(results["weights"][3], 3).tolist() == SEED_000_ROW_4["weights"]
-    assert np.round(results["output"][3], 3).tolist() == SEED_000_ROW_4["output"]
+    assert np.round(results["scores"][3], 3).tolist() == TRACE_ROW_4["scores"]
+    assert np.round(results["weights"][3], 3).tolist() == TRACE_ROW_4["weights"]
+    assert np.round(results["output"][3], 3).tolist() == TRACE_ROW_4["output"]
 
 
 def test_a_preset_about_a_row_chooses_it_and_the_worked_row_is_row_2(learner):
@@ -163,7 +164,7 @@ def test_a_preset_about_a_row_chooses_it_and_the_worked_row_is_row_2(learner):
     assert s.row == 3
 
 
-def test_matrix_mode_on_its_own_numbers_is_not_headed_as_the_seeds(learner):
+def test_matrix_mode_on_its_own_numbers_is_not_headed_as_the_four_token_trace(learner):
     s = learner.state
     s.input_mode = "matrices"
     shown = shapes_html(s.result)

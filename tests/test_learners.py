@@ -1,4 +1,5 @@
-"""The instructor's learners view: seed 003's checkpoints counted per learner, from their runs."""
+"""The instructor's learners view: the Self-attention lesson's checkpoints counted per learner, from
+their runs."""
 
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ EXPOSING_INPUTS: dict[str, dict] = {name: {} for name in FAILURE_MODES}
 EXPOSING_INPUTS["naive_softmax"] = {"queries": QUERIES * 40.0, "keys": KEYS * 40.0}
 
 # The same lesson at the page's widest head (d_k = 4, d_v = 1 as a column) and in matrix mode
-# (seed 000: Q = X W_Q, K = X W_K, V = X W_V with d_model = 3), where the naive softmax's large
-# scores come from a large W_Q and W_K.
+# (Self-Attention in Matrix Form: Q = X W_Q, K = X W_K, V = X W_V with d_model = 3), where the
+# naive softmax's large scores come from a large W_Q and W_K.
 QUERIES_4 = np.hstack([QUERIES, QUERIES[:, ::-1]])
 KEYS_4 = np.hstack([KEYS, KEYS[:, ::-1] * 0.5])
 VALUES_1 = VALUES[:, :1]
@@ -170,7 +170,8 @@ def test_modes_are_frozen_data() -> None:
 
 
 def test_no_mask_forgets_only_the_causal_mask() -> None:
-    # Seed 004: causal and padding masks are different rules; no_mask forgets the first only.
+    # Review, "Distinctions to Keep": causal and padding masks are different rules; no_mask forgets
+    # the first only.
     padding_mask = [True, True, False, True]
     r = run("no_mask", padding_mask=padding_mask)
     assert (r.masked_scores[:, 2] == -np.inf).all()  # padding reached softmax as -inf

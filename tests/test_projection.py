@@ -1,5 +1,5 @@
-"""Matrix mode: seed 000's four-token trace to its decimals, projections checked field by field,
-and row steps and exposure for vectors."""
+"""Matrix mode: the four-token trace (Self-Attention in Matrix Form, "Extend the Four-Token Trace")
+to its decimals, projections checked field by field, and row steps and exposure for vectors."""
 
 from __future__ import annotations
 
@@ -19,14 +19,15 @@ from attention_core import (
     self_attention,
 )
 
-# Seed 000, "Extend the Four-Token Trace".
+# Self-Attention in Matrix Form, "Extend the Four-Token Trace".
 X = [[1, 0], [0, 1], [1, 1], [-1, 1]]
 W_Q = W_K = [[1, 0], [0, 1]]
 W_V = [[1, 1], [1, -1]]
 
 
 def naive_self_attention(x, w_q, w_k, w_v, causal=True):
-    """A double loop straight from seed 000's formulas, to hold the pipeline to."""
+    """A double loop straight from the formulas of Self-Attention in Matrix Form, to hold the
+    pipeline to."""
     x, w_q, w_k, w_v = (np.asarray(a, dtype=float) for a in (x, w_q, w_k, w_v))
     q, k, v = x @ w_q, x @ w_k, x @ w_v
     T, d_k = q.shape
@@ -41,7 +42,7 @@ def naive_self_attention(x, w_q, w_k, w_v, causal=True):
     return weights, weights @ v
 
 
-def test_four_token_trace_row_4_to_the_seeds_decimals() -> None:
+def test_four_token_trace_row_4_to_the_chapters_decimals() -> None:
     r = self_attention(X, W_Q, W_K, W_V, causal=True)
     assert np.round(r.scores[3], 3).tolist() == [-0.707, 0.707, 0.0, 1.414]
     assert np.round(r.weights[3], 3).tolist() == [0.065, 0.266, 0.131, 0.539]
@@ -138,7 +139,8 @@ def test_row_steps_show_the_dot_product_term_by_term_then_the_division() -> None
 
 
 def test_row_steps_give_each_sources_contribution_as_a_vector() -> None:
-    # Seed 000, "Keep four quantities separate": A_ij v_j per source, summing to h_4.
+    # Self-Attention in Matrix Form, "Keep Four Quantities Separate": A_ij v_j per source, summing
+    # to h_4.
     s = row_steps(self_attention(X, W_Q, W_K, W_V), 3)
     assert s.weighted.shape == (4, 2)
     np.testing.assert_allclose(s.weighted, s.weights[:, None] * s.mixed, rtol=1e-15)
@@ -175,7 +177,7 @@ def test_no_scaling_is_exposed_from_d_k_2_and_said_to_be_unexposable_at_d_k_1() 
     assert exposure(matrix) is None and matrix.failed_checks == ("score_scale",)
 
 
-# --- seed 004's audit starts with the projection shapes ---------------------------------------
+# --- Review, "Audit Order", starts with the projection shapes ---------------------------------
 
 
 def test_the_input_shapes_check_names_the_projection_shapes() -> None:

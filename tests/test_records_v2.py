@@ -35,7 +35,7 @@ V1_DIR = Path(__file__).resolve().parent / "records_v1"
 V1_FILES = sorted(V1_DIR.glob("*.json"))
 TEXT = ("learner", "label", "prediction", "explanation", "notes")
 
-# Seed 000's four-token trace.
+# Self-Attention in Matrix Form, "Extend the Four-Token Trace".
 X = [[1, 0], [0, 1], [1, 1], [-1, 1]]
 W_QK = [[1, 0], [0, 1]]
 W_V = [[1, 1], [1, -1]]
@@ -64,14 +64,14 @@ RESULTS = {
     "vector d_k=4 d_v=1": lambda: scaled_dot_product_attention(
         np.arange(12.0).reshape(3, 4) / 7, -np.arange(12.0).reshape(3, 4) / 5, [[1.0], [2.0], [3.0]]),
     "vector d_k=1 as a column": lambda: scaled_dot_product_attention([[1.0], [2.0]], [[0.5], [1 / 3]]),
-    "matrix (seed 000)": trace,
+    "matrix (four-token trace)": trace,
     "matrix, padding, no W_V": lambda: self_attention(X, W_QK, W_QK, padding_mask=[True, False, True, True]),
     "matrix d_model=3 d_k=1 d_v=4": lambda: self_attention(
         [[0.1, 0.2, 0.3]] * 2, [[1.0], [2.0], [3.0]], [[-1.0], [0.0], [1e-300]], np.ones((3, 4)) / 3,
         causal=False),
 }
 MODES_OF_INPUT = {"scalar": "scalar", "scalar, no values": "scalar", "vector d_k=4 d_v=1": "vector",
-                  "vector d_k=1 as a column": "vector", "matrix (seed 000)": "matrix",
+                  "vector d_k=1 as a column": "vector", "matrix (four-token trace)": "matrix",
                   "matrix, padding, no W_V": "matrix", "matrix d_model=3 d_k=1 d_v=4": "matrix"}
 
 
@@ -98,8 +98,8 @@ def test_v2_records_round_trip_exactly_and_are_schema_valid(case):
         assert record.d_model == p.d_model
 
 
-def test_the_four_token_trace_record_holds_the_seeds_numbers():
-    record = check_strict(ExperimentRecord.from_result(trace(), label="seed 000"))
+def test_the_four_token_trace_record_holds_the_chapters_numbers():
+    record = check_strict(ExperimentRecord.from_result(trace(), label="four-token trace"))
     results = record.results
     assert [round(x, 3) for x in results["scores"][3]] == [-0.707, 0.707, 0.0, 1.414]
     assert [round(x, 3) for x in results["weights"][3]] == [0.065, 0.266, 0.131, 0.539]
@@ -192,7 +192,7 @@ def test_v1_records_open_again_with_the_same_numbers(path):
     assert again == old_dict
 
 
-def test_the_v1_worked_row_reads_as_seed_003_writes_it():
+def test_the_v1_worked_row_reads_as_the_lesson_writes_it():
     record = ExperimentRecord.from_json((V1_DIR / "v1-worked-row-scalar.json").read_bytes())
     assert [round(w, 3) for w in record.results["weights"][1]] == [0.269, 0.731, 0.0]
     assert round(record.results["output"][1], 2) == 17.31
@@ -299,7 +299,7 @@ def test_the_store_lists_and_summarises_both_versions(mixed_store):
     assert list(store.iter_summaries()) == summaries
     assert "".join(iter_csv(store.iter_csv_rows())) == export_csv(summaries)
     by_label = {s.label: s for s in summaries}
-    assert (by_label["matrix (seed 000)"].d_k, by_label["matrix (seed 000)"].d_model) == (2, 2)
+    assert (by_label["matrix (four-token trace)"].d_k, by_label["matrix (four-token trace)"].d_model) == (2, 2)
     assert (by_label["vector d_k=4 d_v=1"].d_k, by_label["vector d_k=4 d_v=1"].d_model) == (4, None)
     assert by_label["worked row"].d_k == 1 and by_label["worked row"].d_model is None
 
@@ -339,7 +339,8 @@ def test_csv_export_appends_d_k_and_d_model(mixed_store):
     rows = list(csv.DictReader(io.StringIO(export_csv(records), newline="")))
     assert [row["id"] for row in rows] == [r.id for r in records]
     by_label = {row["label"]: row for row in rows}
-    assert (by_label["matrix (seed 000)"]["d_k"], by_label["matrix (seed 000)"]["d_model"]) == ("2", "2")
+    assert (by_label["matrix (four-token trace)"]["d_k"], by_label["matrix (four-token trace)"]["d_model"]) == (
+        "2", "2")
     assert (by_label["matrix d_model=3 d_k=1 d_v=4"]["d_k"], by_label["matrix d_model=3 d_k=1 d_v=4"]["d_model"]) == (
         "1", "3")
     assert (by_label["d_k = 2, padded"]["d_k"], by_label["d_k = 2, padded"]["d_model"]) == ("2", "")
@@ -369,9 +370,9 @@ def test_comparison_takes_a_v1_and_a_v2_run(mixed_store):
     view = ComparisonView()
     view.show([by_label["worked row"], by_label["scalar"]])  # same T: a difference map
     assert view.difference.visible and "different token counts" not in view.summary.object
-    view.show([by_label["d_k = 2, padded"], by_label["matrix (seed 000)"]])  # both T = 4
+    view.show([by_label["d_k = 2, padded"], by_label["matrix (four-token trace)"]])  # both T = 4
     assert view.difference.visible
-    view.show([by_label["worked row"], by_label["matrix (seed 000)"]])
+    view.show([by_label["worked row"], by_label["matrix (four-token trace)"]])
     assert not view.difference.visible and "different token counts" in view.summary.object
 
 
@@ -381,8 +382,8 @@ def test_the_instructor_page_lists_both_versions_with_d_k_and_d_model(mixed_stor
     assert {r.id for r in state.filtered()} == {r.id for r in records}
     frame = runs_frame(state.page_runs, state)
     rows = {row["label"]: row for row in frame.to_dict("records")}
-    assert (rows["matrix (seed 000)"]["tokens"], rows["matrix (seed 000)"]["d_k"],
-            rows["matrix (seed 000)"]["d_model"]) == ("4", "2", "2")  # as the page writes them
+    assert (rows["matrix (four-token trace)"]["tokens"], rows["matrix (four-token trace)"]["d_k"],
+            rows["matrix (four-token trace)"]["d_model"]) == ("4", "2", "2")  # as the page writes them
     assert rows["worked row"]["d_k"] == "1" and rows["worked row"]["d_model"] == "—"  # a v1 run has no d_model
     for r in state.filtered():
         state.select(r.id)

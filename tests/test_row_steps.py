@@ -52,7 +52,7 @@ def steps_of(state: LearnerState, row: int) -> str:
     return text(RowStepsView(state=state))
 
 
-def test_the_worked_row_reads_as_seed_003_writes_it(state):
+def test_the_worked_row_reads_as_the_lesson_writes_it(state):
     state.apply_preset("worked_row")
     shown = steps_of(state, 2)
     assert shown.startswith("Row steps")
@@ -334,7 +334,8 @@ def test_downloads_are_fresh_on_every_call_with_distinct_names(state):
 def test_no_scaling_on_a_wide_head_shows_the_correct_weights_beside_the_sharper_ones(state):
     state.apply_preset("wide_head", failure_mode="no_scaling")
     shown = steps_of(state, 2)
-    # Row 2 scores 4 and 2 unscaled; divided by √4 = 2 they are 2 and 1 (seed 003's lesson).
+    # Row 2 scores 4 and 2 unscaled; divided by √4 = 2 they are 2 and 1 (Self-attention, "Common
+    # failure modes": unscaled, a wider head's weights are sharper).
     assert in_order(shown, "Not divided by √d_k (√4)", "[4.000, 2.000, −∞]",
                     "Weights of row 2", "[0.881, 0.119, 0]",
                     "Correct, for comparison: scores divided by √d_k = √4 = 2.000", "[2.000, 1.000, 0]",

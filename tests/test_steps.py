@@ -1,5 +1,5 @@
-"""row_steps shows seed 003's steps from the result's own arrays; exposure says when an input
-cannot show a mode's failure."""
+"""row_steps shows the steps of Self-attention, "A worked row", from the result's own arrays; exposure
+says when an input cannot show a mode's failure."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ def worked_row(**settings) -> RowSteps:
     return row_steps(scaled_dot_product_attention(**WORKED, **settings), 1)
 
 
-# --- seed 003's worked row, step by step ------------------------------------------------------
+# --- Self-attention, "A worked row", step by step -------------------------------------------
 
 
-def test_worked_row_in_seed_003s_order() -> None:
+def test_worked_row_in_the_lessons_order() -> None:
     s = worked_row(causal=True)
     assert s.row == 1 and s.along == "row"
     assert s.raw_scores.tolist() == [1.0, 2.0, 9.0]
@@ -66,7 +66,7 @@ def test_a_row_outside_the_result_is_refused(i: int) -> None:
 
 
 def test_scaling_is_a_step_of_its_own() -> None:
-    X = np.array([[1, 0], [0, 1], [1, 1], [-1, 1]], dtype=float)  # seed 000's four-token trace
+    X = np.array([[1, 0], [0, 1], [1, 1], [-1, 1]], dtype=float)  # the four-token trace
     r = scaled_dot_product_attention(X, X)
     s = row_steps(r, 3)
     assert s.raw_scores.tolist() == [-1.0, 1.0, 0.0, 2.0]

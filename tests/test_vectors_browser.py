@@ -25,8 +25,8 @@ from attention_core.records import ExperimentRecord
 
 V1_RECORDS = Path(__file__).parent / "records_v1"
 
-SEED_000_ROW_4 = {"scores": [-0.707, 0.707, 0.0, 1.414], "weights": [0.065, 0.266, 0.131, 0.539],
-                  "output": [0.592, -1.279]}
+TRACE_ROW_4 = {"scores": [-0.707, 0.707, 0.0, 1.414], "weights": [0.065, 0.266, 0.131, 0.539],
+               "output": [0.592, -1.279]}
 
 
 def close_to(expected: list[float], tol: float = 5e-4):
@@ -39,17 +39,17 @@ def save(page: Page, label: str, prediction: str = "a prediction") -> str:
     return re.search(r"\(([A-Za-z0-9_-]+)\)", status.inner_text()).group(1)
 
 
-def test_the_four_token_trace_preset_shows_seed_000_and_its_saved_record_holds_it(server, page, watch):
+def test_the_four_token_trace_preset_shows_the_chapters_numbers_and_its_saved_record_holds_them(server, page, watch):
     open_learner_page(page, server.url)
     page.get_by_role("button", name="Four-token trace (seed 000)").click()
-    weights = wait_for_row(page, "weights-source", 4, 4, close_to(SEED_000_ROW_4["weights"]))
-    scores = wait_for_row(page, "scores-source", 4, 4, close_to(SEED_000_ROW_4["scores"]))
-    assert np.round(weights, 3).tolist() == SEED_000_ROW_4["weights"]
-    assert np.round(scores, 3).tolist() == SEED_000_ROW_4["scores"]
-    # The cells read as the seed prints them (0.065, not 0.0646).
+    weights = wait_for_row(page, "weights-source", 4, 4, close_to(TRACE_ROW_4["weights"]))
+    scores = wait_for_row(page, "scores-source", 4, 4, close_to(TRACE_ROW_4["scores"]))
+    assert np.round(weights, 3).tolist() == TRACE_ROW_4["weights"]
+    assert np.round(scores, 3).tolist() == TRACE_ROW_4["scores"]
+    # The cells read as the chapter prints them (0.065, not 0.0646).
     assert row_of(source(page, "weights-source"), 4, 4, key="text") == ["0.065", "0.266", "0.131", "0.539"]
     assert row_of(source(page, "scores-source"), 4, 4, key="text") == ["−0.707", "0.707", "0", "1.414"]
-    # The inputs are seed 000's X and projections, each cell named by its place.
+    # The inputs are the four-token trace's X and projections, each cell named by its place.
     expect(page.get_by_label("Input mode")).to_have_value("X and projections (W_Q, W_K, W_V)")
     expect(page.get_by_label("X token 4, component 1", exact=True)).to_have_value("-1")
     expect(page.get_by_label("W_V row 2, column 2", exact=True)).to_have_value("-1")
@@ -64,13 +64,13 @@ def test_the_four_token_trace_preset_shows_seed_000_and_its_saved_record_holds_i
     steps = page.get_by_role("list", name="Row steps of row 4")
     expect(steps).to_contain_text("Output of row 4: the sum: [0.592, −1.279]")
     expect(steps).to_contain_text("0.539 × [0, −2.000] = [0, −1.078]")  # v_4's contribution
-    run_id = save(page, "seed 000 trace")
+    run_id = save(page, "four-token trace")
     record = {r["id"]: r for r in server.records()}[run_id]
     assert record["schema_version"] == 2 and record["inputs"]["projection"]["d_model"] == 2
     results = record["results"]
-    assert np.round(results["scores"][3], 3).tolist() == SEED_000_ROW_4["scores"]
-    assert np.round(results["weights"][3], 3).tolist() == SEED_000_ROW_4["weights"]
-    assert np.round(results["output"][3], 3).tolist() == SEED_000_ROW_4["output"]
+    assert np.round(results["scores"][3], 3).tolist() == TRACE_ROW_4["scores"]
+    assert np.round(results["weights"][3], 3).tolist() == TRACE_ROW_4["weights"]
+    assert np.round(results["output"][3], 3).tolist() == TRACE_ROW_4["output"]
 
 
 def test_d_k_4_scores_are_q_dot_k_over_2_and_only_no_scaling_fails_the_check(server, page, watch):

@@ -109,7 +109,7 @@ def test_comparison_of_runs_with_different_head_widths_says_why_no_difference():
 def test_comparison_of_two_matrix_mode_runs_diffs_them():
     good = self_attention(X, I2, I2, W_V)
     broken = self_attention(X, I2, I2, W_V, failure_mode="no_scaling")
-    a, b = record(good, "seed 000"), record(broken, "seed 000 unscaled")
+    a, b = record(good, "four-token trace"), record(broken, "four-token trace unscaled")
     view = ComparisonView()
     view.show([a, b])
     assert view.difference.visible

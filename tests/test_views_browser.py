@@ -78,7 +78,7 @@ def test_contributions_of_the_four_token_trace_row_4_by_component(server, page, 
     row.fill("4")
     row.press("Enter")
     table = page.get_by_role("table", name="Contributions to row 4")
-    expect(table.locator("tfoot")).to_contain_text("[0.592, −1.279]")  # h_4 of seed 000
+    expect(table.locator("tfoot")).to_contain_text("[0.592, −1.279]")  # h_4 of the four-token trace
     expect(table.locator("tbody tr").nth(3)).to_have_text("key 41.4140.539[0, −2.000][0, −1.078]")
     # Key 1's two short bars side by side keep one label: the two "0.06" overlapped.
     wait_for_source(page, "contributions-components-source", "contribution_label",

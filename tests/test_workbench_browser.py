@@ -30,7 +30,7 @@ from attention_core.records import validate_record
 
 def test_typing_queries_and_keys_updates_both_heat_maps_and_readouts(server, page, watch):
     open_learner_page(page, server.url)
-    # Start from something else, then type the seed's worked row in by hand.
+    # Start from something else, then type the lesson's worked row in by hand.
     page.get_by_role("button", name="All equal").click()
     wait_for_cell(page, "weights-source", 2, 1, lambda v: v is not None and abs(v - 0.5) < 1e-9)
     for i, (q, k) in enumerate([("1", "1"), ("1", "2"), ("1", "9")], start=1):
@@ -92,7 +92,7 @@ def test_an_edit_reaches_the_page_as_one_patch(server, page, watch):
         assert received.count("PATCH-DOC") == 1, received
 
 
-def test_mask_toggles_change_row_sums_and_future_weight_as_seed_003_says(server, page, watch):
+def test_mask_toggles_change_row_sums_and_future_weight_as_the_lesson_says(server, page, watch):
     open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     expect(page.get_by_test_id("min-row-sum")).to_have_text("1.000")

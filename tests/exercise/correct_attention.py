@@ -1,5 +1,6 @@
-"""A correct solution of seed 003's exercise in Python, for tests/test_exercise.py (copied as
-``masked_attention.py`` beside a generated pytest file): causal mask before a stable softmax."""
+"""A correct solution in Python of the exercise of Self-attention, "Shapes and loops", for
+tests/test_exercise.py (copied as ``masked_attention.py`` beside a generated pytest file): causal
+mask before a stable softmax."""
 
 import math
 

@@ -1,5 +1,6 @@
-// A correct solution of seed 003's exercise, for tests/test_exercise.py: the generated tests
-// must pass on it. Causal mask before a stable softmax over each row.
+// A correct solution of the exercise of Self-attention, "Shapes and loops", for
+// tests/test_exercise.py: the generated tests must pass on it. Causal mask before a stable softmax
+// over each row.
 
 function dot(a: number[], b: number[]): number {
   return a.reduce((sum, x, t) => sum + x * b[t], 0);

@@ -1,6 +1,6 @@
-"""The starter's bug of seed 003's exercise in Python, for tests/test_exercise.py (copied as
-``masked_attention.py``): softmax sees every score, then future weights are zeroed without
-renormalising."""
+"""The starter's bug in Python of the exercise of Self-attention, "Shapes and loops", for
+tests/test_exercise.py (copied as ``masked_attention.py``): softmax sees every score, then future
+weights are zeroed without renormalising."""
 
 import math
 

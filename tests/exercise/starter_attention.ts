@@ -1,5 +1,6 @@
-// The starter's bug of seed 003's exercise, for tests/test_exercise.py: "the starter masks
-// probabilities without renormalising". Softmax sees every score, then future weights are zeroed.
+// The starter's bug of the exercise of Self-attention, "Shapes and loops", for
+// tests/test_exercise.py: "the starter masks probabilities without renormalising". Softmax sees
+// every score, then future weights are zeroed.
 
 function dot(a: number[], b: number[]): number {
   return a.reduce((sum, x, t) => sum + x * b[t], 0);
