@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 from store_helpers import sqlite_store, stored
-from workbench_server import ROOT, PageWatch, free_port, open_learner_page
+from workbench_server import ROOT, PageWatch, free_port, open_learner_page, stop_process
 
 WEIGHTS_JS = "() => Array.from(Bokeh.documents[0].get_model_by_name('weights-source').data.value)"
 
@@ -43,12 +43,7 @@ def panel_serve(module: str, cwd: Path) -> Iterator[str]:
             time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/page"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
 
 
 def test_panel_serve_of_the_learner_page_computes_the_worked_row_and_saves_to_the_default_store(

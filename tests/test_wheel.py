@@ -19,14 +19,13 @@ import re
 import subprocess
 import sys
 import sysconfig
-import time
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
-from workbench_server import PageWatch, free_port
+from workbench_server import PageWatch, free_port, stop_process, wait_listening
 
 from attention_core import ExperimentRecord, scaled_dot_product_attention
 
@@ -156,7 +155,7 @@ def test_serve_with_a_password_file_answers_every_page_and_computes_the_worked_r
              "127.0.0.1", "--port", str(port), "--instructor-password-file", str(password_file)],
             cwd=installed.work, env=installed.env(), stdout=out, stderr=subprocess.STDOUT)
     try:
-        _wait_until_listening(server, port, log)
+        wait_listening(server, port, log)
         watch = PageWatch(origin=url.rstrip("/"))
         watch.attach(page)
         for path, title in (("", "Self-attention workbench"), ("embed", None)):
@@ -185,24 +184,4 @@ def test_serve_with_a_password_file_answers_every_page_and_computes_the_worked_r
         expect(page.get_by_test_id("runs-total")).to_be_visible(timeout=30_000)
         watch.assert_clean()
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-
-
-def _wait_until_listening(server: subprocess.Popen, port: int, log: Path, timeout: float = 60.0) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"server exited with {server.returncode}:\n{log.read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    pytest.fail(f"server did not listen within {timeout} s:\n{log.read_text()}")
+        stop_process(server)

@@ -73,13 +73,34 @@ class RunningServer:
             return list(store.iter_texts())
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    """Stop a server process: SIGTERM, then SIGKILL if it has not ended within 10 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_listening(process: subprocess.Popen, port: int, log: Path, timeout: float = 60.0) -> None:
+    """Wait until ``process`` accepts connections on loopback ``port``; fail with its ``log`` if
+    it exits first or does not listen within ``timeout`` seconds (it is then killed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"server exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    pytest.fail(f"server did not listen within {timeout} s:\n{log.read_text()}")
 
 
 def start_server(runs_dir: Path, log: Path, *extra: str, timeout: float = 60.0,
@@ -98,18 +119,8 @@ def start_server(runs_dir: Path, log: Path, *extra: str, timeout: float = 60.0,
            if v is not None}
     out = open(log, "w")  # noqa: SIM115 - closed with the process
     process = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://localhost:{port}/"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"server exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return RunningServer(url, runs_dir, process, log)
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    pytest.fail(f"server did not listen within {timeout} s:\n{log.read_text()}")
+    wait_listening(process, port, log, timeout)
+    return RunningServer(f"http://localhost:{port}/", runs_dir, process, log)
 
 
 @dataclass
