@@ -26,7 +26,7 @@ import numpy as np
 from common import launch_chromium, loopback_only, start_baseline, start_workbench, summary
 
 from app.learner.state import LearnerState
-from app.shared.compare import num
+from app.shared.numbers import format_number
 
 SIZES = {"worked_row": (3, 1), "largest": (8, 4)}  # tokens, d_k = d_v
 
@@ -134,7 +134,7 @@ def expected_app(state: LearnerState, q3: str) -> dict:
     state.set_token_text("queries", 2, q3)
     r = state.result
     return {"score": float(r.scores[2, 2]), "weight": float(r.weights[2, 2]),
-            "output": ", ".join(num(x) for x in np.atleast_1d(r.output[2]))}
+            "output": ", ".join(format_number(x) for x in np.atleast_1d(r.output[2]))}
 
 
 def query_values(state: LearnerState, n: int) -> list[str]:
