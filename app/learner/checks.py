@@ -68,11 +68,6 @@ def checks_html(r: AttentionResult) -> Markup:
                 "<ol class='checklist' aria-label='Checks in audit order'>{}</ol>", items)
 
 
-def reading(x: float) -> str:
-    """A readout number, as the cells and the row steps write it
-    (:func:`~app.shared.numbers.format_number`)."""
-    return format_number(x)
-
 
 def row_sum_html(x: float) -> str:
     """A row sum and, where it is off 1 by more than the core's check allows
@@ -101,9 +96,9 @@ def readouts_html(r: AttentionResult | None, input_ok: bool) -> Markup:
     for i in range(r.T):
         flag = " (no visible key: see the note under this table)" if i in empty else ""
         cells = html("<th scope='row'>{}</th><td>{}{}</td><td>{}</td>",
-                     i + 1, row_sum_html(r.row_sums[i]), flag, reading(r.future_weight[i]))
+                     i + 1, row_sum_html(r.row_sums[i]), flag, format_number(r.future_weight[i]))
         if has_output:
-            cells += html("<td>{}</td>", ", ".join(reading(x) for x in np.atleast_1d(r.output[i])))
+            cells += html("<td>{}</td>", ", ".join(format_number(x) for x in np.atleast_1d(r.output[i])))
         rows.append(html("<tr>{}</tr>", cells))
     note = ""
     if empty:
@@ -116,7 +111,7 @@ def readouts_html(r: AttentionResult | None, input_ok: bool) -> Markup:
                     s="s" if many else "", which=", ".join(str(i + 1) for i in empty),
                     they="they" if many else "it", their="their" if many else "its",
                     check=failed[0] if failed else "Row sums equal 1", others=OTHER_LIBRARIES)
-    total = reading(r.total_future_weight)
+    total = format_number(r.total_future_weight)
     if np.isfinite(r.total_future_weight) and not np.isfinite(r.weights).all():
         # Naive softmax: the future cells' 0 is real (exp(−∞)), but the row's other weights are not.
         total += " (the future cells only: the other weights are undefined)"
@@ -131,7 +126,7 @@ def readouts_html(r: AttentionResult | None, input_ok: bool) -> Markup:
         "<b data-testid='min-row-sum'>{smallest}</b></p>"
         "</div><div>{checks}</div></div>",
         stale=stale, title=run_title(r.mode.name, r.causal, r.T), head=head, rows=join(rows),
-        note=note, total=total, smallest=reading(r.min_row_sum), checks=checks_html(r))
+        note=note, total=total, smallest=format_number(r.min_row_sum), checks=checks_html(r))
 
 
 INVARIANTS_CSS = read_text(__package__, "checks_invariants.css")
@@ -156,8 +151,8 @@ def invariants_html(r: AttentionResult | None, input_ok: bool) -> Markup:
         "{total}</b> · smallest row sum: "
         "<b data-testid='brief-min-row-sum'>{smallest}</b></p>"
         "<ol class='checklist' aria-label='Checks in brief'>{items}</ol></div>",
-        stale=stale, title=run_title(r.mode.name, r.causal, r.T), total=reading(r.total_future_weight),
-        smallest=reading(r.min_row_sum), items=items)
+        stale=stale, title=run_title(r.mode.name, r.causal, r.T), total=format_number(r.total_future_weight),
+        smallest=format_number(r.min_row_sum), items=items)
 
 
 class ResultView(pn.viewable.Viewer):

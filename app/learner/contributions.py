@@ -49,17 +49,13 @@ PLOT_PX, LEGEND_PX, LABEL_HEIGHT_PX, LABEL_CHAR_PX = (345, 120), 63, 12, 6.4
 _CSS = read_text(__package__, "contributions.css")
 
 
-def number(x: float) -> str:
-    """A number as the table shows it (:func:`~app.shared.numbers.format_number`)."""
-    return format_number(x)
-
 
 def vector_text(x) -> str:
     """A scalar as "17.31", a vector as "[0.592, −1.279]"."""
     a = np.atleast_1d(np.asarray(x, dtype=float))
     if np.ndim(x) == 0:
-        return number(a[0])
-    return "[" + ", ".join(number(v) for v in a) + "]"
+        return format_number(a[0])
+    return "[" + ", ".join(format_number(v) for v in a) + "]"
 
 
 def _masked_before_softmax(r: AttentionResult, i: int) -> np.ndarray:
@@ -137,10 +133,10 @@ def _table(r: AttentionResult, i: int) -> Markup:
     head = Markup("<th scope='col'>source (key) j</th>") + join(html("<th scope='col'>{}</th>", c) for c in cols)
     rows = []
     for j in range(r.T):
-        score = number(r.scores[i, j])
+        score = format_number(r.scores[i, j])
         if masked[j]:
             score += " masked (−∞ before softmax)"
-        weight = number(r.weights[i, j]) + (" zeroed after softmax" if zeroed[j] else "")
+        weight = format_number(r.weights[i, j]) + (" zeroed after softmax" if zeroed[j] else "")
         cells = [score, weight]
         if r.contributions is not None:
             cells += [vector_text(r.mixed[j]), vector_text(r.contributions[i, j])]

@@ -24,16 +24,12 @@ from attention_core import AttentionResult, row_steps, scaled_dot_product_attent
 _CSS = read_text(__package__, "steps.css")
 
 
-def number(x: float) -> str:
-    """One number as the steps show it (:func:`~app.shared.numbers.format_number`)."""
-    return format_number(x)
-
 
 def numbers(a) -> str:
     """A row (or a row of vectors) as "[1.000, 2.000, −∞]"."""
     a = np.asarray(a, dtype=float)
     if a.ndim == 0:
-        return number(a)
+        return format_number(a)
     return "[" + ", ".join(numbers(x) for x in a) + "]"
 
 
@@ -62,12 +58,12 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
         items.append((f"{mine} = {numbers(q)}; each raw score sums d_k = {r.d_k} products "
                       f"{mine}[c] × {other}_j[c]",
                       [f"{other}_{j + 1} = {numbers(o)}: "
-                       + " + ".join(f"{number(a)} × {number(b)}" for a, b in zip(q, o, strict=True))
-                       + f" = {number(total)}"
+                       + " + ".join(f"{format_number(a)} × {format_number(b)}" for a, b in zip(q, o, strict=True))
+                       + f" = {format_number(total)}"
                        for j, (o, total) in enumerate(zip(others, s.raw_scores, strict=True))]))
     items.append((raw, numbers(s.raw_scores)))
     if mode.scale:
-        items.append((f"Divided by √d_k = √{r.d_k} = {number(s.scale)}", numbers(s.scores)))
+        items.append((f"Divided by √d_k = √{r.d_k} = {format_number(s.scale)}", numbers(s.scores)))
     else:
         items.append((f"Not divided by √d_k (√{r.d_k}): the scores stay unscaled",
                       numbers(s.scores)))
@@ -91,19 +87,19 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
     elif nothing:
         items.append((f"Column {n} is masked for every query (key {n} is padding), so softmax "
                       "gives it all zeros", numbers(s.softmax)))
-        items.append((f"Weights of row {n} (row sum {number(s.row_sum)})", numbers(s.weights)))
+        items.append((f"Weights of row {n} (row sum {format_number(s.row_sum)})", numbers(s.weights)))
     else:
         if mode.softmax == "naive":
             items.append(("Not shifted: naive softmax takes exp of the scores as they are "
                            "(no largest score subtracted)", numbers(s.shifted)))
         else:
             largest = "visible score" if mode.mask == "before" else "score softmax sees"
-            items.append((f"Minus the largest {largest} ({number(s.shift)})", numbers(s.shifted)))
+            items.append((f"Minus the largest {largest} ({format_number(s.shift)})", numbers(s.shifted)))
         overflow = bool(np.isposinf(s.exps).any())
         items.append(("exp: overflows to ∞ (inf), beyond float64's largest number" if overflow
                       else "exp", numbers(s.exps)))
-        total = f"column sum ({number(s.total)})" if s.along == "column" else \
-            f"row sum ({number(s.total)})"
+        total = f"column sum ({format_number(s.total)})" if s.along == "column" else \
+            f"row sum ({format_number(s.total)})"
         items.append((f"Divided by the {total}" + (": ∞/∞ is undefined" if overflow else ""),
                       numbers(s.softmax)))
         if s.zeroed is not None:
@@ -112,16 +108,16 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
             none = f" (row {n} has none)" if r.allowed[s.row].all() else ""
             items.append((f"Then the {cells} are zeroed after softmax{none}, without "
                           "renormalising", numbers(s.zeroed)))
-            items.append(("Visible prefix sum (no renormalisation)", number(s.row_sum)))
-        items.append((f"Weights of row {n} (row sum {number(s.row_sum)})", numbers(s.weights)))
+            items.append(("Visible prefix sum (no renormalisation)", format_number(s.row_sum)))
+        items.append((f"Weights of row {n} (row sum {format_number(s.row_sum)})", numbers(s.weights)))
     # Self-attention, "Common failure modes": beside the sharper row, the scaled one it should have been
     if not mode.scale:
         correct = row_steps(scaled_dot_product_attention(
             r.queries, r.keys, r.values, causal=r.causal, padding_mask=r.key_is_real,
             failure_mode="correct"), s.row)
         items.append((f"Correct, for comparison: scores divided by √d_k = √{r.d_k} = "
-                      f"{number(correct.scale)}", numbers(correct.scores)))
-        items.append((f"Correct weights of row {n} (row sum {number(correct.row_sum)}); the unscaled "
+                      f"{format_number(correct.scale)}", numbers(correct.scores)))
+        items.append((f"Correct weights of row {n} (row sum {format_number(correct.row_sum)}); the unscaled "
                       "weights above are sharper", numbers(correct.weights)))
     if s.no_visible_key and not (nothing and s.along == "row"):  # what the mode did instead
         did = ("the forgotten causal mask lets it read its future keys anyway"
@@ -137,7 +133,7 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
         if s.mixed.ndim == 2:
             items.append((f"Mixed: {mixed}", [f"{v}_{j + 1} = {numbers(x)}" for j, x in enumerate(s.mixed)]))
             items.append((f"{weighted}, the contribution of each source j to row {n}",
-                          [f"{number(w)} × {numbers(x)} = {numbers(c)}"
+                          [f"{format_number(w)} × {numbers(x)} = {numbers(c)}"
                            for w, x, c in zip(s.weights, s.mixed, s.weighted, strict=True)]))
         else:
             items.append((f"Mixed: {mixed}", numbers(s.mixed)))
