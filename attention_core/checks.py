@@ -1,14 +1,17 @@
 """The invariants of masked attention as small named checks, in the course's audit order.
 
-Review, "Audit Order", says to inspect the first incorrect object in dependency order:
-input shapes; score shape and scale; allowed and forbidden mask entries; finite softmax values
-and row sums; exact zeros at forbidden positions; weighted value shape. Each check here
-recomputes what it needs from the inputs instead of trusting the pipeline, so a failure mode
-that corrupts one stage is caught at that stage. The UI checklist and the tests call these same
-functions.
+Review, "Audit Order", says to inspect the first incorrect object in dependency order, in nine
+steps: input and projection shapes; Q, K and V shapes and selected rows; score shape and scale;
+allowed and forbidden mask entries; finite softmax values and row sums; exact zeroes at forbidden
+positions; weighted value shape and selected rows; output-projection orientation and final width;
+independence between batch items. :data:`CHECK_STEPS` maps each check to its step (step 5 has two
+checks). Each check here recomputes what it needs from the inputs instead of trusting the
+pipeline, so a failure mode that corrupts one stage is caught at that stage; the first failed one
+names :data:`CHECK_OBJECTS`, the object to inspect. The UI checklist and the tests call these
+same functions.
 
-Left out: batch independence (the core takes one sequence at a time) and any tolerance a caller
-could tune per check.
+Left out: batch independence needs more than one sequence, so on one result it does not apply;
+:mod:`attention_core.layer` runs it over a batch. No tolerance can be tuned per check.
 """
 
 from __future__ import annotations
@@ -26,14 +29,34 @@ ROW_SUM_TOLERANCE = 1e-9
 
 CHECK_TITLES: dict[str, str] = {
     "input_shapes": "Input shapes",
+    "projections": "Q, K and V shapes and rows",
     "score_scale": "Score shape and scale",
     "mask": "Mask applied before softmax",
     "finite_weights": "Finite weights",
     "row_sums": "Row sums equal 1",
     "forbidden_zeros": "Exact zeros at forbidden cells",
     "output": "Output shape and values",
+    "output_projection": "Output projection orientation and width",
+    "batch_independence": "Independence between batch items",
 }
 CHECK_NAMES: tuple[str, ...] = tuple(CHECK_TITLES)
+# The step of Review, "Audit Order", each check belongs to; the object that step inspects.
+CHECK_STEPS: dict[str, int] = {
+    "input_shapes": 1, "projections": 2, "score_scale": 3, "mask": 4, "finite_weights": 5,
+    "row_sums": 5, "forbidden_zeros": 6, "output": 7, "output_projection": 8, "batch_independence": 9,
+}
+CHECK_OBJECTS: dict[str, str] = {
+    "input_shapes": "the inputs and their shapes",
+    "projections": "Q, K and V",
+    "score_scale": "the scores S",
+    "mask": "the mask M",
+    "finite_weights": "the weights A",
+    "row_sums": "the weights A",
+    "forbidden_zeros": "the weights A at forbidden cells",
+    "output": "the weighted values H = A V",
+    "output_projection": "the output Y = H W_O",
+    "batch_independence": "the batch axis",
+}
 
 
 @dataclass(frozen=True)
@@ -105,16 +128,18 @@ def is_row_stochastic(weights: np.ndarray, allowed: np.ndarray, tol: float = ROW
 
 
 def check_input_shapes(r: AttentionResult) -> Check:
-    """Queries and keys are (T, d_k) with equal shapes; values, if any, have T rows; in matrix
-    mode X is (T, d_model), W_Q and W_K (d_model, d_k), W_V (d_model, d_v)."""
+    """Queries (T, d_k) and keys (T_k, d_k) share their width; values, if any, have T_k rows; in
+    matrix mode X is (T, d_model), X_kv (T_k, d_model), W_Q and W_K (d_model, d_k), W_V
+    (d_model, d_v) and W_O (d_v, d_model)."""
     q, k, v = r.queries_2d, r.keys_2d, r.values_2d
-    if q.shape != k.shape:
-        return _check("input_shapes", False, f"queries {q.shape} and keys {k.shape} differ in shape")
-    if v is not None and v.shape[0] != q.shape[0]:
-        return _check("input_shapes", False, f"values have {v.shape[0]} rows for {q.shape[0]} tokens")
-    T, d_k = q.shape
+    if q.shape[1] != k.shape[1]:
+        return _check("input_shapes", False, f"queries {q.shape} and keys {k.shape} differ in width")
+    if v is not None and v.shape[0] != k.shape[0]:
+        return _check("input_shapes", False, f"values have {v.shape[0]} rows for {k.shape[0]} keys")
+    (T, d_k), T_k = q.shape, k.shape[0]
     p = r.projection
-    shapes = f"{T} token{'' if T == 1 else 's'}" + ("" if p is None else f", d_model = {p.d_model}") + f", d_k = {d_k}"
+    shapes = f"{T} token{'' if T == 1 else 's'}" + (f", {T_k} key{'' if T_k == 1 else 's'}" if T_k != T else "")
+    shapes += ("" if p is None else f", d_model = {p.d_model}") + f", d_k = {d_k}"
     if v is not None:
         shapes += f", d_v = {v.shape[1]}"
     if p is None:
@@ -122,8 +147,12 @@ def check_input_shapes(r: AttentionResult) -> Check:
     # Review, "Audit Order", starts with the projections: X is T×d_model and each W maps d_model on.
     expected = {"X": (T, p.d_model), "W_Q": (p.d_model, d_k), "W_K": (p.d_model, d_k)}
     found = {"X": p.x.shape, "W_Q": p.w_q.shape, "W_K": p.w_k.shape}
+    if p.x_kv is not None:
+        expected["X_kv"], found["X_kv"] = (T_k, p.d_model), p.x_kv.shape
     if v is not None:
         expected["W_V"], found["W_V"] = (p.d_model, v.shape[1]), (None if p.w_v is None else p.w_v.shape)
+    if p.w_o is not None:
+        expected["W_O"], found["W_O"] = (None if v is None else v.shape[1], p.d_model), p.w_o.shape
     wrong = [name for name in expected if found[name] != expected[name]]
     if wrong:
         return _check("input_shapes", False, "; ".join(
@@ -132,19 +161,47 @@ def check_input_shapes(r: AttentionResult) -> Check:
         f"{name} {rows}×{cols}" for name, (rows, cols) in found.items()) + ".")
 
 
+def check_projections(r: AttentionResult) -> Check:
+    """Q is (T, d_k), K (T_k, d_k), V (T_k, d_v); in matrix mode every row equals its
+    projection, ``Q = X W_Q``, ``K = X_kv W_K``, ``V = X_kv W_V`` (Review, "Audit Order", step 2)."""
+    q, k, v = r.queries_2d, r.keys_2d, r.values_2d
+    shapes = f"Q is {q.shape[0]}×{q.shape[1]}, K {k.shape[0]}×{k.shape[1]}" + (
+        "" if v is None else f", V {v.shape[0]}×{v.shape[1]}")
+    p = r.projection
+    if p is None:
+        return _check("projections", True, shapes + " (given, not projected).")
+    source = p.x if p.x_kv is None else p.x_kv
+    kv = "X" if p.x_kv is None else "X_kv"
+    for name, got, x, w, weight in (("Q", q, p.x, p.w_q, "W_Q"), ("K", k, source, p.w_k, "W_K"),
+                                    ("V", v, source, p.w_v, "W_V")):
+        if got is None or w is None:
+            continue
+        expected = x @ w  # [T, d_model] @ [d_model, d] -> [T, d]
+        if got.shape != expected.shape:
+            return _check("projections", False, f"{name} is {got.shape[0]}×{got.shape[1]}, expected "
+                          f"{expected.shape[0]}×{expected.shape[1]} ({'X' if name == 'Q' else kv} {weight})")
+        wrong = ~np.isclose(got, expected, rtol=1e-12, atol=1e-300).all(axis=-1)
+        if wrong.any():
+            rows = [int(i) + 1 for i in np.flatnonzero(wrong)]
+            return _check("projections", False, f"{name} rows {_list(rows)} differ from "
+                          f"{'X' if name == 'Q' else kv} {weight}", rows=rows)
+    return _check("projections", True, shapes + f": every row equals X W_Q, {kv} W_K"
+                  + ("" if v is None else f", {kv} W_V") + ".")
+
+
 def check_score_scale(r: AttentionResult) -> Check:
     """Scores are (T, T) and equal ``Q K^T / sqrt(d_k)`` (Self-Attention in Matrix Form).
 
     Recomputed as ``(Q / sqrt(d_k)) K^T``, the pipeline's order, so a score whose scaled value
     is finite is checked against a finite number.
     """
-    T = r.T
-    if r.scores.shape != (T, T):
-        return _check("score_scale", False, f"scores have shape {r.scores.shape}, expected ({T}, {T})")
+    T, T_k = r.T, r.T_k
+    if r.scores.shape != (T, T_k):
+        return _check("score_scale", False, f"scores have shape {r.scores.shape}, expected ({T}, {T_k})")
     q, k = r.queries_2d, r.keys_2d
-    if q.shape != k.shape:  # reported by input_shapes; q·k is undefined here
-        return _check("score_scale", False, "scores cannot be recomputed: queries and keys differ in shape")
-    expected = (q / math.sqrt(r.d_k)) @ k.T  # [T, d_k] @ [d_k, T] -> [T, T]
+    if q.shape[1] != k.shape[1]:  # reported by input_shapes; q·k is undefined here
+        return _check("score_scale", False, "scores cannot be recomputed: queries and keys differ in width")
+    expected = (q / math.sqrt(r.d_k)) @ k.T  # [T, d_k] @ [d_k, T_k] -> [T, T_k]
     wrong = ~np.isclose(r.scores, expected, rtol=1e-12, atol=1e-300)
     if wrong.any():
         return _check(
@@ -152,7 +209,7 @@ def check_score_scale(r: AttentionResult) -> Check:
             f"scores differ from q·k / sqrt({r.d_k}) at cells {_list(_cells(wrong))}",
             cells=_cells(wrong),
         )
-    return _check("score_scale", True, f"Scores are {T}×{T} and equal q·k / sqrt({r.d_k}).")
+    return _check("score_scale", True, f"Scores are {T}×{T_k} and equal q·k / sqrt({r.d_k}).")
 
 
 def check_mask(r: AttentionResult) -> Check:
@@ -236,8 +293,10 @@ def check_output(r: AttentionResult) -> Check:
     if r.values is None:
         return _check("output", None, "No values given, so there is no output to check.")
     T, v = r.T, r.values_2d
-    if v.shape[0] != T:  # reported by input_shapes; weights @ values is undefined
+    if v.shape[0] != r.T_k:  # reported by input_shapes; weights @ values is undefined
         return _check("output", False, f"output cannot be recomputed: values have {v.shape[0]} rows")
+    if r.output is None:
+        return _check("output", False, r.output_error or "the output was not formed")
     out = r.output.reshape(T, -1)
     expected = r.weights @ v
     if out.shape != expected.shape:
@@ -249,14 +308,48 @@ def check_output(r: AttentionResult) -> Check:
     return _check("output", True, "Each output row is its weights times the values.")
 
 
+def check_output_projection(r: AttentionResult) -> Check:
+    """``Y`` is (T, d_model) and equals ``H W_O`` (Review, "The Complete Layer"; "Audit Order",
+    step 8: "A passing final shape is weak evidence")."""
+    p = r.projection
+    if p is None or p.w_o is None:
+        return _check("output_projection", None, "No W_O given, so the layer ends at H = A V.")
+    if r.output is None:  # reported by the output check
+        return _check("output_projection", False, "Y cannot be checked: there is no H to project")
+    if r.y is None:
+        return _check("output_projection", False, r.y_error or "Y was not formed")
+    h = r.output.reshape(r.T, -1)
+    expected = h @ p.w_o  # [T, d_v] @ [d_v, d_model] -> [T, d_model]
+    if r.y.shape != expected.shape:
+        return _check("output_projection", False, f"Y is {r.y.shape[0]}×{r.y.shape[1]}, expected "
+                      f"{expected.shape[0]}×{expected.shape[1]} (T × d_model)")
+    wrong = ~np.isclose(r.y, expected, rtol=1e-12, atol=1e-12).all(axis=-1)
+    if wrong.any():
+        rows = [int(i) + 1 for i in np.flatnonzero(wrong)]
+        return _check("output_projection", False, f"Y has the right shape, {r.y.shape[0]}×{r.y.shape[1]}, "
+                      f"but rows {_list(rows)} differ from H W_O: the output projection is misapplied "
+                      "(transposed?)", rows=rows)
+    return _check("output_projection", True, f"Y = H W_O is {r.y.shape[0]}×{r.y.shape[1]}: model width "
+                  f"d_model = {p.d_model} again.")
+
+
+def check_batch_independence(r: AttentionResult) -> Check:
+    """One sequence has no other batch item to mix with; :mod:`attention_core.layer` runs the
+    real check over a batch (Review, "Audit Order", step 9)."""
+    return _check("batch_independence", None, "One sequence, so there is no other batch item to mix with.")
+
+
 CHECKS = (
     check_input_shapes,
+    check_projections,
     check_score_scale,
     check_mask,
     check_finite_weights,
     check_row_sums,
     check_forbidden_zeros,
     check_output,
+    check_output_projection,
+    check_batch_independence,
 )
 
 

@@ -5,7 +5,11 @@ dot-product attention, plus the names of the checks it is expected to break on a
 exposes it. The pipeline in :mod:`attention_core.attention` reads these knobs; there is no
 forked copy of the pipeline per mode. The list follows Self-attention, "Common failure modes".
 
-Left out: modes that need more than one head or a batch axis.
+Review, "The Complete Layer", adds three that only the whole layer can show: the output
+projection transposed, batch items mixed (a batch flattened into one sequence) and rows and
+columns swapped (the lesson's "Swapping rows and columns": values mixed with ``A^T``).
+
+Left out: modes that need more than one head.
 """
 
 from __future__ import annotations
@@ -39,8 +43,15 @@ class FailureMode:
         Stable softmax subtracts the row maximum; naive exponentiates raw scores.
     softmax_axis : int
         Axis softmax normalises over: -1 (key axis, correct) or 0 (query axis, wrong).
-    mix : {"values", "keys"}
-        What the weights mix into the output.
+    mix : {"values", "keys", "values_transposed"}
+        What the weights mix into the output: ``A V`` (correct), ``A K``, or ``A^T V`` (rows and
+        columns swapped: column ``j`` of ``A`` answers "who reads token j?", not "what does
+        token i read?").
+    output_projection : {"normal", "transposed"}
+        ``Y = H W_O`` (correct) or ``Y = H W_O^T``.
+    batch : {"per_item", "flattened"}
+        Each batch item attends within itself (correct), or the batch is flattened into one
+        sequence of ``B·T`` tokens so that items read each other.
     """
 
     name: str
@@ -51,7 +62,9 @@ class FailureMode:
     mask: Literal["before", "after", "none"] = "before"
     softmax: Literal["stable", "naive"] = "stable"
     softmax_axis: int = -1
-    mix: Literal["values", "keys"] = "values"
+    mix: Literal["values", "keys", "values_transposed"] = "values"
+    output_projection: Literal["normal", "transposed"] = "normal"
+    batch: Literal["per_item", "flattened"] = "per_item"
 
 
 CORRECT = FailureMode(
@@ -100,6 +113,30 @@ KEYS_AS_VALUES = FailureMode(
     frozenset({"output"}),
     mix="keys",
 )
+OUTPUT_PROJECTION_TRANSPOSED = FailureMode(
+    "output_projection_transposed",
+    "Output projection transposed",
+    "Y = H W_Oᵀ instead of H W_O: a shape error when d_v ≠ d_model, and with d_v = d_model the "
+    "right shape with the wrong values.",
+    frozenset({"output_projection"}),
+    output_projection="transposed",
+)
+BATCH_ITEMS_MIXED = FailureMode(
+    "batch_items_mixed",
+    "Batch items mixed",
+    "The batch is flattened into one sequence of B·T tokens, so a sequence reads another "
+    "sequence's tokens.",
+    frozenset({"score_scale", "mask", "forbidden_zeros", "batch_independence"}),
+    batch="flattened",
+)
+ROWS_AND_COLUMNS_SWAPPED = FailureMode(
+    "rows_and_columns_swapped",
+    "Rows and columns swapped",
+    "The values are mixed with Aᵀ, so row i answers \"who reads token i?\" instead of \"what does "
+    "token i read?\".",
+    frozenset({"output"}),
+    mix="values_transposed",
+)
 
 FAILURE_MODES: dict[str, FailureMode] = {
     m.name: m
@@ -111,6 +148,9 @@ FAILURE_MODES: dict[str, FailureMode] = {
         NAIVE_SOFTMAX,
         WRONG_AXIS,
         KEYS_AS_VALUES,
+        OUTPUT_PROJECTION_TRANSPOSED,
+        BATCH_ITEMS_MIXED,
+        ROWS_AND_COLUMNS_SWAPPED,
     )
 }
 

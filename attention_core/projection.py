@@ -2,13 +2,14 @@
 
 Self-Attention in Matrix Form, and Review, "The Complete Layer":
 ``Q = X W_Q``, ``K = X W_K``, ``V = X W_V`` with ``X: T×d_model``, ``W_Q, W_K: d_model×d_k`` and
-``W_V: d_model×d_v``. :func:`project` checks the four matrices and multiplies;
-:func:`self_attention` feeds the projections through
-:func:`~attention_core.attention.scaled_dot_product_attention` and keeps them on the result
-(``result.projection``), so row steps and records can show where Q, K and V came from.
+``W_V: d_model×d_v``; the output projection ``Y = H W_O`` with ``W_O: d_v×d_model`` returns the
+feature axis to ``d_model``. In cross-attention (Review, "Distinctions to Keep") the keys and
+values come from a second sequence ``X_kv: T_k×d_model``. :func:`project` checks the matrices and
+multiplies; :func:`self_attention` feeds the projections through the one pipeline and keeps them on
+the result (``result.projection``), so row steps and records can show where Q, K and V came from.
 
-Left out: batches, several heads, projection biases and the output projection ``W_O`` (Review,
-"The Complete Layer": ``Y = H W_O``): the workbench stops at ``H = A V``.
+Left out: batches (:mod:`attention_core.layer` projects each item with the same W's), several
+heads and projection biases.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from attention_core.validation import MAX_TOKENS, AttentionInputError
 
 _ROW_LIKE = (list, tuple, np.ndarray)
 _OUTPUT = {"W_Q": "Q", "W_K": "K", "W_V": "V"}
+_SEQUENCES = ("X", "X_kv")  # fields whose rows are tokens
 
 
 def _matrix(field: str, data: object) -> np.ndarray:
     """``data`` as a finite float64 matrix, or an error naming ``field``'s row and column (from 1)."""
-    tokens = field == "X"  # X's rows are tokens; a W's rows are d_model features
+    tokens = field in _SEQUENCES  # X's rows are tokens; a W's rows are d_model features
 
     def fail(message: str, row: int | None = None, column: int | None = None) -> AttentionInputError:
         return AttentionInputError(field, message, row if tokens else None, row=row, column=column)
@@ -78,34 +80,74 @@ def _weight(field: str, data: object, d_model: int) -> np.ndarray:
     return w
 
 
-def _product(x: np.ndarray, w: np.ndarray, field: str) -> np.ndarray:
+def _product(x: np.ndarray, w: np.ndarray, field: str, source: str = "X") -> np.ndarray:
     """``x @ w``, refused (naming the token) where it overflows float64."""
     with np.errstate(over="ignore", invalid="ignore"):
         out = x @ w  # [T, d_model] @ [d_model, d] -> [T, d]
     if not np.isfinite(out).all():
         token = int(np.argwhere(~np.isfinite(out))[0][0]) + 1
         raise AttentionInputError(
-            "X",
-            f"{_OUTPUT[field]} = X {field} overflows float64 at token {token} (beyond ±1.8e308); "
-            f"use smaller numbers in X row {token} or {field}",
+            source,
+            f"{_OUTPUT[field]} = {source} {field} overflows float64 at token {token} (beyond ±1.8e308); "
+            f"use smaller numbers in {source} row {token} or {field}",
             token,
         )
     return out
 
 
-def project(x: object, w_q: object, w_k: object, w_v: object = None) -> Projection:
-    """Project one sequence into queries, keys and values: ``Q = X W_Q``, ``K = X W_K``, ``V = X W_V``.
+def _sequence(field: str, data: object) -> np.ndarray:
+    """A token matrix (X or X_kv) of at most :data:`MAX_TOKENS` rows."""
+    arr = _matrix(field, data)
+    if arr.shape[0] > MAX_TOKENS:
+        raise AttentionInputError(
+            field, f"{field} has {arr.shape[0]} rows (tokens); the attention core takes at most {MAX_TOKENS}"
+        )
+    return arr
 
-    Self-Attention in Matrix Form; Review, "The Complete Layer" (no biases).
+
+def _output_weight(w_o: object, d_v: int | None, d_model: int) -> np.ndarray:
+    """``W_O : d_v × d_model``, or an error naming what does not fit (Review, "The Complete Layer")."""
+    if d_v is None:
+        raise AttentionInputError("W_O", "W_O projects the weighted values H, so it needs W_V (the values) too")
+    w = _matrix("W_O", w_o)
+    if w.shape[0] != d_v:
+        row = min(w.shape[0], d_v) + 1
+        raise AttentionInputError(
+            "W_O",
+            f"W_O has {w.shape[0]} rows but W_V has {d_v} columns (d_v = {d_v}): row {row} is "
+            f"{'extra' if w.shape[0] > d_v else 'missing'}; W_O needs one row per value feature",
+            row=row,
+        )
+    if w.shape[1] != d_model:
+        raise AttentionInputError(
+            "W_O",
+            f"W_O has {w.shape[1]} columns but X has {d_model} (d_model = {d_model}); the output "
+            "projection returns each token to model width",
+            column=min(w.shape[1], d_model) + 1,
+        )
+    return w
+
+
+def project(x: object, w_q: object, w_k: object, w_v: object = None, w_o: object = None, *,
+            x_kv: object = None) -> Projection:
+    """Project into queries, keys and values: ``Q = X W_Q``, ``K = X W_K``, ``V = X W_V``.
+
+    Self-Attention in Matrix Form; Review, "The Complete Layer" (no biases). With ``x_kv``
+    (cross-attention, Review, "Distinctions to Keep"): ``K = X_kv W_K`` and ``V = X_kv W_V``.
 
     Parameters
     ----------
     x : array_like of float, shape (T, d_model)
-        One row per token, ``1 <= T <= 16``.
+        One row per token, ``1 <= T <= 16``; the queries' sequence.
     w_q, w_k : array_like of float, shape (d_model, d_k)
         Same width ``d_k``: queries and keys meet in a dot product.
     w_v : array_like of float, shape (d_model, d_v), optional
         Without it there are no values (and no output).
+    w_o : array_like of float, shape (d_v, d_model), optional
+        The output projection ``Y = H W_O``; needs ``w_v``.
+    x_kv : array_like of float, shape (T_k, d_model), optional
+        Cross-attention: the sequence keys and values are projected from (``1 <= T_k <= 16``);
+        ``None`` for self-attention (keys and values from ``x``).
 
     Returns
     -------
@@ -116,10 +158,11 @@ def project(x: object, w_q: object, w_k: object, w_v: object = None) -> Projecti
     ------
     ValueError
         :class:`~attention_core.validation.AttentionInputError` whose ``field`` is ``"X"``,
-        ``"W_Q"``, ``"W_K"`` or ``"W_V"`` and whose message names the row (for X, the token)
-        and column from 1: not a matrix, empty, ragged, text, booleans, ``nan``/``±inf``, a W
-        whose rows do not match X's columns, ``W_K`` wider or narrower than ``W_Q``, more than
-        16 tokens, or a product that overflows float64.
+        ``"X_kv"``, ``"W_Q"``, ``"W_K"``, ``"W_V"`` or ``"W_O"`` and whose message names the row
+        (for X and X_kv, the token) and column from 1: not a matrix, empty, ragged, text,
+        booleans, ``nan``/``±inf``, a W whose rows do not match X's columns, ``W_K`` wider or
+        narrower than ``W_Q``, ``X_kv`` of another width than X, ``W_O`` not ``d_v × d_model``
+        (or given without ``W_V``), more than 16 tokens, or a product that overflows float64.
 
     Examples
     --------
@@ -129,12 +172,18 @@ def project(x: object, w_q: object, w_k: object, w_v: object = None) -> Projecti
     >>> p.values.tolist()
     [[1.0, 1.0], [1.0, -1.0], [2.0, 0.0], [0.0, -2.0]]
     """
-    x = _matrix("X", x)
-    if x.shape[0] > MAX_TOKENS:
-        raise AttentionInputError(
-            "X", f"X has {x.shape[0]} rows (tokens); the attention core takes at most {MAX_TOKENS}"
-        )
+    x = _sequence("X", x)
     d_model = x.shape[1]
+    source = x
+    if x_kv is not None:
+        source = _sequence("X_kv", x_kv)
+        if source.shape[1] != d_model:
+            raise AttentionInputError(
+                "X_kv",
+                f"X_kv has {source.shape[1]} columns but X has {d_model} (d_model = {d_model}); both "
+                "sequences meet the same W_K and W_V",
+                column=min(source.shape[1], d_model) + 1,
+            )
     w_q, w_k = _weight("W_Q", w_q, d_model), _weight("W_K", w_k, d_model)
     if w_k.shape[1] != w_q.shape[1]:
         raise AttentionInputError(
@@ -143,10 +192,13 @@ def project(x: object, w_q: object, w_k: object, w_v: object = None) -> Projecti
             "the same width d_k",
         )
     w_v = None if w_v is None else _weight("W_V", w_v, d_model)
+    w_o = None if w_o is None else _output_weight(w_o, None if w_v is None else w_v.shape[1], d_model)
+    kv = "X" if x_kv is None else "X_kv"
     return Projection(
         x=x, w_q=w_q, w_k=w_k, w_v=w_v,
-        queries=_product(x, w_q, "W_Q"), keys=_product(x, w_k, "W_K"),
-        values=None if w_v is None else _product(x, w_v, "W_V"),
+        queries=_product(x, w_q, "W_Q"), keys=_product(source, w_k, "W_K", kv),
+        values=None if w_v is None else _product(source, w_v, "W_V", kv),
+        w_o=w_o, x_kv=None if x_kv is None else source,
     )
 
 
@@ -155,22 +207,28 @@ def self_attention(
     w_q: object,
     w_k: object,
     w_v: object = None,
+    w_o: object = None,
     *,
+    x_kv: object = None,
     causal: bool = True,
+    causal_alignment: str | None = None,
     padding_mask: object = None,
     failure_mode: str | FailureMode = "correct",
 ) -> AttentionResult:
-    """Single-head self-attention of one sequence: project X, then masked scaled dot-product attention.
+    """Single-head attention of one sequence: project X, then masked scaled dot-product attention.
 
-    ``H = softmax_last(X W_Q (X W_K)^T / sqrt(d_k) + M) X W_V`` (Self-Attention in Matrix Form;
-    Review, "The Complete Layer", up to ``H``).
+    ``H = softmax_last(X W_Q (X W_K)^T / sqrt(d_k) + M) X W_V`` and, with ``w_o``, ``Y = H W_O``
+    (Self-Attention in Matrix Form; Review, "The Complete Layer"). With ``x_kv`` it is
+    cross-attention: keys and values are projected from ``x_kv``. A batch is
+    :func:`~attention_core.layer.attention_layer`.
 
     Parameters
     ----------
-    x, w_q, w_k, w_v
+    x, w_q, w_k, w_v, w_o, x_kv
         As for :func:`project`.
-    causal, padding_mask, failure_mode
-        As for :func:`~attention_core.attention.scaled_dot_product_attention`.
+    causal, causal_alignment, padding_mask, failure_mode
+        As for :func:`~attention_core.attention.scaled_dot_product_attention`; ``padding_mask``
+        has one entry per key (per row of ``x_kv`` in cross-attention).
 
     Returns
     -------
@@ -193,6 +251,6 @@ def self_attention(
     >>> np.round(r.weights[3], 3).tolist(), np.round(r.output[3], 3).tolist()
     ([0.065, 0.266, 0.131, 0.539], [0.592, -1.279])
     """
-    p = project(x, w_q, w_k, w_v)
-    return attend(p.queries, p.keys, p.values, causal=causal, padding_mask=padding_mask,
-                  failure_mode=failure_mode, projection=p)
+    p = project(x, w_q, w_k, w_v, w_o, x_kv=x_kv)
+    return attend(p.queries, p.keys, p.values, causal=causal, causal_alignment=causal_alignment,
+                  padding_mask=padding_mask, failure_mode=failure_mode, projection=p)

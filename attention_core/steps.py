@@ -226,6 +226,17 @@ def exposure(result: AttentionResult) -> str | None:
             return "The causal mask is off, so there is no causal mask to forget."
         return ("The future cells are padding or score so far below the visible ones that they get "
                 "next to no weight, so forgetting the causal mask lets nothing through.")
+    if mode.name == "batch_items_mixed":
+        return ("One batch item, so there is no other sequence to mix with: a batch of 2 or 3 "
+                "sequences shows items reading each other.")
+    if mode.name == "output_projection_transposed":
+        if r.projection is None or r.projection.w_o is None:
+            return "No W_O is given, so there is no output projection to get wrong."
+        return "W_O equals its transpose here, so H W_Oᵀ = H W_O; a W_O that is not symmetric shows it."
+    if mode.name == "rows_and_columns_swapped":
+        if r.values is None:
+            return "No values are given, so there is no output to get wrong."
+        return "Aᵀ V happens to equal A V here (as with one token), so no check can tell them apart."
     if mode.name == "wrong_axis":
         return ("Here softmax down each key column happens to leave every row summing to 1 too "
                 "(as with one token), so no check can tell the wrong axis apart.")

@@ -23,8 +23,10 @@ class AttentionInputError(ValueError):
     Attributes
     ----------
     field : str
-        ``"queries"``, ``"keys"``, ``"values"`` or ``"padding_mask"``; in matrix mode (see
-        :mod:`attention_core.projection`) also ``"X"``, ``"W_Q"``, ``"W_K"`` or ``"W_V"``.
+        ``"queries"``, ``"keys"``, ``"values"``, ``"padding_mask"`` or ``"causal_alignment"``;
+        in matrix mode (see :mod:`attention_core.projection`) also ``"X"``, ``"X_kv"`` (the
+        sequence cross-attention reads keys and values from), ``"W_Q"``, ``"W_K"``, ``"W_V"`` or
+        ``"W_O"``.
     token : int or None
         Position of the offending token, counted from 1, or ``None`` when the whole field is
         at fault (shape, emptiness) or the field is a weight matrix (its rows are not tokens).
@@ -32,15 +34,19 @@ class AttentionInputError(ValueError):
         The offending cell of a matrix field, counted from 1, where one is at fault: for a
         token field or ``X`` the row is the token; for ``W_Q``/``W_K``/``W_V`` it is the
         ``d_model`` feature. ``row`` defaults to ``token``.
+    item : int or None
+        The batch item at fault, counted from 1 (:func:`~attention_core.layer.attention_layer`
+        with a batch); ``None`` for one sequence or a field shared by every item (the W's).
     """
 
     def __init__(self, field: str, message: str, token: int | None = None, *,
-                 row: int | None = None, column: int | None = None) -> None:
+                 row: int | None = None, column: int | None = None, item: int | None = None) -> None:
         super().__init__(message)
         self.field = field
         self.token = token
         self.row = token if row is None else row
         self.column = column
+        self.item = item
 
 
 def _ragged_token(tokens: np.ndarray) -> int:
