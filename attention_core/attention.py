@@ -26,7 +26,7 @@ from attention_core.checks import Check, run_checks
 from attention_core.masks import ALIGNMENTS, combine_masks, future_cells
 from attention_core.modes import CORRECT, MASK_AFTER_SOFTMAX, FailureMode, get_mode
 from attention_core.softmax import softmax_steps
-from attention_core.validation import AttentionInputError, key_padding, token_array
+from attention_core.validation import MAX_TOKENS, AttentionInputError, key_padding, token_array
 
 
 @dataclass(frozen=True)
@@ -399,8 +399,10 @@ def attend(queries: object, keys: object, values: object = None, *, causal: bool
     broken pipeline lets through before softmax, and the future cells. Same parameters, returns
     and raises otherwise."""
     mode = _resolve_mode(failure_mode, mask_after_softmax)
-    q = token_array("queries", queries)
-    k = token_array("keys", keys)
+    # A flattened batch is one sequence of up to B·T tokens, each item already checked.
+    limit = MAX_TOKENS if masks is None else max(MAX_TOKENS, *masks[0].shape)
+    q = token_array("queries", queries, limit)
+    k = token_array("keys", keys, limit)
     if q.ndim != k.ndim or q.shape[1:] != k.shape[1:]:
         raise AttentionInputError(
             "keys", f"queries have shape {q.shape} but keys have shape {k.shape}; queries and keys "
@@ -409,7 +411,7 @@ def attend(queries: object, keys: object, values: object = None, *, causal: bool
     T, T_k = q.shape[0], k.shape[0]
     v = None
     if values is not None:
-        v = token_array("values", values)
+        v = token_array("values", values, limit)
         if v.shape[0] != T_k:
             raise AttentionInputError("values", f"values have {v.shape[0]} tokens, keys have {T_k}")
     key_is_real = None if padding_mask is None else key_padding(padding_mask, T_k)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from attention_core.attention import AttentionResult, attend
+from attention_core.attention import AttentionResult, Projection, attend
 from attention_core.checks import CHECK_NAMES, CHECK_TITLES, Check
 from attention_core.masks import combine_masks, future_cells
 from attention_core.modes import CORRECT, FailureMode, get_mode
@@ -241,8 +241,16 @@ def _compute(xs, x_kvs, w_q, w_k, w_v, w_o, padding, mode, causal, alignment):
                             padding_mask=r.key_is_real, failure_mode=mode, projection=r.projection)
                      for r in items]
         return tuple(items)
-    p = project(np.concatenate(xs), w_q, w_k, w_v, w_o,
-                x_kv=None if x_kvs is None else np.concatenate(x_kvs))
+    # The flattened sequence may pass the core's token limit, so it is stacked from the items'
+    # projections (the same numbers: each row is projected on its own) rather than projected again.
+    ps = [r.projection for r in items]
+
+    def stack(name: str) -> np.ndarray | None:
+        parts = [getattr(q, name) for q in ps]
+        return None if parts[0] is None else np.concatenate(parts)
+
+    p = Projection(x=stack("x"), w_q=ps[0].w_q, w_k=ps[0].w_k, w_v=ps[0].w_v, queries=stack("queries"),
+                   keys=stack("keys"), values=stack("values"), w_o=ps[0].w_o, x_kv=stack("x_kv"))
     real = None if padding is None else np.concatenate(padding)
     return (attend(p.queries, p.keys, p.values, causal=causal, causal_alignment=alignment,
                    padding_mask=real, failure_mode=mode, projection=p,

@@ -60,7 +60,7 @@ def _plain(item: object) -> object:
     return item.item() if isinstance(item, np.generic) else item
 
 
-def token_array(field: str, data: object) -> np.ndarray:
+def token_array(field: str, data: object, max_tokens: int = MAX_TOKENS) -> np.ndarray:
     """Check one input field and return it as float64.
 
     Parameters
@@ -71,6 +71,9 @@ def token_array(field: str, data: object) -> np.ndarray:
         Shape (T,) (scalar mode, one number per token) or (T, d). Booleans are refused in
         every form, a Python ``True`` in a list as much as a numpy bool array: a query, key or
         value is a number, and reading ``True`` as 1 would hide a caller's mistake.
+    max_tokens : int, default MAX_TOKENS
+        The most tokens taken; only a batch flattened into one sequence (the
+        ``batch_items_mixed`` mode of :mod:`attention_core.layer`) passes more.
 
     Returns
     -------
@@ -81,7 +84,7 @@ def token_array(field: str, data: object) -> np.ndarray:
     ------
     AttentionInputError
         A bare number (a 0-d array included), empty, ragged, more than 2-D, more than
-        :data:`MAX_TOKENS` tokens, text, booleans, ``nan`` or ``±inf``; the message names the
+        ``max_tokens`` tokens, text, booleans, ``nan`` or ``±inf``; the message names the
         field and the token position (from 1) and, for a (T, d) field, the component (from 1,
         also the error's ``column``).
     """
@@ -132,9 +135,9 @@ def token_array(field: str, data: object) -> np.ndarray:
         raise AttentionInputError(
             field, f"{field} must be 1-D (one number per token) or 2-D (tokens × width), got {arr.ndim}-D"
         )
-    if arr.shape[0] > MAX_TOKENS:
+    if arr.shape[0] > max_tokens:
         raise AttentionInputError(
-            field, f"{field} have {arr.shape[0]} tokens; the attention core takes at most {MAX_TOKENS}"
+            field, f"{field} have {arr.shape[0]} tokens; the attention core takes at most {max_tokens}"
         )
     if not np.isfinite(arr).all():
         position = np.argwhere(~np.isfinite(arr))[0]
