@@ -386,6 +386,9 @@ def _flattened_check(layer: LayerResult, name: str) -> Check:
         if across:
             verb = "softmax saw finite scores where" if name == "mask" else "weight where"
             return replace(c, message=f"{verb} one batch item reads another: {_where(layer, across)}")
+    if c.passed is False and c.rows:  # rows of the B·T map mean nothing to a reader of T-token items
+        named = ", ".join("row {} is item {} token {}".format(r, *layer.item_of(r - 1)) for r in c.rows[:3])
+        return replace(c, message=f"{c.message} (over the flattened batch: {named})")
     return c
 
 
