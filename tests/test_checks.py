@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 
 import attention_core
-from attention_core import CHECK_NAMES, is_row_stochastic, run_checks, scaled_dot_product_attention
+from attention_core import (
+    CHECK_NAMES,
+    CHECK_OBJECTS,
+    CHECK_STEPS,
+    is_row_stochastic,
+    run_checks,
+    scaled_dot_product_attention,
+    self_attention,
+)
 from attention_core.masks import (
     additive_mask,
     causal_mask,
@@ -60,13 +68,27 @@ def by_name(r) -> dict:
 
 def test_checks_run_in_audit_order_and_pass() -> None:
     r = result()
+    # Review, "Audit Order": nine steps, step 5 (finite softmax values and row sums) as two checks.
     assert tuple(c.name for c in r.checks) == CHECK_NAMES == (
-        "input_shapes", "score_scale", "mask", "finite_weights", "row_sums", "forbidden_zeros",
-        "output",
+        "input_shapes", "projections", "score_scale", "mask", "finite_weights", "row_sums",
+        "forbidden_zeros", "output", "output_projection", "batch_independence",
     )
-    assert all(c.passed for c in r.checks)
+    assert [CHECK_STEPS[name] for name in CHECK_NAMES] == [1, 2, 3, 4, 5, 5, 6, 7, 8, 9]
+    assert set(CHECK_OBJECTS) == set(CHECK_NAMES) and all(CHECK_OBJECTS.values())
+    # One sequence without W_O: every check passed or did not apply, and exactly these did not.
+    assert all(c.passed is not False for c in r.checks)
+    assert {c.name for c in r.checks if c.passed is None} == {"output_projection", "batch_independence"}
+    assert r.first_incorrect is None
     assert all(c.message and c.title for c in r.checks)
     assert run_checks(r) == r.checks
+
+
+def test_checks_with_w_o_leave_only_batch_independence_not_applicable() -> None:
+    x = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+    r = self_attention(x, np.eye(2), np.eye(2), np.eye(2), [[1.0, 2.0], [0.0, 1.0]])
+    assert all(c.passed is not False for c in r.checks)
+    assert {c.name for c in r.checks if c.passed is None} == {"batch_independence"}
+    assert by_name(r)["output_projection"].message == "Y = H W_O is 3×2: model width d_model = 2 again."
 
 
 def test_the_shape_message_counts_tokens_in_words() -> None:
