@@ -197,9 +197,13 @@ def _batch(field: str, data: object) -> list | None:
     return items
 
 
+_SHARED = ("W_Q", "W_K", "W_V", "W_O", "causal_alignment")  # one for every item: no item is at fault
+
+
 def _item_error(error: AttentionInputError, b: int, B: int) -> AttentionInputError:
-    """The same error, naming batch item ``b`` (from 1) when there is more than one."""
-    if B == 1:
+    """The same error, naming batch item ``b`` (from 1) when there is more than one and the fault
+    is that item's (its tokens), not a shared W's or the alignment's."""
+    if B == 1 or (error.field in _SHARED and error.token is None):
         return error
     return AttentionInputError(error.field, f"Batch item {b}: {error}", error.token, row=error.row,
                                column=error.column, item=b)
@@ -333,10 +337,12 @@ def attention_layer(
         if len(rows) != B:
             raise AttentionInputError("padding_mask", f"padding_mask has {len(rows)} rows for {B} batch "
                                       "items; give one row of booleans per item")
-        try:
-            padding = [key_padding(np.asarray(row), T_k) for row in rows]
-        except AttentionInputError as error:
-            raise AttentionInputError("padding_mask", str(error)) from None
+        padding = []
+        for b, row in enumerate(rows, 1):
+            try:
+                padding.append(key_padding(row, T_k))
+            except AttentionInputError as error:
+                raise _item_error(error, b, B) from None
     maps = _compute(xs, x_kvs, w_q, w_k, w_v, w_o, padding, mode, causal, causal_alignment)
     first = maps[0]
     layer = LayerResult(
