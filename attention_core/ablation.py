@@ -95,8 +95,9 @@ def _statements(target: str, before: LayerResult, after: LayerResult, matrix: np
         what, moved_inputs = ("Q", "queries") if target == "W_Q" else ("K", "keys")
         inputs = _moved(_stack(before, moved_inputs), _stack(after, moved_inputs))
         if not inputs:
-            add(target, f"ablation_{target.lower()}", None,
-                f"{what} did not change (the change to {target} met a zero X), so nothing can move.")
+            same = np.array_equal(matrix, getattr(before, target.lower()))  # scaled by 1, or edited back
+            why = f"{target} itself did not change" if same else f"the change to {target} met a zero X"
+            add(target, f"ablation_{target.lower()}", None, f"{what} did not change ({why}), so nothing can move.")
         elif weights:
             add(target, f"ablation_{target.lower()}", True,
                 f"{what} moved in rows {_rows(inputs)}, and with it the weights of rows {_rows(weights)}.")
