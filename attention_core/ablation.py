@@ -150,13 +150,18 @@ def changed_matrix(original: np.ndarray, change: str, *, factor: float | None = 
     Raises
     ------
     ValueError
-        An unknown change, a missing or non-finite factor, or an edited matrix of another shape
-        or with a number that is not finite.
+        An unknown change, a missing or non-finite factor (or one that takes a number of the
+        matrix beyond float64), or an edited matrix of another shape or with a number that is
+        not finite.
     """
     if change == "scale":
         if factor is None or not np.isfinite(factor):
             raise ValueError(f"scaling needs a finite factor, not {factor!r}")
-        return original * float(factor)
+        with np.errstate(over="ignore"):
+            scaled = original * float(factor)
+        if not np.isfinite(scaled).all():  # else the layer would blame a cell of the W for it
+            raise ValueError(f"scaling by {float(factor):g} overflows float64 (beyond ±1.8e308); use a smaller factor")
+        return scaled
     if change == "zero":
         return np.zeros_like(original)
     if change == "edit":
