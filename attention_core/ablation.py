@@ -210,6 +210,12 @@ def ablate(layer: LayerResult, target: str, change: str, *, factor: float | None
     >>> a = ablate(layer, "W_V", "scale", factor=2.0)
     >>> [s.passed for s in a.statements]
     [True]
+
+    Zeroing W_O leaves every weight as it was and makes Y exactly zero:
+
+    >>> z = ablate(layer, "W_O", "zero")
+    >>> [(s.name, s.passed) for s in z.statements], bool(z.after.y.any())
+    ([('ablation_w_o', True), ('ablation_w_o_zero', True)], False)
     """
     if layer.x is None:
         raise ValueError("an ablation changes a projection matrix, so it needs a layer projected from X")

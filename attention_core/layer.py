@@ -313,6 +313,12 @@ def attention_layer(
     ...                     padding_mask=[[True, True, True], [True, True, False]])
     >>> r.y.shape, r.first_incorrect, r.checks[-1].passed
     ((2, 3, 2), None, True)
+
+    Flattened into one sequence, item 2 reads item 1; the first incorrect object is the scores:
+
+    >>> mixed = r.recompute(failure_mode="batch_items_mixed")
+    >>> mixed.first_incorrect.name, mixed.failed_checks[-1]
+    ('score_scale', 'batch_independence')
     """
     mode = failure_mode if isinstance(failure_mode, FailureMode) else get_mode(failure_mode)
     xs = _batch("X", x)
