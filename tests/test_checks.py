@@ -55,6 +55,22 @@ def test_masks() -> None:
     assert additive_mask(causal_mask(2)).tolist() == [[0.0, -np.inf], [0.0, 0.0]]
 
 
+def test_causal_masks_over_queries_and_keys_of_different_lengths() -> None:
+    # Two queries, four keys: top-left lines query i up with key i (PyTorch's is_causal),
+    # bottom-right lines the last query up with the last key (key-value-cache decoding).
+    T, F = True, False
+    assert causal_mask(2, 4, "top_left").tolist() == [[T, F, F, F], [T, T, F, F]]
+    assert causal_mask(2, 4, "bottom_right").tolist() == [[T, T, T, F], [T, T, T, T]]
+    assert causal_mask(3, 2, "bottom_right").tolist() == [[F, F], [T, F], [T, T]]  # query 1 sees nothing
+    assert causal_mask(2, 4).tolist() == causal_mask(2, 4, "top_left").tolist()
+    np.testing.assert_array_equal(causal_mask(3, 3, "bottom_right"), causal_mask(3))
+    np.testing.assert_array_equal(future_cells(2, 4, "bottom_right"), ~causal_mask(2, 4, "bottom_right"))
+    both = combine_masks(2, causal=True, key_is_real=np.array([T, F, T, T]), T_k=4, alignment="bottom_right")
+    assert both.tolist() == [[T, F, T, F], [T, F, T, T]]
+    with pytest.raises(ValueError, match="unknown causal alignment 'left'"):
+        causal_mask(2, 4, "left")
+
+
 # --- each check names its stage and the offending rows/cells -----------------------------------
 
 
@@ -133,6 +149,22 @@ def test_shape_checks_catch_tampered_results() -> None:
     bad_weights = dataclasses.replace(r, weights=np.where(r.allowed, r.weights, np.inf))
     failed = {c.name for c in run_checks(bad_weights) if c.passed is False}
     assert {"finite_weights", "forbidden_zeros"} <= failed
+
+
+def test_the_layer_checks_catch_tampered_projections_and_y() -> None:
+    # Steps 2 and 8 recompute Q, K, V from X and Y from H; a result that disagrees is caught there.
+    x = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+    r = self_attention(x, np.eye(2), [[1.0, 0.5], [0.0, 2.0]], np.eye(2), [[1.0, 2.0], [0.0, 1.0]])
+    bad_q = dataclasses.replace(r, queries=r.queries + np.array([[0.0, 0.0], [0.0, 1.0], [0.0, 0.0]]))
+    check = by_name_of(run_checks(bad_q))["projections"]
+    assert check.passed is False and check.rows == (2,) and check.message == "Q rows 2 differ from X W_Q"
+    bad_y = dataclasses.replace(r, y=r.y[:, ::-1])
+    check = by_name_of(run_checks(bad_y))["output_projection"]
+    assert check.passed is False and check.rows == (1, 2, 3)
+    assert check.message.startswith("Y has the right shape, 3×2, but rows 1, 2, 3 differ from H W_O")
+    narrow_y = dataclasses.replace(r, y=r.y[:, :1])
+    check = by_name_of(run_checks(narrow_y))["output_projection"]
+    assert check.passed is False and check.message == "Y is 3×1, expected 3×2 (T × d_model)"
 
 
 def by_name_of(checks) -> dict:
