@@ -411,18 +411,27 @@ def _independence(layer: LayerResult) -> Check:
         return Check(name, CHECK_TITLES[name], None, "One batch item, so there is no other sequence to mix with.")
     if layer.x is None:
         return Check(name, CHECK_TITLES[name], None, "Not projected from X, so there is no batch.")
+    # Another sequence in place of the item: random rows, so no nonzero W can map the change to
+    # zero (adding 1 everywhere is invisible to a W whose columns sum to 0), sized to the item's
+    # numbers so that it is not lost in their rounding.
+    rng = np.random.default_rng(0)
+    tested = 0
     for changed in range(layer.B):
         x = layer.x.copy()
-        x[changed] = x[changed] + 1.0  # any other sequence; +1 keeps it finite and different
+        x[changed] = x[changed] + rng.standard_normal(x[changed].shape) * (1.0 + np.abs(x[changed]).max())
         x_kv = None if layer.x_kv is None else layer.x_kv.copy()
         if x_kv is not None:
-            x_kv[changed] = x_kv[changed] + 1.0
+            x_kv[changed] = x_kv[changed] + rng.standard_normal(x_kv[changed].shape) * (
+                1.0 + np.abs(x_kv[changed]).max())
+        if not np.isfinite(x).all() or (x_kv is not None and not np.isfinite(x_kv).all()):
+            continue
         try:
             other = _compute(list(x), None if x_kv is None else list(x_kv), layer.w_q, layer.w_k,
                              layer.w_v, layer.w_o, None if layer.padding_mask is None else list(layer.padding_mask),
                              layer.mode, layer.causal, layer.causal_alignment)
         except AttentionInputError:  # the changed input overflows: try the next item
             continue
+        tested += 1
         for b in range(layer.B):
             if b == changed:
                 continue
@@ -433,6 +442,9 @@ def _independence(layer: LayerResult) -> Check:
                 return Check(name, CHECK_TITLES[name], False, (
                     f"changing item {changed + 1} moved item {b + 1}'s {' and '.join(moved)}: a sequence "
                     "reads another sequence's tokens"), rows=(b + 1,))
+    if not tested:  # every changed input overflowed: no evidence either way
+        return Check(name, CHECK_TITLES[name], None, (
+            "Changing an item overflows float64 here, so independence cannot be tested."))
     return Check(name, CHECK_TITLES[name], True, (
         f"Changing any one of the {layer.B} items leaves every other item's weights and output as they were."))
 
@@ -459,8 +471,8 @@ def layer_checks(layer: LayerResult) -> tuple[Check, ...]:
 
     Steps 1 to 8 are each item's checks, the first failing item named; over a flattened batch
     they are the flattened map's, said in items and tokens, and the score shape fails. Step 9
-    changes each item in turn (every number of its X, and X_kv, plus 1) and fails when another
-    item's weights, H or Y move.
+    changes each item in turn (its X, and X_kv, plus fixed random rows of the item's size) and
+    fails when another item's weights, H or Y move; it does not apply where every change overflows.
 
     Parameters
     ----------
