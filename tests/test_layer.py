@@ -325,6 +325,28 @@ def test_changing_one_item_moves_another_only_when_items_are_mixed(causal: bool)
         assert (not np.array_equal(y_1, y_1_before)) == (moves and not causal), mode
 
 
+def test_mixing_is_caught_even_where_adding_1_to_an_item_would_change_nothing() -> None:
+    # W's whose columns sum to 0 map an all-ones change of X to zero; the items still mix, and
+    # changing item 1 another way does move item 2.
+    w = [[1.0, -1.0], [-1.0, 1.0]]
+    x = np.array([[[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]], [[0.0, 1.0], [2.0, 0.0], [1.0, 3.0]]])
+    mixed = attention_layer(x, w, w, w, failure_mode="batch_items_mixed")
+    assert set(mixed.failed_checks) == FAILURE_MODES["batch_items_mixed"].breaks
+    other = x.copy()
+    other[0] *= 3.0
+    assert not np.array_equal(attention_layer(other, w, w, w, failure_mode="batch_items_mixed").output[1],
+                              mixed.output[1])
+    assert attention_layer(x, w, w, w).checks[-1].passed is True
+
+
+def test_independence_does_not_apply_where_every_change_overflows() -> None:
+    x = [[[1.2e154], [1.2e154]], [[1.2e154], [-1.2e154]]]  # q·k is 1.44e308: any larger overflows
+    layer = attention_layer(x, [[1.0]], [[1.0]], [[1.0]])
+    check = layer.checks[-1]
+    assert check.passed is None and layer.failed_checks == ()
+    assert check.message == "Changing an item overflows float64 here, so independence cannot be tested."
+
+
 def test_independence_does_not_apply_to_one_item() -> None:
     layer = attention_layer(X_2[0], W_Q_3, W_K_3, W_V_3, W_O_3, failure_mode="batch_items_mixed")
     assert layer.B == 1 and not layer.flattened and layer.failed_checks == ()
