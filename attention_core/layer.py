@@ -325,8 +325,8 @@ def attention_layer(
     B = len(xs)
     x_kvs = _batch("X_kv", x_kv)
     if x_kvs is not None and len(x_kvs) != B:
-        raise AttentionInputError("X_kv", f"X_kv has {len(x_kvs)} batch items but X has {B}; each item "
-                                  "needs its own keys' and values' sequence")
+        raise AttentionInputError("X_kv", f"X_kv has {len(x_kvs)} batch item{'' if len(x_kvs) == 1 else 's'} but "
+                                  f"X has {B}; each item needs its own keys' and values' sequence")
     for field, seqs in (("X", xs), ("X_kv", x_kvs)):
         lengths = [len(s) for s in seqs or ()]
         if len(set(lengths)) > 1:
@@ -338,11 +338,14 @@ def attention_layer(
     padding = None
     if padding_mask is not None:
         T_k = len((x_kvs or xs)[0])
-        rows = np.asarray(padding_mask, dtype=object)
-        rows = [padding_mask] if B == 1 and rows.ndim == 1 else list(padding_mask)
+        row_like = (list, tuple, np.ndarray)
+        # Rows of booleans (one per item) or one row; one row of T booleans is not T rows.
+        several = isinstance(padding_mask, row_like) and any(isinstance(r, row_like) for r in padding_mask)
+        rows = list(padding_mask) if several else [padding_mask]
         if len(rows) != B:
-            raise AttentionInputError("padding_mask", f"padding_mask has {len(rows)} rows for {B} batch "
-                                      "items; give one row of booleans per item")
+            n = len(rows)
+            raise AttentionInputError("padding_mask", f"padding_mask has {n} row{'' if n == 1 else 's'} for {B} "
+                                      "batch items; give one row of booleans per item")
         padding = []
         for b, row in enumerate(rows, 1):
             try:
