@@ -383,7 +383,7 @@ ERRORS = [
     P({"x_kv": [np.ones((4, 3)), np.ones((3, 3))], "causal": False}, "X_kv", 2, (None, None, None),
       ["Batch item 2 of X_kv has 3 tokens, item 1 has 4"], id="X_kv items of different lengths"),
     P({"x_kv": [np.ones((4, 3))], "causal": False}, "X_kv", None, (None, None, None),
-      ["X_kv has 1 batch items but X has 2"], id="X_kv with another B"),
+      ["X_kv has 1 batch item but X has 2"], id="X_kv with another B"),
     P({"w_o": np.ones((3, 3))}, "W_O", None, (None, 3, None),
       ["W_O has 3 rows but W_V has 2 columns (d_v = 2): row 3 is extra"], id="W_O with a row too many"),
     P({"w_o": np.ones((2, 2))}, "W_O", None, (None, None, 3),
@@ -392,7 +392,16 @@ ERRORS = [
     P({"w_q": np.ones((2, 2))}, "W_Q", None, (None, 3, None), ["W_Q has 2 rows but X has 3 columns"],
       id="W_Q shared by both items names no item"),
     P({"padding_mask": [[True] * 3]}, "padding_mask", None, (None, None, None),
-      ["padding_mask has 1 rows for 2 batch items"], id="padding mask with too few rows"),
+      ["padding_mask has 1 row for 2 batch items"], id="padding mask with too few rows"),
+    P({"padding_mask": [True, False]}, "padding_mask", None, (None, None, None),
+      ["padding_mask has 1 row for 2 batch items; give one row of booleans per item"],
+      id="one row of as many booleans as items is one row"),
+    P({"padding_mask": True}, "padding_mask", None, (None, None, None),
+      ["padding_mask has 1 row for 2 batch items"], id="padding mask a bare boolean"),
+    P({"padding_mask": [[True] * 3] * 3}, "padding_mask", None, (None, None, None),
+      ["padding_mask has 3 rows for 2 batch items"], id="padding mask with too many rows"),
+    P({"padding_mask": [[True] * 3, True]}, "padding_mask", 2, (None, None, None),
+      ["Batch item 2: padding_mask must be 3 booleans"], id="padding mask item 2 a bare boolean"),
     P({"padding_mask": [[True] * 3, [True] * 2]}, "padding_mask", 2, (None, None, None),
       ["Batch item 2: padding_mask must be 3 booleans"], id="padding mask row of the wrong length"),
     P({"padding_mask": [[True] * 3, [1, 0, 1]]}, "padding_mask", 2, (None, None, None),
@@ -423,6 +432,18 @@ def test_bad_layer_input_is_refused_by_field_item_token_and_component(overrides,
     for word in words:
         assert word in str(error), f"{word!r} not in {str(error)!r}"
     assert "np." not in str(error)
+
+
+def test_a_bare_boolean_padding_mask_for_one_item_is_refused_by_field() -> None:
+    with pytest.raises(AttentionInputError) as info:  # it was a TypeError from list(True)
+        attention_layer(X1, W, W, padding_mask=True)
+    assert info.value.field == "padding_mask" and info.value.item is None
+    assert str(info.value) == "padding_mask must be 3 booleans (True = real token), got () bool"
+
+
+def test_a_padding_mask_for_one_item_may_be_one_row_or_a_row_in_a_list() -> None:
+    for mask in ([True, True, False], [[True, True, False]], np.array([True, True, False])):
+        assert attention_layer(X1, W, W, padding_mask=mask).padding_mask.tolist() == [[True, True, False]]
 
 
 def test_one_item_errors_name_no_item() -> None:
