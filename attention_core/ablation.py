@@ -101,10 +101,14 @@ def _statements(target: str, before: LayerResult, after: LayerResult, matrix: np
         elif weights:
             add(target, f"ablation_{target.lower()}", True,
                 f"{what} moved in rows {_rows(inputs)}, and with it the weights of rows {_rows(weights)}.")
+        elif all((m.allowed.sum(axis=-1) <= 1).all() for m in before.maps):
+            # One visible key (or none) per row: its weight is 1 (or 0) whatever the scores.
+            add(target, f"ablation_{target.lower()}", None,
+                f"{what} moved in rows {_rows(inputs)}, but no row sees more than one key, so no weight can move.")
         else:
             add(target, f"ablation_{target.lower()}", False,
                 f"{what} moved in rows {_rows(inputs)} but no weight moved: every row's visible scores "
-                "shifted together, or each row has one visible key.")
+                "shifted together.")
     else:
         content = h if target == "W_V" else y  # what the statement says moves
         passed = False if weights else (True if content else None)
