@@ -134,6 +134,31 @@ def test_a_change_that_meets_a_zero_x_cannot_be_seen() -> None:
     assert a.statements[0].message == "K did not change (the change to W_K met a zero X), so nothing can move."
 
 
+@pytest.mark.parametrize("target", ["W_Q", "W_K"])
+def test_with_one_visible_key_per_row_no_weight_can_move_and_the_statement_cannot_be_seen(target: str) -> None:
+    for layer in (attention_layer([[1.0, 2.0]], W_Q, W_K, W_V),  # one token
+                  attention_layer([[1.0, 2.0], [0.0, 1.0]], W_Q, W_K, W_V, padding_mask=[True, False])):
+        a = ablate(layer, target, "scale", factor=2.0)
+        np.testing.assert_array_equal(stacked(a.after, "weights"), stacked(layer, "weights"))
+        s = a.statements[0]
+        assert s.passed is None  # not a failure of the chapter's statement: nothing could move
+        assert s.message.endswith("but no row sees more than one key, so no weight can move.")
+
+
+def test_a_change_that_shifts_every_visible_score_together_moves_no_weight_and_fails() -> None:
+    # Every query is (q, 0) (W_Q drops the second feature): changing K's second column changes no
+    # score, so the weights stay, and the live check says so.
+    layer = attention_layer([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 0.0]], np.eye(2), np.eye(2),
+                            causal=False)
+    edited = np.eye(2)
+    edited[1, 1] = 5.0
+    a = ablate(layer, "W_K", "edit", matrix=edited)
+    assert not np.array_equal(stacked(a.after, "keys"), stacked(layer, "keys"))
+    s = a.statements[0]
+    assert s.passed is False
+    assert s.message == "K moved in rows 3 but no weight moved: every row's visible scores shifted together."
+
+
 def test_the_ablation_keeps_the_layers_mode_and_masks() -> None:
     layer = attention_layer(X, W_Q, W_K, W_V, W_O, padding_mask=PADDING, causal=False,
                             failure_mode="output_projection_transposed")
