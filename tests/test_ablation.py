@@ -85,6 +85,19 @@ def test_changing_w_v_or_w_o_leaves_every_weight_exactly_unchanged_and_moves_the
     assert after.failed_checks == before.failed_checks == ()
 
 
+def test_the_statements_name_rows_by_item_in_a_batch() -> None:
+    # Item 2's third token is padding with X = 0, so its query does not move.
+    layer = attention_layer(X, W_Q, W_K, W_V, W_O, padding_mask=PADDING)
+    assert ablate(layer, "W_V", "scale", factor=2.0).statements[0].message == (
+        "Every weight is exactly unchanged; H moved in item 1 rows 1, 2, 3 and item 2 rows 1, 2, 3.")
+    q = ablate(layer, "W_Q", "scale", factor=2.0).statements[0].message
+    assert q.startswith("Q moved in item 1 rows 1, 2, 3 and item 2 rows 1, 2, and with it the weights of item 1 ")
+    # In cross-attention K has T_k rows per item.
+    cross = attention_layer(X, W_Q, W_K, W_V, x_kv=[[[1.0, 0.0]] * 4, [[0.0, 1.0]] * 4], causal=False)
+    assert ablate(cross, "W_K", "scale", factor=2.0).statements[0].message.startswith(
+        "K moved in item 1 rows 1, 2, 3, 4 and item 2 rows 1, 2, 3, 4")
+
+
 def test_w_o_zero_makes_y_exactly_zero(layer) -> None:
     a = ablate(layer, "W_O", "zero")
     assert not a.matrix.any() and a.matrix.shape == W_O.shape
@@ -111,7 +124,9 @@ def test_changing_w_q_or_w_k_moves_the_weights(layer, target, change):
     np.testing.assert_array_equal(stacked(a.after, "values"), stacked(a.before, "values"))  # W_V untouched
     s = statement(a, f"ablation_{target.lower()}")
     assert s.passed is True and s.title == STATEMENTS[target]
-    assert s.message.startswith(f"{'Q' if target == 'W_Q' else 'K'} moved in rows")
+    where = "rows" if layer.B == 1 else "item 1 rows"
+    assert s.message.startswith(f"{'Q' if target == 'W_Q' else 'K'} moved in {where} ")
+    assert ", and with it the weights of " in s.message
 
 
 @pytest.mark.parametrize("target", ABLATION_TARGETS)
@@ -156,7 +171,7 @@ def test_a_change_that_shifts_every_visible_score_together_moves_no_weight_and_f
     assert not np.array_equal(stacked(a.after, "keys"), stacked(layer, "keys"))
     s = a.statements[0]
     assert s.passed is False
-    assert s.message == "K moved in rows 3 but no weight moved: every row's visible scores shifted together."
+    assert s.message == "K moved in row 3 but no weight moved: every row's visible scores shifted together."
 
 
 def test_the_ablation_keeps_the_layers_mode_and_masks() -> None:
