@@ -77,15 +77,31 @@ def _moved(a: np.ndarray | None, b: np.ndarray | None) -> list[int]:
     return [int(i) + 1 for i in np.flatnonzero(~same.all(axis=-1))]
 
 
-def _rows(rows: list[int]) -> str:
-    shown = ", ".join(str(r) for r in rows[:6])
-    return shown + (f" and {len(rows) - 6} more" if len(rows) > 6 else "")
+def _rows(rows: list[int], B: int = 1, T: int = 1) -> str:
+    """Rows over the whole batch (from 1) as a reader of ``B`` items of ``T`` rows finds them:
+    "rows 1, 2", or "item 1 rows 1, 2 and item 2 row 3"."""
+    def some(found: list[int]) -> str:
+        shown = ", ".join(str(r) for r in found[:6])
+        return f"row{'' if len(found) == 1 else 's'} {shown}" + (
+            f" and {len(found) - 6} more" if len(found) > 6 else "")
+
+    if B == 1:
+        return some(rows)
+    items: dict[int, list[int]] = {}
+    for r in rows:
+        items.setdefault((r - 1) // T + 1, []).append((r - 1) % T + 1)
+    return " and ".join(f"item {b} {some(found)}" for b, found in items.items())
 
 
 def _statements(target: str, before: LayerResult, after: LayerResult, matrix: np.ndarray) -> tuple[Check, ...]:
     weights = _moved(_stack(before, "weights"), _stack(after, "weights"))
     h = _moved(_stack(before, "output"), _stack(after, "output"))
     y = _moved(_stack(before, "y"), _stack(after, "y"))
+    B, T = before.B, before.T
+
+    def rows(found: list[int], per_item: int = T) -> str:
+        return _rows(found, B, per_item)
+
     checks = []
 
     def add(key: str, name: str, passed: bool | None, message: str) -> None:
@@ -94,20 +110,27 @@ def _statements(target: str, before: LayerResult, after: LayerResult, matrix: np
     if target in ("W_Q", "W_K"):
         what, moved_inputs = ("Q", "queries") if target == "W_Q" else ("K", "keys")
         inputs = _moved(_stack(before, moved_inputs), _stack(after, moved_inputs))
+        moved = rows(inputs, T if target == "W_Q" else before.T_k)  # K has T_k rows per item
         if not inputs:
-            add(target, f"ablation_{target.lower()}", None,
-                f"{what} did not change (the change to {target} met a zero X), so nothing can move.")
+            same = np.array_equal(matrix, getattr(before, target.lower()))  # scaled by 1, or edited back
+            why = f"{target} itself did not change" if same else f"the change to {target} met a zero X"
+            add(target, f"ablation_{target.lower()}", None, f"{what} did not change ({why}), so nothing can move.")
         elif weights:
             add(target, f"ablation_{target.lower()}", True,
-                f"{what} moved in rows {_rows(inputs)}, and with it the weights of rows {_rows(weights)}.")
+                f"{what} moved in {moved}, and with it the weights of {rows(weights)}.")
+        elif all((m.allowed.sum(axis=-1) <= 1).all() for m in before.maps):
+            # One visible key (or none) per row: its weight is 1 (or 0) whatever the scores.
+            add(target, f"ablation_{target.lower()}", None,
+                f"{what} moved in {moved}, but no row sees more than one key, so no weight can move.")
         else:
             add(target, f"ablation_{target.lower()}", False,
-                f"{what} moved in rows {_rows(inputs)} but no weight moved: every row's visible scores "
-                "shifted together, or each row has one visible key.")
+                f"{what} moved in {moved} but no weight moved: every row's visible scores "
+                "shifted together.")
     else:
         content = h if target == "W_V" else y  # what the statement says moves
         passed = False if weights else (True if content else None)
-        add(target, f"ablation_{target.lower()}", passed, _unchanged_message(target, weights, h, y))
+        add(target, f"ablation_{target.lower()}", passed,
+            _unchanged_message(target, rows(weights) if weights else "", rows(h) if h else "", rows(y) if y else ""))
         if target == "W_O" and not matrix.any():
             out = _stack(after, "y")
             zero = out is not None and not out.any()
@@ -116,16 +139,17 @@ def _statements(target: str, before: LayerResult, after: LayerResult, matrix: np
     return tuple(checks)
 
 
-def _unchanged_message(target: str, weights: list[int], h: list[int], y: list[int]) -> str:
+def _unchanged_message(target: str, weights: str, h: str, y: str) -> str:
+    """The W_V or W_O statement's sentence; each argument says where that array moved ("" if nowhere)."""
     if weights:
-        return f"The weights moved in rows {_rows(weights)}: this change reached the scores."
+        return f"The weights moved in {weights}: this change reached the scores."
     if target == "W_V":
         if not h:
             return "Every weight is unchanged, and so is H: this change to W_V moved no value that has weight."
-        return f"Every weight is exactly unchanged; H moved in rows {_rows(h)}."
+        return f"Every weight is exactly unchanged; H moved in {h}."
     if not y:
         return "Every weight and H are unchanged, and so is Y: this change to W_O moved nothing."
-    return f"Every weight and H are exactly unchanged; Y moved in rows {_rows(y)}."
+    return f"Every weight and H are exactly unchanged; Y moved in {y}."
 
 
 def changed_matrix(original: np.ndarray, change: str, *, factor: float | None = None,
@@ -149,13 +173,18 @@ def changed_matrix(original: np.ndarray, change: str, *, factor: float | None = 
     Raises
     ------
     ValueError
-        An unknown change, a missing or non-finite factor, or an edited matrix of another shape
-        or with a number that is not finite.
+        An unknown change, a missing or non-finite factor (or one that takes a number of the
+        matrix beyond float64), or an edited matrix of another shape or with a number that is
+        not finite.
     """
     if change == "scale":
         if factor is None or not np.isfinite(factor):
             raise ValueError(f"scaling needs a finite factor, not {factor!r}")
-        return original * float(factor)
+        with np.errstate(over="ignore"):
+            scaled = original * float(factor)
+        if not np.isfinite(scaled).all():  # else the layer would blame a cell of the W for it
+            raise ValueError(f"scaling by {float(factor):g} overflows float64 (beyond ±1.8e308); use a smaller factor")
+        return scaled
     if change == "zero":
         return np.zeros_like(original)
     if change == "edit":
@@ -204,6 +233,12 @@ def ablate(layer: LayerResult, target: str, change: str, *, factor: float | None
     >>> a = ablate(layer, "W_V", "scale", factor=2.0)
     >>> [s.passed for s in a.statements]
     [True]
+
+    Zeroing W_O leaves every weight as it was and makes Y exactly zero:
+
+    >>> z = ablate(layer, "W_O", "zero")
+    >>> [(s.name, s.passed) for s in z.statements], bool(z.after.y.any())
+    ([('ablation_w_o', True), ('ablation_w_o_zero', True)], False)
     """
     if layer.x is None:
         raise ValueError("an ablation changes a projection matrix, so it needs a layer projected from X")

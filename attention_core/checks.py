@@ -314,16 +314,23 @@ def check_output_projection(r: AttentionResult) -> Check:
     p = r.projection
     if p is None or p.w_o is None:
         return _check("output_projection", None, "No W_O given, so the layer ends at H = A V.")
-    if r.output is None:  # reported by the output check
-        return _check("output_projection", False, "Y cannot be checked: there is no H to project")
+    # Step 8 audits how H is projected; an H that is missing or of the wrong width is step 7's
+    # failure (the output check), so this step has nothing of its own to judge.
+    if r.output is None:
+        return _check("output_projection", None, "Y cannot be checked: there is no H to project (see the output "
+                      "check).")
+    h = r.output.reshape(r.T, -1)
+    if h.shape[1] != p.w_o.shape[0]:
+        return _check("output_projection", None, f"Y cannot be checked: H is {h.shape[0]}×{h.shape[1]}, not "
+                      f"{r.T}×{p.w_o.shape[0]} (T × d_v), so W_O cannot project it (see the output check).")
     if r.y is None:
         return _check("output_projection", False, r.y_error or "Y was not formed")
-    h = r.output.reshape(r.T, -1)
     expected = h @ p.w_o  # [T, d_v] @ [d_v, d_model] -> [T, d_model]
     if r.y.shape != expected.shape:
         return _check("output_projection", False, f"Y is {r.y.shape[0]}×{r.y.shape[1]}, expected "
                       f"{expected.shape[0]}×{expected.shape[1]} (T × d_model)")
-    wrong = ~np.isclose(r.y, expected, rtol=1e-12, atol=1e-12).all(axis=-1)
+    # A nan in H (invalid weights, reported by finite_weights) is a nan in both.
+    wrong = ~np.isclose(r.y, expected, rtol=1e-12, atol=1e-12, equal_nan=True).all(axis=-1)
     if wrong.any():
         rows = [int(i) + 1 for i in np.flatnonzero(wrong)]
         return _check("output_projection", False, f"Y has the right shape, {r.y.shape[0]}×{r.y.shape[1]}, "

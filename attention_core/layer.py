@@ -197,9 +197,13 @@ def _batch(field: str, data: object) -> list | None:
     return items
 
 
+_SHARED = ("W_Q", "W_K", "W_V", "W_O", "causal_alignment")  # one for every item: no item is at fault
+
+
 def _item_error(error: AttentionInputError, b: int, B: int) -> AttentionInputError:
-    """The same error, naming batch item ``b`` (from 1) when there is more than one."""
-    if B == 1:
+    """The same error, naming batch item ``b`` (from 1) when there is more than one and the fault
+    is that item's (its tokens), not a shared W's or the alignment's."""
+    if B == 1 or (error.field in _SHARED and error.token is None):
         return error
     return AttentionInputError(error.field, f"Batch item {b}: {error}", error.token, row=error.row,
                                column=error.column, item=b)
@@ -317,14 +321,20 @@ def attention_layer(
     ...                     padding_mask=[[True, True, True], [True, True, False]])
     >>> r.y.shape, r.first_incorrect, r.checks[-1].passed
     ((2, 3, 2), None, True)
+
+    Flattened into one sequence, item 2 reads item 1; the first incorrect object is the scores:
+
+    >>> mixed = r.recompute(failure_mode="batch_items_mixed")
+    >>> mixed.first_incorrect.name, mixed.failed_checks[-1]
+    ('score_scale', 'batch_independence')
     """
     mode = failure_mode if isinstance(failure_mode, FailureMode) else get_mode(failure_mode)
     xs = _batch("X", x)
     B = len(xs)
     x_kvs = _batch("X_kv", x_kv)
     if x_kvs is not None and len(x_kvs) != B:
-        raise AttentionInputError("X_kv", f"X_kv has {len(x_kvs)} batch items but X has {B}; each item "
-                                  "needs its own keys' and values' sequence")
+        raise AttentionInputError("X_kv", f"X_kv has {len(x_kvs)} batch item{'' if len(x_kvs) == 1 else 's'} but "
+                                  f"X has {B}; each item needs its own keys' and values' sequence")
     for field, seqs in (("X", xs), ("X_kv", x_kvs)):
         lengths = [len(s) for s in seqs or ()]
         if len(set(lengths)) > 1:
@@ -336,15 +346,20 @@ def attention_layer(
     padding = None
     if padding_mask is not None:
         T_k = len((x_kvs or xs)[0])
-        rows = np.asarray(padding_mask, dtype=object)
-        rows = [padding_mask] if B == 1 and rows.ndim == 1 else list(padding_mask)
+        row_like = (list, tuple, np.ndarray)
+        # Rows of booleans (one per item) or one row; one row of T booleans is not T rows.
+        several = isinstance(padding_mask, row_like) and any(isinstance(r, row_like) for r in padding_mask)
+        rows = list(padding_mask) if several else [padding_mask]
         if len(rows) != B:
-            raise AttentionInputError("padding_mask", f"padding_mask has {len(rows)} rows for {B} batch "
-                                      "items; give one row of booleans per item")
-        try:
-            padding = [key_padding(np.asarray(row), T_k) for row in rows]
-        except AttentionInputError as error:
-            raise AttentionInputError("padding_mask", str(error)) from None
+            n = len(rows)
+            raise AttentionInputError("padding_mask", f"padding_mask has {n} row{'' if n == 1 else 's'} for {B} "
+                                      "batch items; give one row of booleans per item")
+        padding = []
+        for b, row in enumerate(rows, 1):
+            try:
+                padding.append(key_padding(row, T_k))
+            except AttentionInputError as error:
+                raise _item_error(error, b, B) from None
     maps = _compute(xs, x_kvs, w_q, w_k, w_v, w_o, padding, mode, causal, causal_alignment)
     first = maps[0]
     layer = LayerResult(
@@ -394,6 +409,9 @@ def _flattened_check(layer: LayerResult, name: str) -> Check:
         if across:
             verb = "softmax saw finite scores where" if name == "mask" else "weight where"
             return replace(c, message=f"{verb} one batch item reads another: {_where(layer, across)}")
+    if c.passed is False and c.rows:  # rows of the B·T map mean nothing to a reader of T-token items
+        named = ", ".join("row {} is item {} token {}".format(r, *layer.item_of(r - 1)) for r in c.rows[:3])
+        return replace(c, message=f"{c.message} (over the flattened batch: {named})")
     return c
 
 
@@ -404,18 +422,27 @@ def _independence(layer: LayerResult) -> Check:
         return Check(name, CHECK_TITLES[name], None, "One batch item, so there is no other sequence to mix with.")
     if layer.x is None:
         return Check(name, CHECK_TITLES[name], None, "Not projected from X, so there is no batch.")
+    # Another sequence in place of the item: random rows, so no nonzero W can map the change to
+    # zero (adding 1 everywhere is invisible to a W whose columns sum to 0), sized to the item's
+    # numbers so that it is not lost in their rounding.
+    rng = np.random.default_rng(0)
+    tested = 0
     for changed in range(layer.B):
         x = layer.x.copy()
-        x[changed] = x[changed] + 1.0  # any other sequence; +1 keeps it finite and different
+        x[changed] = x[changed] + rng.standard_normal(x[changed].shape) * (1.0 + np.abs(x[changed]).max())
         x_kv = None if layer.x_kv is None else layer.x_kv.copy()
         if x_kv is not None:
-            x_kv[changed] = x_kv[changed] + 1.0
+            x_kv[changed] = x_kv[changed] + rng.standard_normal(x_kv[changed].shape) * (
+                1.0 + np.abs(x_kv[changed]).max())
+        if not np.isfinite(x).all() or (x_kv is not None and not np.isfinite(x_kv).all()):
+            continue
         try:
             other = _compute(list(x), None if x_kv is None else list(x_kv), layer.w_q, layer.w_k,
                              layer.w_v, layer.w_o, None if layer.padding_mask is None else list(layer.padding_mask),
                              layer.mode, layer.causal, layer.causal_alignment)
         except AttentionInputError:  # the changed input overflows: try the next item
             continue
+        tested += 1
         for b in range(layer.B):
             if b == changed:
                 continue
@@ -426,6 +453,9 @@ def _independence(layer: LayerResult) -> Check:
                 return Check(name, CHECK_TITLES[name], False, (
                     f"changing item {changed + 1} moved item {b + 1}'s {' and '.join(moved)}: a sequence "
                     "reads another sequence's tokens"), rows=(b + 1,))
+    if not tested:  # every changed input overflowed: no evidence either way
+        return Check(name, CHECK_TITLES[name], None, (
+            "Changing an item overflows float64 here, so independence cannot be tested."))
     return Check(name, CHECK_TITLES[name], True, (
         f"Changing any one of the {layer.B} items leaves every other item's weights and output as they were."))
 
@@ -452,8 +482,8 @@ def layer_checks(layer: LayerResult) -> tuple[Check, ...]:
 
     Steps 1 to 8 are each item's checks, the first failing item named; over a flattened batch
     they are the flattened map's, said in items and tokens, and the score shape fails. Step 9
-    changes each item in turn (every number of its X, and X_kv, plus 1) and fails when another
-    item's weights, H or Y move.
+    changes each item in turn (its X, and X_kv, plus fixed random rows of the item's size) and
+    fails when another item's weights, H or Y move; it does not apply where every change overflows.
 
     Parameters
     ----------

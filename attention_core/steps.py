@@ -20,6 +20,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from attention_core.attention import AttentionResult
+    from attention_core.layer import LayerResult
 
 # exp(x) is inf in float64 above log(largest float64), about 709.78.
 EXP_OVERFLOW = float(np.log(np.finfo(np.float64).max))
@@ -164,13 +165,31 @@ def row_steps(result: AttentionResult, i: int) -> RowSteps:
     )
 
 
-def exposure(result: AttentionResult) -> str | None:
+def _layer_exposure(layer: LayerResult) -> str | None:
+    """:func:`exposure` over a whole layer: judged on the layer's checks (a flattened batch's
+    score shape and independence are the layer's, not its map's), else each item's reason."""
+    failed = set(layer.failed_checks)
+    padding_failure = {"row_sums"} if any(not m.allowed.any(axis=-1).all() for m in layer.maps) else set()
+    mode = layer.mode
+    if mode.name == "correct" or (mode.breaks <= failed and failed - mode.breaks <= padding_failure):
+        return None
+    if layer.flattened:  # batch_items_mixed over B > 1, yet a check it breaks passed
+        return "Changing one item moves no other item's weights or output here, so the mixing cannot be seen."
+    reasons = [exposure(m) for m in layer.maps]
+    if len({r for r in reasons if r is not None}) <= 1:
+        return next((r for r in reasons if r is not None), None)
+    return " ".join(f"Item {b}: {r}" for b, r in enumerate(reasons, 1) if r is not None)
+
+
+def exposure(result: AttentionResult | LayerResult) -> str | None:
     """Why this input cannot show the failure of the mode it ran in, or ``None`` if it does.
 
     Parameters
     ----------
-    result : AttentionResult
-        A computed result.
+    result : AttentionResult or LayerResult
+        A computed result, or a whole layer (:func:`~attention_core.layer.attention_layer`),
+        judged on the layer's checks: a batch of two shows ``batch_items_mixed`` although its
+        flattened map alone cannot (one item's reason, or each item's, otherwise).
 
     Returns
     -------
@@ -189,6 +208,8 @@ def exposure(result: AttentionResult) -> str | None:
     'd_k = 1, so dividing by sqrt(1) changes nothing;'
     >>> exposure(scaled_dot_product_attention([[1, 1, 1, 1]], [[1, 0, 1, 0]], failure_mode="no_scaling"))
     """
+    if hasattr(result, "maps"):  # a LayerResult; duck-typed, so this module imports no layer
+        return _layer_exposure(result)
     r = result
     mode = r.mode
     failed = set(r.failed_checks)

@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 
 import attention_core
-from attention_core import CHECK_NAMES, is_row_stochastic, run_checks, scaled_dot_product_attention
+from attention_core import (
+    CHECK_NAMES,
+    CHECK_OBJECTS,
+    CHECK_STEPS,
+    is_row_stochastic,
+    run_checks,
+    scaled_dot_product_attention,
+    self_attention,
+)
 from attention_core.masks import (
     additive_mask,
     causal_mask,
@@ -47,6 +55,22 @@ def test_masks() -> None:
     assert additive_mask(causal_mask(2)).tolist() == [[0.0, -np.inf], [0.0, 0.0]]
 
 
+def test_causal_masks_over_queries_and_keys_of_different_lengths() -> None:
+    # Two queries, four keys: top-left lines query i up with key i (PyTorch's is_causal),
+    # bottom-right lines the last query up with the last key (key-value-cache decoding).
+    T, F = True, False
+    assert causal_mask(2, 4, "top_left").tolist() == [[T, F, F, F], [T, T, F, F]]
+    assert causal_mask(2, 4, "bottom_right").tolist() == [[T, T, T, F], [T, T, T, T]]
+    assert causal_mask(3, 2, "bottom_right").tolist() == [[F, F], [T, F], [T, T]]  # query 1 sees nothing
+    assert causal_mask(2, 4).tolist() == causal_mask(2, 4, "top_left").tolist()
+    np.testing.assert_array_equal(causal_mask(3, 3, "bottom_right"), causal_mask(3))
+    np.testing.assert_array_equal(future_cells(2, 4, "bottom_right"), ~causal_mask(2, 4, "bottom_right"))
+    both = combine_masks(2, causal=True, key_is_real=np.array([T, F, T, T]), T_k=4, alignment="bottom_right")
+    assert both.tolist() == [[T, F, T, F], [T, F, T, T]]
+    with pytest.raises(ValueError, match="unknown causal alignment 'left'"):
+        causal_mask(2, 4, "left")
+
+
 # --- each check names its stage and the offending rows/cells -----------------------------------
 
 
@@ -60,13 +84,27 @@ def by_name(r) -> dict:
 
 def test_checks_run_in_audit_order_and_pass() -> None:
     r = result()
+    # Review, "Audit Order": nine steps, step 5 (finite softmax values and row sums) as two checks.
     assert tuple(c.name for c in r.checks) == CHECK_NAMES == (
-        "input_shapes", "score_scale", "mask", "finite_weights", "row_sums", "forbidden_zeros",
-        "output",
+        "input_shapes", "projections", "score_scale", "mask", "finite_weights", "row_sums",
+        "forbidden_zeros", "output", "output_projection", "batch_independence",
     )
-    assert all(c.passed for c in r.checks)
+    assert [CHECK_STEPS[name] for name in CHECK_NAMES] == [1, 2, 3, 4, 5, 5, 6, 7, 8, 9]
+    assert set(CHECK_OBJECTS) == set(CHECK_NAMES) and all(CHECK_OBJECTS.values())
+    # One sequence without W_O: every check passed or did not apply, and exactly these did not.
+    assert all(c.passed is not False for c in r.checks)
+    assert {c.name for c in r.checks if c.passed is None} == {"output_projection", "batch_independence"}
+    assert r.first_incorrect is None
     assert all(c.message and c.title for c in r.checks)
     assert run_checks(r) == r.checks
+
+
+def test_checks_with_w_o_leave_only_batch_independence_not_applicable() -> None:
+    x = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+    r = self_attention(x, np.eye(2), np.eye(2), np.eye(2), [[1.0, 2.0], [0.0, 1.0]])
+    assert all(c.passed is not False for c in r.checks)
+    assert {c.name for c in r.checks if c.passed is None} == {"batch_independence"}
+    assert by_name(r)["output_projection"].message == "Y = H W_O is 3×2: model width d_model = 2 again."
 
 
 def test_the_shape_message_counts_tokens_in_words() -> None:
@@ -111,6 +149,22 @@ def test_shape_checks_catch_tampered_results() -> None:
     bad_weights = dataclasses.replace(r, weights=np.where(r.allowed, r.weights, np.inf))
     failed = {c.name for c in run_checks(bad_weights) if c.passed is False}
     assert {"finite_weights", "forbidden_zeros"} <= failed
+
+
+def test_the_layer_checks_catch_tampered_projections_and_y() -> None:
+    # Steps 2 and 8 recompute Q, K, V from X and Y from H; a result that disagrees is caught there.
+    x = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+    r = self_attention(x, np.eye(2), [[1.0, 0.5], [0.0, 2.0]], np.eye(2), [[1.0, 2.0], [0.0, 1.0]])
+    bad_q = dataclasses.replace(r, queries=r.queries + np.array([[0.0, 0.0], [0.0, 1.0], [0.0, 0.0]]))
+    check = by_name_of(run_checks(bad_q))["projections"]
+    assert check.passed is False and check.rows == (2,) and check.message == "Q rows 2 differ from X W_Q"
+    bad_y = dataclasses.replace(r, y=r.y[:, ::-1])
+    check = by_name_of(run_checks(bad_y))["output_projection"]
+    assert check.passed is False and check.rows == (1, 2, 3)
+    assert check.message.startswith("Y has the right shape, 3×2, but rows 1, 2, 3 differ from H W_O")
+    narrow_y = dataclasses.replace(r, y=r.y[:, :1])
+    check = by_name_of(run_checks(narrow_y))["output_projection"]
+    assert check.passed is False and check.message == "Y is 3×1, expected 3×2 (T × d_model)"
 
 
 def by_name_of(checks) -> dict:

@@ -204,3 +204,49 @@ def test_vector_field_errors_name_the_token_and_the_component() -> None:
         scaled_dot_product_attention([[1, 2], [3, 4]], [[1, 2], [3, 4]], [[0.0], [math.inf]])
     assert str(caught.value) == "Value 2, component 1, is not a finite number: inf"
     assert (caught.value.field, caught.value.token, caught.value.column) == ("values", 2, 1)
+
+
+# --- Review, "The Complete Layer": W_O and cross-attention in matrix mode ------------------------
+
+W_O = [[1, 2], [0, -1]]
+
+
+def test_y_is_h_times_w_o_and_the_shape_check_names_it() -> None:
+    r = self_attention(X, W_Q, W_K, W_V, W_O)
+    np.testing.assert_allclose(r.y, r.output @ np.asarray(W_O, dtype=float), rtol=1e-12)
+    assert r.y.shape == (4, 2) and r.y_error is None and r.projection.w_o.shape == (2, 2)
+    assert np.round(r.y[3], 3).tolist() == [0.592, 2.463]  # [0.592, -1.279] @ W_O
+    assert r.checks[0].message == ("4 tokens, d_model = 2, d_k = 2, d_v = 2: X 4×2, W_Q 2×2, W_K 2×2, W_V 2×2, "
+                                   "W_O 2×2.")
+
+
+def test_cross_attention_projects_keys_and_values_from_the_second_sequence() -> None:
+    x_kv = [[1, 2], [0, 1], [2, 0]]
+    r = self_attention(X[:2], W_Q, W_K, W_V, x_kv=x_kv, causal=False)
+    np.testing.assert_array_equal(r.keys, np.asarray(x_kv, dtype=float) @ np.asarray(W_K, dtype=float))
+    np.testing.assert_array_equal(r.values, np.asarray(x_kv, dtype=float) @ np.asarray(W_V, dtype=float))
+    np.testing.assert_array_equal(r.queries, np.asarray(X[:2], dtype=float))
+    assert (r.T, r.T_k) == (2, 3) and r.weights.shape == (2, 3) and r.failed_checks == ()
+    projections = next(c for c in r.checks if c.name == "projections")
+    assert projections.message == "Q is 2×2, K 3×2, V 3×2: every row equals X W_Q, X_kv W_K, X_kv W_V."
+
+
+@pytest.mark.parametrize(("arguments", "field", "where", "message"), [
+    ({"x_kv": [[1, 2, 3]]}, "X_kv", (None, None, 3),
+     "X_kv has 3 columns but X has 2 (d_model = 2); both sequences meet the same W_K and W_V"),
+    ({"x_kv": [[1, 2], [3, math.nan]]}, "X_kv", (2, 2, 2),
+     "X_kv row 2 (token 2), column 2 is not a finite number: nan"),
+    ({"w_o": [[1, 2], [0, 1], [2, 2]]}, "W_O", (None, 3, None),
+     "W_O has 3 rows but W_V has 2 columns (d_v = 2): row 3 is extra; W_O needs one row per value feature"),
+    ({"w_o": [[1, 2, 3], [0, 1, 0]]}, "W_O", (None, None, 3),
+     "W_O has 3 columns but X has 2 (d_model = 2); the output projection returns each token to model width"),
+    ({"w_o": [[1, 2], [3, "x"]]}, "W_O", (None, 2, 2), "W_O row 2, column 2 is not a number: 'x'"),
+    ({"w_v": None, "w_o": W_O}, "W_O", (None, None, None),
+     "W_O projects the weighted values H, so it needs W_V (the values) too"),
+])
+def test_w_o_and_x_kv_errors_name_the_field_row_and_column(arguments: dict, field: str, where, message: str) -> None:
+    given = {"w_v": W_V, **arguments}
+    with pytest.raises(AttentionInputError) as info:
+        project(X, W_Q, W_K, given.pop("w_v"), **given)
+    assert (info.value.field, (info.value.token, info.value.row, info.value.column)) == (field, where)
+    assert str(info.value) == message

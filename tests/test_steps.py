@@ -9,7 +9,15 @@ import math
 import numpy as np
 import pytest
 
-from attention_core import FAILURE_MODES, RowSteps, exposure, row_steps, scaled_dot_product_attention
+from attention_core import (
+    FAILURE_MODES,
+    RowSteps,
+    attention_layer,
+    exposure,
+    row_steps,
+    scaled_dot_product_attention,
+    self_attention,
+)
 
 WORKED = {"queries": [1, 1, 1], "keys": [1, 2, 9], "values": [10, 20, 100]}
 
@@ -234,3 +242,61 @@ def test_naive_softmax_on_a_padding_row_says_no_score_overflows() -> None:
     r = scaled_dot_product_attention(**WORKED, failure_mode="naive_softmax", padding_mask=[False, True, True])
     assert r.failed_checks == ("row_sums",)
     assert exposure(r).startswith("No score is large enough to overflow exp")
+
+
+# --- exposure for the layer's modes (Review, "The Complete Layer") --------------------------
+
+X3 = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+SYMMETRIC_W_O = [[1.0, 2.0], [2.0, -1.0]]
+LAYER_NOTES = [
+    ("output_projection_transposed", {}, "No W_O is given, so there is no output projection to get wrong."),
+    ("output_projection_transposed", {"w_o": SYMMETRIC_W_O},
+     "W_O equals its transpose here, so H W_Oᵀ = H W_O; a W_O that is not symmetric shows it."),
+    ("output_projection_transposed", {"w_o": [[1.0, 2.0], [0.0, -1.0]]}, None),
+    ("batch_items_mixed", {"w_o": SYMMETRIC_W_O},
+     "One batch item, so there is no other sequence to mix with: a batch of 2 or 3 sequences shows items "
+     "reading each other."),
+    ("rows_and_columns_swapped", {"w_v": None}, "No values are given, so there is no output to get wrong."),
+    ("rows_and_columns_swapped", {"x": [[1.0, 2.0]]},
+     "Aᵀ V happens to equal A V here (as with one token), so no check can tell them apart."),
+    ("rows_and_columns_swapped", {}, None),
+]
+
+
+@pytest.mark.parametrize(("name", "inputs", "note"), LAYER_NOTES)
+def test_a_layer_input_that_cannot_expose_its_mode_says_why(name: str, inputs: dict, note: str | None) -> None:
+    arguments = {"x": X3, "w_q": np.eye(2), "w_k": [[1.0, 0.5], [0.0, 2.0]], "w_v": [[1.0, 0.0], [2.0, 3.0]],
+                 "w_o": None, **inputs}
+    r = self_attention(arguments.pop("x"), arguments.pop("w_q"), arguments.pop("w_k"), arguments.pop("w_v"),
+                       arguments.pop("w_o"), failure_mode=name)
+    assert exposure(r) == note
+    if note is None:
+        assert set(r.failed_checks) == FAILURE_MODES[name].breaks
+    else:  # nothing failed: the input has no object the mode could get wrong
+        assert r.failed_checks == ()
+
+
+def test_exposure_of_a_layer_is_judged_on_the_layers_checks() -> None:
+    x = np.array([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], [[0.0, 2.0], [1.0, -1.0], [2.0, 1.0]]])
+    w_k = [[1.0, 0.5], [0.0, 2.0]]
+    mixed = attention_layer(x, np.eye(2), w_k, np.eye(2), failure_mode="batch_items_mixed")
+    # The flattened map alone has no score-shape or independence failure; the layer has both.
+    assert mixed.flattened and exposure(mixed) is None
+    one = attention_layer(x[:1], np.eye(2), w_k, np.eye(2), failure_mode="batch_items_mixed")
+    assert exposure(one) == exposure(one.maps[0]) == (
+        "One batch item, so there is no other sequence to mix with: a batch of 2 or 3 sequences shows items "
+        "reading each other.")
+    no_w_o = attention_layer(x, np.eye(2), w_k, np.eye(2), failure_mode="output_projection_transposed")
+    assert exposure(no_w_o) == "No W_O is given, so there is no output projection to get wrong."
+    assert exposure(attention_layer(x, np.eye(2), w_k, np.eye(2))) is None
+
+
+def test_exposure_of_a_layer_names_each_items_own_reason() -> None:
+    # Neither item overflows exp; item 1's keys are all padding, item 2's are not.
+    x = [[[1.0], [2.0]], [[1.0], [3.0]]]
+    layer = attention_layer(x, [[1.0]], [[1.0]], [[1.0]], failure_mode="naive_softmax",
+                            padding_mask=[[False, False], [True, True]])
+    assert exposure(layer) == (
+        "Item 1: Every key is padding, so no row reads anything and there is nothing to get wrong. "
+        "Item 2: No score is large enough to overflow exp (above about 709), so the naive softmax still gives "
+        "valid weights.")

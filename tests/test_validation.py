@@ -46,8 +46,14 @@ BAD_INPUTS = [
         ["queries", "17 tokens", f"at most {MAX_TOKENS}"], id="17 tokens",
     ),
     P(
-        {"keys": [1.0, 2.0]}, "keys", None, ["queries", "keys", "(3,)", "(2,)"],
-        id="mismatched query/key length",
+        # Queries and keys of different lengths are cross-attention now; a causal mask over them
+        # needs a named alignment (see test_cross_attention_lengths_are_accepted below).
+        {"keys": [1.0, 2.0]}, "causal_alignment", None, ["3 queries and 2 keys", "top_left", "bottom_right"],
+        id="causal mask over query/key lengths without an alignment",
+    ),
+    P(
+        {"keys": [1.0, 2.0], "causal_alignment": "diagonal"}, "causal_alignment", None,
+        ["unknown causal alignment", "'diagonal'", "top_left or bottom_right"], id="unknown alignment",
     ),
     P(
         {"queries": np.ones((3, 2)), "keys": np.ones((3, 3))}, "keys", None, ["(3, 2)", "(3, 3)"],
@@ -98,6 +104,20 @@ def test_bad_input_is_refused_by_field_and_token(overrides, field, token, words)
         assert word in message, f"{word!r} not in {message!r}"
     # Numpy's repr noise (np.float64(nan)) is not for learners.
     assert "np." not in message and "dtype(" not in message
+
+
+@pytest.mark.parametrize("settings", [{"causal": False}, {"causal_alignment": "top_left"},
+                                      {"causal_alignment": "bottom_right"}], ids=["no causal mask", "top-left",
+                                                                                  "bottom-right"])
+def test_cross_attention_lengths_are_accepted(settings: dict) -> None:
+    # The old refusal of T_q != T_k is gone (Review, "Distinctions to Keep": cross-attention).
+    r = call({"keys": [1.0, 2.0], "values": [10.0, 20.0], **settings})
+    assert (r.T, r.T_k) == (3, 2) and r.weights.shape == (3, 2) and r.output.shape == (3,)
+    if settings.get("causal_alignment") == "bottom_right":
+        # Three queries lined up with two keys from the bottom right: query 1 sits before key 1.
+        assert not r.allowed[0].any() and r.failed_checks == ("row_sums",)
+    else:
+        assert r.failed_checks == ()
 
 
 def test_token_in_message_counts_from_1() -> None:
