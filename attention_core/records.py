@@ -1,4 +1,4 @@
-"""Experiment records: one saved run as strict JSON (schema version 2; version 1 still read).
+"""Experiment records: one saved run as strict JSON (schema version 3; versions 1 and 2 still read).
 
 An :class:`ExperimentRecord` holds JSON-native data only (dicts, lists, floats, bools, str,
 ``None``), never numpy, so it round-trips exactly: ``ExperimentRecord.from_json(r.to_json()) == r``
@@ -11,8 +11,18 @@ Version 2 (issue 14) adds to ``inputs`` the values' width ``d_v`` and, for a run
 (matrix mode, as in Self-Attention in Matrix Form), ``projection``: ``{"X", "W_Q", "W_K", "W_V",
 "d_model"}``, of which ``queries``, ``keys`` and ``values`` are the projections. Version 1 already
 held vectors (lists of lists), ``d_k``, the padding mask, the failure mode and the explanation.
+
+Version 3 (issue 23, Review, "The Complete Layer") holds a whole layer. The version-2 keys of
+``inputs`` and ``results`` still describe one attention map, the layer's first (the run itself for
+one sequence, batch item 1 of a batch, the one flattened map of the ``batch_items_mixed`` mode),
+so every reader of version 2 keeps working; keys may have ``T_k != T`` rows (cross-attention).
+Added, always present: ``inputs.projection.W_O`` and ``.X_kv``, ``inputs.batch`` (the whole
+batch: ``X``, ``X_kv``, ``padding_mask``), ``inputs.ablation``, ``settings.causal_alignment``,
+``results.y``, ``results.maps`` (the other maps) and ``results.ablation``. The checks and the three
+summaries of ``results`` are the layer's, over the whole batch.
+
 Records are read as they were written: a version-1 record stays version 1 when shown, exported or
-updated. What a run was computed from is read back the same way for both versions by
+updated. What a run was computed from is read back the same way for every version by
 :attr:`ExperimentRecord.run_inputs`.
 
 Free text (learner, label, prediction, explanation, notes) is data, never markup: it is kept
@@ -33,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attention_core._version import __version__
+from attention_core.layer import LayerResult
 from attention_core.modes import run_title
 from attention_core.record_checks import (
     ID_PATTERN,
@@ -50,7 +61,14 @@ from attention_core.record_checks import (
 from attention_core.run_inputs import RunInputs
 
 if TYPE_CHECKING:
+    from attention_core.ablation import Ablation
     from attention_core.attention import AttentionResult
+    from attention_core.checks import Check
+
+# What each attention map of a layer holds in ``results`` (map 1 at its top level, in the keys
+# version 2 had, the others in ``results.maps``).
+MAP_KEYS = ("scores", "mask", "masked_scores", "weights", "row_sums", "future_weight", "output",
+            "contributions", "y")
 
 def _jsonable(array: np.ndarray | None) -> Any:
     """Nested lists of float (``None`` where not finite), bool, or ``None`` for no array."""
@@ -60,6 +78,20 @@ def _jsonable(array: np.ndarray | None) -> Any:
         return array.tolist()
     finite = np.isfinite(array)
     return np.where(finite, array, None).tolist() if not finite.all() else array.tolist()
+
+
+def _map_results(m: AttentionResult) -> dict:
+    """One map's results (:data:`MAP_KEYS`): T×T_k matrices, T vectors, H, the contributions, Y."""
+    return {"scores": _jsonable(m.scores), "mask": _jsonable(m.allowed),
+            "masked_scores": _jsonable(m.masked_scores), "weights": _jsonable(m.weights),
+            "row_sums": _jsonable(m.row_sums), "future_weight": _jsonable(m.future_weight),
+            "output": _jsonable(m.output), "contributions": _jsonable(m.contributions),
+            "y": _jsonable(m.y)}
+
+
+def _check_dict(c: Check) -> dict:
+    return {"name": c.name, "title": c.title, "passed": c.passed, "message": c.message,
+            "rows": list(c.rows), "cells": [list(cell) for cell in c.cells]}
 
 
 def new_record_id(now: datetime | None = None) -> str:
@@ -79,7 +111,8 @@ class ExperimentRecord:
     Attributes
     ----------
     schema_version : int
-        2 for records made now; 1 for records made before issue 14, read as they are.
+        3 for records made now; 2 for records made before issue 23 and 1 before issue 14, read
+        as they are.
     id : str
         Server-generated, ``[A-Za-z0-9_-]{1,64}``; the file name in a run store.
     created_at : str
@@ -90,16 +123,25 @@ class ExperimentRecord:
     prediction, explanation, notes : str or None
         At most 2000 characters each.
     inputs : dict
-        ``queries``, ``keys`` (T or T×d_k), ``values`` (T or T×d_v, or None), ``d_k``,
-        ``padding_mask``; from version 2 also ``d_v`` (None without values) and ``projection``
-        (None, or matrix mode's ``X`` T×d_model, ``W_Q``/``W_K`` d_model×d_k, ``W_V`` d_model×d_v
-        or None, and ``d_model``).
+        Of the first map: ``queries`` (T or T×d_k), ``keys`` (T_k or T_k×d_k), ``values`` (T_k or
+        T_k×d_v, or None), ``d_k``, ``padding_mask`` (T_k); from version 2 also ``d_v`` (None
+        without values) and ``projection`` (None, or matrix mode's ``X`` T×d_model, ``W_Q``/``W_K``
+        d_model×d_k, ``W_V`` d_model×d_v or None, and ``d_model``; from version 3 ``W_O``
+        d_v×d_model and ``X_kv`` T_k×d_model, each None when not given). From version 3 also
+        ``batch`` (None for one sequence, else ``X`` B×T×d_model, ``X_kv`` B×T_k×d_model or None,
+        ``padding_mask`` B×T_k or None) and ``ablation`` (None, or ``target``, ``change``,
+        ``factor``, ``matrix``: the changed matrix).
     settings : dict
-        ``causal``, ``mask_after_softmax``, ``failure_mode`` (a mode name).
+        ``causal``, ``mask_after_softmax``, ``failure_mode`` (a mode name); from version 3
+        ``causal_alignment`` (None, ``"top_left"`` or ``"bottom_right"``).
     results : dict
-        ``scores``, ``mask``, ``masked_scores``, ``weights`` (T×T), ``row_sums``,
-        ``future_weight`` (T), the three summaries, ``output``, ``contributions``, ``checks``
-        and ``failed_checks``; ``None`` wherever a number is not finite.
+        Of the first map: ``scores``, ``mask``, ``masked_scores``, ``weights`` (T×T_k),
+        ``row_sums``, ``future_weight`` (T), ``output``, ``contributions``; from version 3 ``y``
+        (T×d_model or None). Of the whole layer (every map): the three summaries, ``checks`` and
+        ``failed_checks``. From version 3 ``maps`` (None for one map, else the other maps' results,
+        each with the keys of :data:`MAP_KEYS`) and ``ablation`` (None, or ``statements``, checks,
+        and ``maps``, the after-layer's ``weights``, ``output`` and ``y`` per map). ``None``
+        wherever a number is not finite.
     """
 
     schema_version: int
@@ -117,18 +159,24 @@ class ExperimentRecord:
 
     @classmethod
     def from_result(
-        cls, result: AttentionResult, *, learner: str | None = None, label: str | None = None,
-        prediction: str | None = None, explanation: str | None = None, notes: str | None = None,
-        record_id: str | None = None, created_at: datetime | None = None,
+        cls, result: AttentionResult | LayerResult, *, ablation: Ablation | None = None,
+        learner: str | None = None, label: str | None = None, prediction: str | None = None,
+        explanation: str | None = None, notes: str | None = None, record_id: str | None = None,
+        created_at: datetime | None = None,
     ) -> ExperimentRecord:
-        """Build a record from an attention result and the learner's free text.
+        """Build a record from an attention result (or a whole layer) and the learner's free text.
 
         Parameters
         ----------
-        result : AttentionResult
-            From :func:`~attention_core.attention.scaled_dot_product_attention` (scalar or
-            vector inputs) or :func:`~attention_core.projection.self_attention` (matrix mode:
-            X and the W matrices are saved too).
+        result : AttentionResult or LayerResult
+            One sequence from :func:`~attention_core.attention.scaled_dot_product_attention`
+            (scalar or vector inputs) or :func:`~attention_core.projection.self_attention` (matrix
+            mode: X and the W matrices are saved too), or a layer from
+            :func:`~attention_core.layer.attention_layer` (a batch, cross-attention, W_O).
+        ablation : Ablation, optional
+            An ablation of this layer (:func:`~attention_core.ablation.ablate`, its ``before``
+            being ``result``): the changed matrix, the chapter's statements and the after-layer's
+            weights, H and Y are saved beside the run.
         learner, label, prediction, explanation, notes : str, optional
         record_id : str, optional
             Defaults to :func:`new_record_id`; must match ``[A-Za-z0-9_-]{1,64}``.
@@ -138,7 +186,8 @@ class ExperimentRecord:
         Returns
         -------
         ExperimentRecord
-            A record of the current :data:`SCHEMA_VERSION` (2).
+            A record of the current :data:`SCHEMA_VERSION` (3). The version-2 keys hold the
+            layer's first map; ``results.maps`` the others (``None`` for one map).
 
         Raises
         ------
@@ -153,8 +202,11 @@ class ExperimentRecord:
                     notes=notes)
         for field, value in text.items():
             check_text(field, value)
-        r = result
+        layer = result if isinstance(result, LayerResult) else LayerResult.of(result)
+        r = layer.maps[0]
         p = r.projection
+        first = _map_results(r)
+        y = first.pop("y")
         data = {
             "schema_version": SCHEMA_VERSION,
             "id": record_id or new_record_id(now),
@@ -167,26 +219,35 @@ class ExperimentRecord:
                 "padding_mask": _jsonable(r.key_is_real), "d_v": r.d_v,
                 "projection": None if p is None else {
                     "X": _jsonable(p.x), "W_Q": _jsonable(p.w_q), "W_K": _jsonable(p.w_k),
-                    "W_V": _jsonable(p.w_v), "d_model": p.d_model,
+                    "W_V": _jsonable(p.w_v), "d_model": p.d_model, "W_O": _jsonable(p.w_o),
+                    "X_kv": _jsonable(p.x_kv),
+                },
+                "batch": None if layer.B == 1 else {
+                    "X": _jsonable(layer.x), "X_kv": _jsonable(layer.x_kv),
+                    "padding_mask": _jsonable(layer.padding_mask),
+                },
+                "ablation": None if ablation is None else {
+                    "target": ablation.target, "change": ablation.change, "factor": ablation.factor,
+                    "matrix": _jsonable(ablation.matrix),
                 },
             },
             "settings": {
-                "causal": bool(r.causal), "mask_after_softmax": r.mode.name == "mask_after_softmax",
-                "failure_mode": r.mode.name,
+                "causal": bool(layer.causal), "mask_after_softmax": layer.mode.name == "mask_after_softmax",
+                "failure_mode": layer.mode.name, "causal_alignment": layer.causal_alignment,
             },
             "results": {
-                "scores": _jsonable(r.scores), "mask": _jsonable(r.allowed),
-                "masked_scores": _jsonable(r.masked_scores), "weights": _jsonable(r.weights),
-                "row_sums": _jsonable(r.row_sums), "future_weight": _jsonable(r.future_weight),
-                **{k: _jsonable(np.float64(getattr(r, k)))
+                **first,
+                **{k: _jsonable(np.float64(getattr(layer, k)))
                    for k in ("total_future_weight", "min_row_sum", "max_row_sum_error")},
-                "output": _jsonable(r.output), "contributions": _jsonable(r.contributions),
-                "checks": [
-                    {"name": c.name, "title": c.title, "passed": c.passed, "message": c.message,
-                     "rows": list(c.rows), "cells": [list(cell) for cell in c.cells]}
-                    for c in r.checks
-                ],
-                "failed_checks": list(r.failed_checks),
+                "checks": [_check_dict(c) for c in layer.checks],
+                "failed_checks": list(layer.failed_checks),
+                "y": y,
+                "maps": None if len(layer.maps) == 1 else [_map_results(m) for m in layer.maps[1:]],
+                "ablation": None if ablation is None else {
+                    "statements": [_check_dict(c) for c in ablation.statements],
+                    "maps": [{"weights": _jsonable(m.weights), "output": _jsonable(m.output),
+                              "y": _jsonable(m.y)} for m in ablation.after.maps],
+                },
             },
         }
         # Built to the schema's shape (the tests validate every mode and input kind), so not
@@ -202,7 +263,7 @@ class ExperimentRecord:
         Raises
         ------
         RecordError
-            Not an experiment record of version 1 or 2; :class:`NewerSchemaError` for a newer
+            Not an experiment record of version 1, 2 or 3; :class:`NewerSchemaError` for a newer
             version.
         """
         check_record(data)
@@ -215,8 +276,8 @@ class ExperimentRecord:
         Raises
         ------
         RecordError
-            Not valid strict JSON (or not UTF-8), or not an experiment record of version 1 or
-            2; :class:`NewerSchemaError` for a newer version.
+            Not valid strict JSON (or not UTF-8), or not an experiment record of version 1, 2
+            or 3; :class:`NewerSchemaError` for a newer version.
         """
         try:
             data = json.loads(text, parse_constant=_refuse_constant)
@@ -236,8 +297,61 @@ class ExperimentRecord:
 
     @property
     def T(self) -> int:
-        """Number of tokens."""
-        return len(self.inputs["queries"])
+        """Number of tokens (queries) per batch item."""
+        batch = self.inputs.get("batch")
+        return len(self.inputs["queries"]) if batch is None else len(batch["X"][0])
+
+    @property
+    def T_k(self) -> int:
+        """Number of keys per batch item: ``T`` unless cross-attention gave another sequence."""
+        batch = self.inputs.get("batch")
+        if batch is None:
+            return len(self.inputs["keys"])
+        return self.T if batch["X_kv"] is None else len(batch["X_kv"][0])
+
+    @property
+    def B(self) -> int:
+        """Number of batch items (1 for one sequence and in every version-1 or -2 record)."""
+        batch = self.inputs.get("batch")
+        return 1 if batch is None else len(batch["X"])
+
+    @property
+    def d_v(self) -> int | None:
+        """Width of the values (1 when one number per token), ``None`` without values."""
+        if "d_v" in self.inputs:
+            return self.inputs["d_v"]
+        values = self.inputs["values"]  # version 1
+        return None if values is None else (len(values[0]) if isinstance(values[0], list) else 1)
+
+    @property
+    def has_w_o(self) -> bool:
+        """Whether the output projection W_O was given (``Y = H W_O``; version 3 only)."""
+        projection = self.inputs.get("projection")
+        return projection is not None and projection.get("W_O") is not None
+
+    @property
+    def cross_attention(self) -> bool:
+        """Whether keys and values came from a second sequence X_kv (version 3 only)."""
+        projection = self.inputs.get("projection")
+        return projection is not None and projection.get("X_kv") is not None
+
+    @property
+    def causal_alignment(self) -> str | None:
+        """``"top_left"``, ``"bottom_right"``, or ``None`` (not asked; every version-1 or -2 record)."""
+        return self.settings.get("causal_alignment")
+
+    @property
+    def ablation_target(self) -> str | None:
+        """The matrix an ablation changed (``"W_Q"`` … ``"W_O"``), ``None`` without one."""
+        ablation = self.inputs.get("ablation")
+        return None if ablation is None else ablation["target"]
+
+    @property
+    def maps(self) -> list[dict]:
+        """Each attention map's results, the first map first (:data:`MAP_KEYS`, and for the first
+        map every other key of ``results``): ``[results]`` for one map and every version-1 or -2
+        record; the dicts are the record's own, read-only."""
+        return [self.results, *(self.results.get("maps") or ())]
 
     @property
     def d_k(self) -> int:
@@ -252,7 +366,7 @@ class ExperimentRecord:
 
     @property
     def run_inputs(self) -> RunInputs:
-        """What the run was computed from, and its texts, for either schema version.
+        """What the run was computed from, and its texts, for every schema version.
 
         See :class:`~attention_core.run_inputs.RunInputs`: the input mode (scalar, vector or
         matrix), sizes, numbers, padding, causal mask, failure mode and free text, with
@@ -307,30 +421,42 @@ def _frozen(value: object) -> object:
 
 
 def _run_inputs_of(record: ExperimentRecord) -> RunInputs:
-    """The :class:`RunInputs` of a (checked) record of schema version 1 or 2, for
+    """The :class:`RunInputs` of a (checked) record of schema version 1, 2 or 3, for
     :attr:`ExperimentRecord.run_inputs`."""
     inputs, settings = record.inputs, record.settings
     projection = inputs.get("projection")  # absent in version 1
+    batch = inputs.get("batch")  # absent before version 3
+    ablation = inputs.get("ablation")
     values = inputs["values"]
     two_d = any(isinstance(inputs[k], list) and isinstance(inputs[k][0], list)
                 for k in ("queries", "keys", "values") if inputs[k] is not None)
-    matrix = {"x": None, "w_q": None, "w_k": None, "w_v": None}
+    matrix = {"x": None, "w_q": None, "w_k": None, "w_v": None, "w_o": None, "x_kv": None,
+              "batch": None, "batch_kv": None}
+    padding = None if inputs["padding_mask"] is None else [inputs["padding_mask"]]
     if projection is not None:
-        matrix = {"x": projection["X"], "w_q": projection["W_Q"], "w_k": projection["W_K"],
-                  "w_v": projection["W_V"]}
+        xs = [projection["X"]] if batch is None else batch["X"]
+        x_kvs = None
+        if projection.get("X_kv") is not None:
+            x_kvs = [projection["X_kv"]] if batch is None else batch["X_kv"]
+        matrix = {"x": xs[0], "w_q": projection["W_Q"], "w_k": projection["W_K"],
+                  "w_v": projection["W_V"], "w_o": projection.get("W_O"),
+                  "x_kv": None if x_kvs is None else x_kvs[0], "batch": xs, "batch_kv": x_kvs}
+        if batch is not None:
+            padding = batch["padding_mask"]
     return RunInputs(
         schema_version=record.schema_version,
         input_mode="matrix" if projection is not None else ("vector" if two_d else "scalar"),
-        T=len(inputs["queries"]), d_k=inputs["d_k"],
-        d_v=None if values is None else (len(values[0]) if isinstance(values[0], list) else 1),
-        d_model=None if projection is None else projection["d_model"],
+        T=record.T, d_k=inputs["d_k"], d_v=record.d_v, d_model=record.d_model,
         queries=_frozen(inputs["queries"]), keys=_frozen(inputs["keys"]), values=_frozen(values),
         **{k: _frozen(v) for k, v in matrix.items()},
-        padding_mask=_frozen(inputs["padding_mask"]),
+        padding_mask=None if padding is None else _frozen(padding[0]),
         causal=settings["causal"], failure_mode=settings["failure_mode"],
         mask_after_softmax=settings["mask_after_softmax"],
         learner=record.learner, label=record.label, prediction=record.prediction,
         explanation=record.explanation, notes=record.notes,
+        B=record.B, T_k=record.T_k, padding=_frozen(padding),
+        causal_alignment=settings.get("causal_alignment"),
+        ablation=None if ablation is None else {k: _frozen(v) for k, v in ablation.items()},
     )
 
 

@@ -495,7 +495,7 @@ def test_version_1_and_2_runs_side_by_side_with_d_k_and_d_model(tmp_path, page):
         with page.expect_download() as got:
             page.get_by_role("button", name="Export JSON").click()
         bundle = json.loads(Path(got.value.path()).read_text(encoding="utf-8"))
-        assert sorted(r["schema_version"] for r in bundle["runs"]) == [1, 1, 1, 1, 2]
+        assert sorted(r["schema_version"] for r in bundle["runs"]) == [1, 1, 1, 1, 3]
         originals = {p.stem: json.loads(p.read_text(encoding="utf-8"))
                      for p in (ROOT / "tests" / "records_v1").glob("*.json")}
         assert {r["id"]: r for r in bundle["runs"] if r["schema_version"] == 1} == originals

@@ -142,7 +142,7 @@ def test_the_four_token_trace_preset_gives_the_chapters_numbers_and_saves_them(l
     record = s.save_run()
     on_disk = json.loads(next(s.store.iter_texts(ids=[record.id])))
     validate_record(on_disk)
-    assert on_disk["schema_version"] == 2
+    assert on_disk["schema_version"] == 3
     assert on_disk["inputs"]["projection"]["X"] == [[1, 0], [0, 1], [1, 1], [-1, 1]]
     results = on_disk["results"]
     assert np.round(results["scores"][3], 3).tolist() == TRACE_ROW_4["scores"]
@@ -259,7 +259,7 @@ def test_a_version_1_record_opens(tmp_path, name):
     assert s.label == (record.label or "") and s.prediction == (record.prediction or "")
     np.testing.assert_array_equal(s.result.queries.reshape(run.T, -1),
                                   np.array(run.queries, dtype=float).reshape(run.T, -1))
-    np.testing.assert_array_equal(s.result.weights, run.compute().weights)  # NaN where it was saved so
+    np.testing.assert_array_equal(s.result.weights, run.compute().maps[0].weights)  # NaN where it was saved so
 
 
 @pytest.mark.parametrize(("run_id", "words"), [

@@ -100,7 +100,7 @@ def test_an_old_bidirectional_run_with_the_broken_toggle_reads_and_says_nothing_
                                           causal=False, mask_after_softmax=True)
     old = ExperimentRecord.from_result(result).to_dict()
     assert old["settings"] == {"causal": False, "mask_after_softmax": True,
-                               "failure_mode": "mask_after_softmax"}
+                               "failure_mode": "mask_after_softmax", "causal_alignment": None}
     record = check_strict(ExperimentRecord.from_json(json.dumps(old)))
     assert record.title == "Mask after softmax (broken), nothing to mask: bidirectional"
     assert record.failed_checks == ()  # nothing was masked, so nothing went wrong
@@ -251,10 +251,10 @@ def test_from_json_refuses_nan_and_infinity_tokens():
 
 
 def test_newer_schema_is_told_apart_from_foreign_json():
-    newer = make_record().to_dict() | {"schema_version": 3, "something_new": True}
+    newer = make_record().to_dict() | {"schema_version": 4, "something_new": True}
     with pytest.raises(NewerSchemaError, match="newer workbench") as caught:
         ExperimentRecord.from_dict(newer)
-    assert caught.value.version == 3
+    assert caught.value.version == 4
     for foreign in ({"name": "package.json"}, [1, 2, 3], "text", None, {"schema_version": "1"},
                     {"schema_version": True}, {"schema_version": 0}):
         with pytest.raises(RecordError) as caught:

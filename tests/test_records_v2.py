@@ -1,6 +1,7 @@
 """Experiment records, schema version 2 (issue 14): vectors, matrix mode (X, W_Q, W_K, W_V,
-d_model), d_v; version-1 records (real files in tests/records_v1) still read, shown, compared,
-exported, updated and opened everywhere."""
+d_model), d_v, as new saves (now version 3, which keeps every version-2 key) and as real
+version-2 files (tests/records_v2); version-1 records (real files in tests/records_v1) still
+read, shown, compared, exported, updated and opened everywhere."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ from attention_core.records import (
 
 V1_DIR = Path(__file__).resolve().parent / "records_v1"
 V1_FILES = sorted(V1_DIR.glob("*.json"))
+V2_DIR = Path(__file__).resolve().parent / "records_v2"
+V2_FILES = sorted(V2_DIR.glob("*.json"))
 TEXT = ("learner", "label", "prediction", "explanation", "notes")
 
 # Self-Attention in Matrix Form, "Extend the Four-Token Trace".
@@ -56,6 +59,30 @@ def reopened(record: ExperimentRecord) -> ExperimentRecord:
         inputs.compute(), record_id=record.id, created_at=record.created_datetime,
         **{field: getattr(inputs, field) for field in TEXT},
     )
+
+
+V3_ONLY = {"inputs": ("batch", "ablation"), "settings": ("causal_alignment",), "results": ("y", "maps", "ablation")}
+
+
+def assert_same_run(old: dict, again: dict) -> None:
+    """``again`` (a version-3 record of the run ``old`` was, computed now) holds every key of
+    ``old`` (version 1 or 2) with the same value, but for the versions and the checks: the core
+    now makes 10 checks where ``old`` holds 7, and those 7 are the same by name."""
+    again, old = dict(again), dict(old)
+    for key in ("schema_version", "app_version"):
+        again.pop(key), old.pop(key)
+    for part, keys in V3_ONLY.items():
+        again[part] = {k: v for k, v in again[part].items() if k not in keys}
+        if part == "inputs" and again["inputs"].get("projection"):
+            again["inputs"]["projection"] = {k: v for k, v in again["inputs"]["projection"].items()
+                                             if k not in ("W_O", "X_kv")}
+    checks = {c["name"]: c for c in again["results"].pop("checks")}
+    old_checks = old["results"].pop("checks")
+    assert len(old_checks) == 7 and len(checks) == 10
+    assert {c["name"]: c for c in old_checks} == {n: checks[n] for n in (c["name"] for c in old_checks)}
+    assert set(checks) - {c["name"] for c in old_checks} == {"projections", "output_projection",
+                                                               "batch_independence"}
+    assert again == old
 
 
 RESULTS = {
@@ -83,7 +110,7 @@ def test_v2_records_round_trip_exactly_and_are_schema_valid(case):
     result = RESULTS[case]()
     record = check_strict(ExperimentRecord.from_result(
         result, learner="Ada", label=case, prediction="p", explanation="e", notes="n", created_at=T0))
-    assert record.schema_version == SCHEMA_VERSION == 2
+    assert record.schema_version == SCHEMA_VERSION == 3  # new saves are version 3 (issue 23)
     assert record.inputs["d_v"] == result.d_v
     assert record.d_k == result.d_k
     assert record.run_inputs.input_mode == result.input_mode == MODES_OF_INPUT[case]
@@ -94,7 +121,8 @@ def test_v2_records_round_trip_exactly_and_are_schema_valid(case):
     else:
         p = result.projection
         assert projection == {"X": p.x.tolist(), "W_Q": p.w_q.tolist(), "W_K": p.w_k.tolist(),
-                              "W_V": None if p.w_v is None else p.w_v.tolist(), "d_model": p.d_model}
+                              "W_V": None if p.w_v is None else p.w_v.tolist(), "d_model": p.d_model,
+                              "W_O": None, "X_kv": None}
         assert record.d_model == p.d_model
 
 
@@ -133,7 +161,7 @@ def test_run_inputs_give_the_run_back_exactly_as_saved(case):
     record = check_strict(ExperimentRecord.from_result(result, learner="Ada", explanation="why"))
     inputs = record.run_inputs
     assert isinstance(inputs, RunInputs)
-    assert (inputs.schema_version, inputs.T, inputs.d_k, inputs.d_v) == (2, result.T, result.d_k, result.d_v)
+    assert (inputs.schema_version, inputs.T, inputs.d_k, inputs.d_v) == (3, result.T, result.d_k, result.d_v)
     assert (inputs.causal, inputs.failure_mode, inputs.learner, inputs.explanation) == (
         result.causal, result.mode.name, "Ada", "why")
     assert np.array_equal(np.array(inputs.queries), result.queries)
@@ -183,13 +211,10 @@ def test_v1_records_open_again_with_the_same_numbers(path):
     inputs = old.run_inputs
     assert inputs.schema_version == 1 and inputs.d_model is None
     assert inputs.input_mode == ("vector" if "vector" in path.stem else "scalar")
-    again = reopened(old).to_dict()  # saved again now: version 2 with the same numbers
-    assert again["schema_version"] == 2 and again["inputs"].pop("projection") is None
+    again = reopened(old).to_dict()  # saved again now: version 3 with the same numbers
+    assert again["schema_version"] == 3 and again["inputs"].pop("projection") is None
     assert again["inputs"].pop("d_v") == inputs.d_v
-    old_dict = old.to_dict()
-    for key in ("schema_version", "app_version"):
-        again.pop(key), old_dict.pop(key)
-    assert again == old_dict
+    assert_same_run(old.to_dict(), again)
 
 
 def test_the_v1_worked_row_reads_as_the_lesson_writes_it():
@@ -199,11 +224,55 @@ def test_the_v1_worked_row_reads_as_the_lesson_writes_it():
     assert record.run_inputs.explanation.startswith("The causal mask")
 
 
+# --- version 2: real files from the v2 workbench ---------------------------------------------
+
+
+def test_the_v2_fixtures_are_v2():
+    assert len(V2_FILES) == 4
+    for path in V2_FILES:
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse_constant)
+        assert data["schema_version"] == 2 and len(data["results"]["checks"]) == 7
+        assert "batch" not in data["inputs"] and "causal_alignment" not in data["settings"]
+        validate_record(data)
+
+
+@pytest.mark.parametrize("path", V2_FILES, ids=[p.stem for p in V2_FILES])
+def test_v2_records_are_read_and_round_trip_as_version_2(path):
+    record = check_strict(ExperimentRecord.from_json(path.read_bytes()))
+    assert record.schema_version == 2
+    assert record.to_dict() == json.loads(path.read_text(encoding="utf-8"))
+    assert (record.B, record.T_k, record.d_v) == (1, record.T, record.inputs["d_v"])
+    assert (record.has_w_o, record.cross_attention, record.causal_alignment, record.ablation_target) == (
+        False, False, None, None)
+    assert record.maps == [record.results]
+    summary = RunSummary.of(record)
+    assert (summary.T, summary.d_k, summary.d_model, summary.B, summary.T_k) == (
+        record.T, record.d_k, record.d_model, 1, record.T)
+
+
+@pytest.mark.parametrize("path", V2_FILES, ids=[p.stem for p in V2_FILES])
+def test_v2_records_open_again_with_the_same_numbers(path):
+    old = ExperimentRecord.from_json(path.read_bytes())
+    inputs = old.run_inputs
+    assert (inputs.schema_version, inputs.B, inputs.T_k, inputs.w_o, inputs.x_kv) == (2, 1, old.T, None, None)
+    assert inputs.causal_alignment is None and inputs.ablation is None
+    assert inputs.input_mode == ("matrix" if "matrix" in path.stem else "vector" if "vector" in path.stem
+                                 else "scalar")
+    if inputs.input_mode == "matrix":
+        assert inputs.batch == (inputs.x,) and inputs.batch_kv is None
+    assert inputs.padding == (None if inputs.padding_mask is None else (inputs.padding_mask,))
+    layer = inputs.compute()
+    assert layer.B == 1 and len(layer.checks) == 10
+    assert inputs.compute_ablation(layer) is None
+    assert_same_run(old.to_dict(), reopened(old).to_dict())
+
+
 # --- what each version may hold: the fast check and the schema agree --------------------------
 
 
-def _v2(**settings) -> dict:
-    return ExperimentRecord.from_result(trace(**settings)).to_dict()
+def _v2() -> dict:
+    """A real version-2 record of matrix mode (the four-token trace, written by 7b9f60a)."""
+    return json.loads((V2_DIR / "v2-matrix-trace.json").read_text(encoding="utf-8"))
 
 
 SCHEMA_REFUSES = {
@@ -267,7 +336,7 @@ def test_the_fast_check_refuses_v2_shapes_a_schema_cannot_see(case):
 def test_matrix_mode_needs_one_row_per_token_in_the_projections():
     scalar = ExperimentRecord.from_result(scaled_dot_product_attention([1.0, 2.0], [3.0, 4.0])).to_dict()
     scalar["inputs"]["projection"] = {"X": [[1.0], [2.0]], "W_Q": [[1.0]], "W_K": [[1.0]], "W_V": None,
-                                      "d_model": 1}
+                                      "d_model": 1, "W_O": None, "X_kv": None}
     validate_record(scalar)
     with pytest.raises(RecordError, match="inputs.queries"):
         ExperimentRecord.from_dict(scalar)
@@ -278,14 +347,15 @@ def test_matrix_mode_needs_one_row_per_token_in_the_projections():
 
 @pytest.fixture
 def mixed_store(tmp_path) -> tuple[RunStore, list[ExperimentRecord]]:
-    """A store holding the v1 files (imported as they are) and v2 runs saved by this workbench."""
+    """A store holding the v1 and v2 files (imported as they are) and runs saved by this
+    workbench (version 3)."""
     store = RunStore(sqlite_url(tmp_path / "runs.db"))
-    assert import_paths(store, V1_FILES).total("imported") == len(V1_FILES)
+    assert import_paths(store, V1_FILES + V2_FILES).total("imported") == len(V1_FILES) + len(V2_FILES)
     for n, (case, make) in enumerate(RESULTS.items()):
         store.save(ExperimentRecord.from_result(make(), label=case, learner="Lin",
                                                 created_at=T0 + timedelta(minutes=n)))
     records = list(store.iter_records())
-    assert len(records) == len(V1_FILES) + len(RESULTS)
+    assert len(records) == len(V1_FILES) + len(V2_FILES) + len(RESULTS)
     for text in store.iter_texts():
         validate_record(json.loads(text))
     return store, records
@@ -293,7 +363,7 @@ def mixed_store(tmp_path) -> tuple[RunStore, list[ExperimentRecord]]:
 
 def test_the_store_lists_and_summarises_both_versions(mixed_store):
     store, records = mixed_store
-    assert sorted(r.schema_version for r in records) == [1] * 4 + [2] * len(RESULTS)
+    assert sorted(r.schema_version for r in records) == [1] * 4 + [2] * 4 + [3] * len(RESULTS)
     summaries = store.query().runs
     assert summaries == [RunSummary.of(r) for r in records]
     assert list(store.iter_summaries()) == summaries
@@ -324,12 +394,12 @@ def test_an_explanation_attached_to_a_v1_run_keeps_it_version_1(mixed_store):
 def test_json_export_writes_each_record_as_it_is(mixed_store):
     _, records = mixed_store
     bundle = json.loads(export_json(records), parse_constant=refuse_constant)
-    assert bundle["schema_version"] == 2
+    assert bundle["schema_version"] == 3  # the newest version the bundle may hold
     for data in bundle["runs"]:
         validate_record(data)
-    originals = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in V1_FILES}
-    v1 = [d for d in bundle["runs"] if d["schema_version"] == 1]
-    assert {d["id"]: d for d in v1} == originals  # v1 stays v1, byte for byte in content
+    originals = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in V1_FILES + V2_FILES}
+    old = [d for d in bundle["runs"] if d["schema_version"] in (1, 2)]
+    assert {d["id"]: d for d in old} == originals  # v1 stays v1 and v2 v2, byte for byte in content
     assert [ExperimentRecord.from_dict(d) for d in bundle["runs"]] == records
 
 
@@ -374,6 +444,8 @@ def test_comparison_takes_a_v1_and_a_v2_run(mixed_store):
     assert view.difference.visible
     view.show([by_label["worked row"], by_label["matrix (four-token trace)"]])
     assert not view.difference.visible and "different token counts" in view.summary.object
+    view.show([by_label["v2 four-token trace"], by_label["matrix (four-token trace)"]])  # v2 and v3
+    assert view.difference.visible
 
 
 def test_the_instructor_page_lists_both_versions_with_d_k_and_d_model(mixed_store):

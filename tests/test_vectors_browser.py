@@ -66,7 +66,7 @@ def test_the_four_token_trace_preset_shows_the_chapters_numbers_and_its_saved_re
     expect(steps).to_contain_text("0.539 × [0, −2.000] = [0, −1.078]")  # v_4's contribution
     run_id = save(page, "four-token trace")
     record = {r["id"]: r for r in server.records()}[run_id]
-    assert record["schema_version"] == 2 and record["inputs"]["projection"]["d_model"] == 2
+    assert record["schema_version"] == 3 and record["inputs"]["projection"]["d_model"] == 2
     results = record["results"]
     assert np.round(results["scores"][3], 3).tolist() == TRACE_ROW_4["scores"]
     assert np.round(results["weights"][3], 3).tolist() == TRACE_ROW_4["weights"]

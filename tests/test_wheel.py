@@ -117,11 +117,11 @@ def test_help_names_every_command(installed):
 
 
 def test_import_export_and_test_case_from_the_wheel(installed, tmp_path):
-    # A schema v2 record made by the core: the worked row, saved in the broken mode.
+    # A record made by the core now (schema version 3): the worked row, saved in the broken mode.
     result = scaled_dot_product_attention([1.0, 1.0, 1.0], [1.0, 2.0, 9.0], [10.0, 20.0, 100.0],
                                           failure_mode="mask_after_softmax")
     v2 = ExperimentRecord.from_result(result, learner="Grace", label="broken worked row", record_id="wheel-v2")
-    assert v2.to_dict()["schema_version"] == 2
+    assert v2.to_dict()["schema_version"] == 3
     (tmp_path / "wheel-v2.json").write_text(v2.to_json(indent=1), encoding="utf-8")
     store = ["--store", installed.store]
     imported = installed.run("import", str(V1_RECORD), str(tmp_path / "wheel-v2.json"), *store)
@@ -130,7 +130,7 @@ def test_import_export_and_test_case_from_the_wheel(installed, tmp_path):
     exported = json.loads(installed.run("export", "--format", "json", *store).stdout)
     runs = {run["id"]: run for run in exported["runs"]}
     assert set(runs) == {"v1-worked-row-scalar", "wheel-v2"}
-    assert runs["v1-worked-row-scalar"]["schema_version"] == 1 and runs["wheel-v2"]["schema_version"] == 2
+    assert runs["v1-worked-row-scalar"]["schema_version"] == 1 and runs["wheel-v2"]["schema_version"] == 3
     assert runs["wheel-v2"]["settings"]["failure_mode"] == "mask_after_softmax"
     np.testing.assert_allclose(runs["v1-worked-row-scalar"]["results"]["weights"][1], [0.269, 0.731, 0], atol=1e-3)
 
