@@ -418,7 +418,7 @@ def test_one_transaction_per_file_nothing_half_imported(store, monkeypatch):
 def test_a_new_store_has_the_current_version_and_reopens(tmp_path):
     url = sqlite_url(tmp_path / "runs.db")
     with RunStore(url) as store:
-        assert store.version == store_schema.current_version() == 4
+        assert store.version == store_schema.current_version() == 5
         store.save(make_record())
     with RunStore(url, create=False) as again:
         assert again.count() == 1
@@ -434,11 +434,11 @@ def test_an_older_store_is_upgraded_on_open_and_keeps_its_runs(store_url, monkey
 
     monkeypatch.setattr(store_schema, "UPGRADES", [*store_schema.UPGRADES, add_an_index])
     with RunStore(store_url) as upgraded:
-        assert upgraded.version == 5
+        assert upgraded.version == 6
         assert upgraded.get(record.id) == record
         assert "ix_test_upgrade" in {i["name"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
     with RunStore(store_url) as again:  # upgraded once: the step does not run again
-        assert again.version == 5
+        assert again.version == 6
 
 
 def test_a_version_1_store_gets_the_sort_indexes_and_keeps_its_runs(store_url):
@@ -520,12 +520,34 @@ def test_a_version_3_store_gets_the_newest_runs_index_with_the_text_filters_colu
             conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
                          .values(value=3))
     with RunStore(store_url) as upgraded:
-        assert upgraded.version == 4
+        assert upgraded.version == store_schema.current_version()
         indexes = {i["name"]: i["column_names"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
         assert indexes["ix_workbench_runs_newest_texts"] == ["created_at", "id", "learner", "label"]
         assert "ix_workbench_runs_created_at_id" not in indexes
         assert labels(upgraded.query(RunFilter(learner="ADA", label="irs"), sort=[("created_at", "desc")],
                                      limit=20)) == ["first"]
+
+
+def test_a_version_4_store_gets_the_complete_layers_columns_from_its_records(store_url):
+    tests = Path(__file__).resolve().parent
+    records = [ExperimentRecord.from_json(path.read_bytes())
+               for path in sorted(tests.glob("records_v[12]/*.json"))]
+    with RunStore(store_url) as store:
+        store.import_records(records)
+        with store.engine.begin() as conn:  # back to version 4: no columns for the complete layer
+            for name in store_schema._LAYER_COLUMNS:
+                conn.exec_driver_sql(f'ALTER TABLE workbench_runs DROP COLUMN "{name}"')
+            conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
+                         .values(value=4))
+    with RunStore(store_url) as upgraded:
+        assert upgraded.version == 5
+        by_id = {s.id: s for s in upgraded.query().runs}
+        assert by_id == {r.id: RunSummary.of(r) for r in records}  # the columns as a save fills them
+        assert {(s.B, s.T_k == s.T, s.has_w_o, s.cross_attention, s.causal_alignment, s.ablation_target)
+                for s in by_id.values()} == {(1, True, False, False, None, None)}
+        assert {i: s.d_v for i, s in by_id.items()} == {r.id: r.d_v for r in records}
+        oldest_first = sorted(records, key=lambda r: r.created_datetime)
+        assert "".join(iter_csv(upgraded.iter_csv_rows())) == export_csv(oldest_first)
 
 
 def test_a_text_filter_on_the_newest_runs_reads_an_index_alone_on_sqlite(tmp_path):
@@ -542,7 +564,7 @@ def test_a_store_from_a_newer_workbench_is_refused_with_a_message(store_url):
             conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
                          .values(value=7))
     with pytest.raises(StoreOpenError, match=r"made by a newer attention-workbench \(store version 7; "
-                                             r"this one reads versions up to 4\): upgrade"):
+                                             r"this one reads versions up to 5\): upgrade"):
         RunStore(store_url)
 
 

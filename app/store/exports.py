@@ -16,11 +16,12 @@ from datetime import UTC, datetime
 from attention_core.records import SCHEMA_VERSION, ExperimentRecord
 
 EXPORT_FORMAT = "attention-workbench-runs"
-# Later columns are appended ("mode", the run's title; then d_k and d_model) so that the older
-# columns keep their places in spreadsheets built on them.
+# Later columns are appended ("mode", the run's title; then d_k and d_model; then the complete
+# layer's sizes) so that the older columns keep their places in spreadsheets built on them.
 CSV_COLUMNS = ("id", "created_at", "learner", "label", "causal", "mask_after_softmax",
                "failure_mode", "T", "total_future_weight", "min_row_sum", "max_row_sum_error",
-               "failed_checks", "prediction", "explanation", "notes", "mode", "d_k", "d_model")
+               "failed_checks", "prediction", "explanation", "notes", "mode", "d_k", "d_model",
+               "B", "T_k", "d_v", "has_w_o", "cross_attention", "causal_alignment", "ablation_target")
 
 
 def export_json(records: Iterable[ExperimentRecord | str]) -> str:
@@ -34,10 +35,11 @@ def export_json(records: Iterable[ExperimentRecord | str]) -> str:
     Returns
     -------
     str
-        ``{"format": "attention-workbench-runs", "schema_version": 2, "exported_at": <UTC ISO
+        ``{"format": "attention-workbench-runs", "schema_version": 3, "exported_at": <UTC ISO
         8601>, "runs": [record, ...], "skipped": []}`` with a final newline; no
         ``NaN``/``Infinity`` tokens. One run per line. Each record is written as it is stored, in
-        its own schema version (a version-1 run stays version 1); ``schema_version`` is the
+        its own schema version (a version-1 run stays version 1, a version-2 run version 2);
+        ``schema_version`` is the
         newest record version the bundle may hold. ``skipped`` stays in the format, empty: a
         database store leaves no run out.
     """
@@ -80,6 +82,12 @@ def export_csv(records: Iterable) -> str:
         not finite is an empty cell; failed checks are joined by ``;``; ``mode`` is the run's
         title (:func:`~attention_core.modes.run_title`), as the pages name it; ``d_k`` is the
         head width and ``d_model`` the width of X, empty unless the run was in matrix mode.
+        Then the complete layer (Review, "The Complete Layer"): ``B`` the batch size (1 for one
+        sequence), ``T_k`` the keys per item (``T`` unless cross-attention), ``d_v`` the values'
+        width (empty without values), ``has_w_o`` whether W_O was given, ``cross_attention``
+        whether keys and values came from a second sequence, ``causal_alignment``
+        (``top_left``, ``bottom_right`` or empty) and ``ablation_target`` (``W_Q`` … ``W_O``,
+        empty without an ablation). A version-1 or -2 run is one sequence without W_O.
 
     Notes
     -----
@@ -95,20 +103,24 @@ def csv_row(run_id: str, created_at: str, learner: str | None, label: str | None
             mask_after_softmax: bool, failure_mode: str, T: int, total_future_weight: float | None,
             min_row_sum: float | None, max_row_sum_error: float | None, failed_checks: str,
             prediction: str | None, explanation: str | None, notes: str | None, title: str, d_k: int,
-            d_model: int | None) -> list:
+            d_model: int | None, B: int, T_k: int, d_v: int | None, has_w_o: bool, cross_attention: bool,
+            causal_alignment: str | None, ablation_target: str | None) -> list:
     """One run's cells in :data:`CSV_COLUMNS` order (see :func:`export_csv`); ``failed_checks``
     already joined by ``;``, ``title`` the run's title. The one place a CSV cell is formatted."""
     return [run_id, created_at, _csv_text(learner), _csv_text(label), "true" if causal else "false",
             "true" if mask_after_softmax else "false", failure_mode, T, _csv_number(total_future_weight),
             _csv_number(min_row_sum), _csv_number(max_row_sum_error), failed_checks, _csv_text(prediction),
-            _csv_text(explanation), _csv_text(notes), title, d_k, "" if d_model is None else d_model]
+            _csv_text(explanation), _csv_text(notes), title, d_k, "" if d_model is None else d_model,
+            B, T_k, "" if d_v is None else d_v, "true" if has_w_o else "false",
+            "true" if cross_attention else "false", causal_alignment or "", ablation_target or ""]
 
 
 def csv_cells(r) -> list:
     """The CSV row of an :class:`ExperimentRecord` or a :class:`~app.store.RunSummary`."""
     return csv_row(r.id, r.created_at, r.learner, r.label, r.causal, r.mask_after_softmax, r.failure_mode,
                    r.T, r.total_future_weight, r.min_row_sum, r.max_row_sum_error, ";".join(r.failed_checks),
-                   r.prediction, r.explanation, r.notes, r.title, r.d_k, r.d_model)
+                   r.prediction, r.explanation, r.notes, r.title, r.d_k, r.d_model, r.B, r.T_k, r.d_v,
+                   r.has_w_o, r.cross_attention, r.causal_alignment, r.ablation_target)
 
 
 def iter_export_csv(records: Iterable, batch: int = 1000) -> Iterator[str]:

@@ -59,7 +59,7 @@ _SUMMARY_COLUMNS = [c for c in runs.c if c.name != "record"]
 _CSV_SOURCE = [runs.c[name] for name in (
     "learner", "label", "causal", "mask_after_softmax", "failure_mode", "T", "total_future_weight",
     "min_row_sum", "max_row_sum_error", "failed_checks", "prediction", "explanation", "notes", "mode", "d_k",
-    "d_model")]
+    "d_model", "B", "T_k", "d_v", "has_w_o", "cross_attention", "causal_alignment", "ablation_target")]
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,9 @@ def _record_row(record: ExperimentRecord, text: str, dialect: str) -> dict:
         "learner": column_text(record.learner, dialect), "label": column_text(record.label, dialect),
         "mode": record.title, "failure_mode": record.failure_mode,
         "causal": record.causal, "mask_after_softmax": record.mask_after_softmax, "T": record.T,
-        "d_k": record.d_k, "d_model": record.d_model,
+        "d_k": record.d_k, "d_model": record.d_model, "B": record.B, "T_k": record.T_k, "d_v": record.d_v,
+        "has_w_o": record.has_w_o, "cross_attention": record.cross_attention,
+        "causal_alignment": record.causal_alignment, "ablation_target": record.ablation_target,
         "total_future_weight": record.total_future_weight, "min_row_sum": record.min_row_sum,
         "max_row_sum_error": record.max_row_sum_error, "failed_checks": ";".join(record.failed_checks),
         "has_prediction": _has_text(record.prediction), "has_explanation": _has_text(record.explanation),

@@ -18,7 +18,9 @@ older version is upgraded on the spot by the steps in :data:`UPGRADES`, in one t
 newer one, and a database holding other tables but not ours, are refused with a message. Version
 1 is the first release's; version 2 indexes each sort column with created_at and id; version 3
 counts a prediction or explanation of only whitespace as none and indexes what the learners view
-counts; version 4 puts learner and label in the index of the default order (newest first).
+counts; version 4 puts learner and label in the index of the default order (newest first);
+version 5 adds the sizes of the complete layer (record schema version 3) that the CSV holds:
+``B``, ``T_k``, ``d_v``, ``has_w_o``, ``cross_attention``, ``causal_alignment``, ``ablation_target``.
 
 Left out: the queries (:mod:`app.store.runs`).
 """
@@ -41,12 +43,16 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    bindparam,
+    false,
     inspect,
+    literal_column,
     not_,
     select,
     update,
 )
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.schema import CreateColumn
 
 from app.store.dialects import has_text, prepare_store
 
@@ -91,6 +97,15 @@ runs = Table(
     Column("T", Integer, nullable=False),
     Column("d_k", Integer, nullable=False),
     Column("d_model", Integer),
+    # Store version 5 (the complete layer). Defaults, and T_k nullable, because SQLite adds a NOT
+    # NULL column only with a default; every run's row has each of them filled.
+    Column("B", Integer, nullable=False, server_default=literal_column("1")),  # batch items
+    Column("T_k", Integer),  # keys per item: T unless cross-attention
+    Column("d_v", Integer),  # None without values
+    Column("has_w_o", Boolean, nullable=False, server_default=false()),
+    Column("cross_attention", Boolean, nullable=False, server_default=false()),
+    Column("causal_alignment", String(16)),  # top_left, bottom_right or None
+    Column("ablation_target", String(8)),  # W_Q ... W_O, None without an ablation
     Column("total_future_weight", Float),
     Column("min_row_sum", Float),
     Column("max_row_sum_error", Float),
@@ -164,7 +179,33 @@ def _newest_texts_index(conn: Connection) -> None:
     _NEWEST_INDEX.create(conn, checkfirst=True)
 
 
-UPGRADES: list[Callable[[Connection], None]] = [_sort_indexes, _learners_index, _newest_texts_index]
+_LAYER_COLUMNS = ("B", "T_k", "d_v", "has_w_o", "cross_attention", "causal_alignment", "ablation_target")
+
+
+def _layer_columns(conn: Connection) -> None:
+    """Version 5: the complete layer's sizes (record schema version 3), for the CSV. A store at
+    version 4 holds records of versions 1 and 2 only: one sequence, no W_O, no X_kv, no
+    alignment, no ablation, T_k = T; d_v is read from each record (version 1 has no d_v key)."""
+    from app.store.runs import stored_record  # the record reader; app.store.runs imports this module
+
+    table = conn.dialect.identifier_preparer.quote(runs.name)
+    have = {c["name"] for c in inspect(conn).get_columns(runs.name)}
+    if set(_LAYER_COLUMNS) <= have:  # checkfirst, as the index steps: already there
+        return
+    for name in _LAYER_COLUMNS:
+        if name not in have:
+            column = CreateColumn(runs.c[name]).compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
+    conn.execute(update(runs).values(T_k=runs.c.T))
+    set_d_v = update(runs).where(runs.c.id == bindparam("run_id")).values(d_v=bindparam("new_d_v"))
+    rows = conn.execute(select(runs.c.id, runs.c.record)).all()
+    for start in range(0, len(rows), 500):
+        conn.execute(set_d_v, [{"run_id": run_id, "new_d_v": stored_record(text).d_v}
+                               for run_id, text in rows[start:start + 500]])
+
+
+UPGRADES: list[Callable[[Connection], None]] = [_sort_indexes, _learners_index, _newest_texts_index,
+                                                _layer_columns]
 
 
 def current_version() -> int:

@@ -12,6 +12,9 @@ from datetime import UTC, datetime
 from attention_core.modes import run_title
 from attention_core.records import ExperimentRecord
 
+# The complete layer's sizes (record schema version 3), the same on records and summaries.
+LAYER_FIELDS = ("B", "T_k", "d_v", "has_w_o", "cross_attention", "causal_alignment", "ablation_target")
+
 
 @dataclass(frozen=True, slots=True)
 class RunSummary:
@@ -19,8 +22,10 @@ class RunSummary:
 
     So code that reads ``id``, ``created_at``, the free text, ``causal``, ``mask_after_softmax``,
     ``failure_mode``, ``T``, ``d_k``, ``d_model`` (``None`` unless matrix mode), ``title``,
-    ``total_future_weight``, ``min_row_sum``, ``max_row_sum_error`` or ``failed_checks`` (the
-    table, the chart, :func:`~app.store.exports.export_csv`) takes either. ``created_datetime``
+    ``total_future_weight``, ``min_row_sum``, ``max_row_sum_error``, ``failed_checks``, or the
+    complete layer's ``B``, ``T_k``, ``d_v``, ``has_w_o``, ``cross_attention``,
+    ``causal_alignment`` and ``ablation_target`` (the table, the chart,
+    :func:`~app.store.exports.export_csv`) takes either. ``created_datetime``
     is the aware UTC time the store sorts by.
     """
 
@@ -41,6 +46,13 @@ class RunSummary:
     min_row_sum: float | None
     max_row_sum_error: float | None
     failed_checks: tuple[str, ...]
+    B: int
+    T_k: int
+    d_v: int | None
+    has_w_o: bool
+    cross_attention: bool
+    causal_alignment: str | None
+    ablation_target: str | None
     created_datetime: datetime = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -62,6 +74,7 @@ class RunSummary:
             failure_mode=record.failure_mode, T=record.T, d_k=record.d_k, d_model=record.d_model,
             total_future_weight=record.total_future_weight, min_row_sum=record.min_row_sum,
             max_row_sum_error=record.max_row_sum_error, failed_checks=record.failed_checks,
+            **{name: getattr(record, name) for name in LAYER_FIELDS},
         )
 
     @classmethod
@@ -81,6 +94,9 @@ class RunSummary:
             total_future_weight=row["total_future_weight"], min_row_sum=row["min_row_sum"],
             max_row_sum_error=row["max_row_sum_error"],
             failed_checks=tuple(failed.split(";")) if failed else (), created_datetime=created,
+            B=row["B"], T_k=row["T_k"], d_v=row["d_v"], has_w_o=bool(row["has_w_o"]),
+            cross_attention=bool(row["cross_attention"]), causal_alignment=row["causal_alignment"],
+            ablation_target=row["ablation_target"],
         )
 
 
