@@ -13,8 +13,12 @@ named once, in :data:`EXERCISE_FUNCTION`. A generated test holds the run's queri
 the run was saved in), every number as its shortest round-trip ``repr``, and asserts the shape,
 each row sum, the zeros at future cells, and each weight within :data:`TOLERANCE`.
 
-Left out: padding. The exercise's function has no padding mask, so a run with a padded token is
-refused (:class:`ExerciseCaseError`). Learner text (label, learner, notes) never enters the
+Left out: padding, batches and cross-attention. The exercise's function takes one sequence's
+queries and keys and has no padding mask, so a run with a padded token, a batch of several
+sequences or keys from a second sequence (whose causal mask needs an alignment the function
+does not take) is refused with a sentence saying why (:class:`ExerciseCaseError`). W_O and an
+ablation change neither Q nor K: such a run's test is that of its weights as saved (before the
+ablation's change). Learner text (label, learner, notes) never enters the
 generated code: only the run's id, time, title and numbers do.
 """
 
@@ -107,9 +111,20 @@ def exercise_case(record: ExperimentRecord) -> ExerciseCase:
     Raises
     ------
     ExerciseCaseError
-        The run masks a padded token (the exercise's function has no padding mask).
+        The run holds a batch of several sequences or is cross-attention (the exercise's function
+        takes one sequence), or it masks a padded token (the function has no padding mask).
     """
     inputs = record.run_inputs
+    signature = f"{EXERCISE_FUNCTION.typescript}(queries, keys, causal)"
+    if inputs.B > 1:
+        raise ExerciseCaseError(
+            f"No test from run {record.id}: it holds a batch of {inputs.B} sequences, and the exercise's "
+            f"{signature} takes one sequence. Save one of them with batch size 1 to get its test.")
+    if inputs.T_k != inputs.T or inputs.x_kv is not None:
+        raise ExerciseCaseError(
+            f"No test from run {record.id}: it is cross-attention ({inputs.T} queries, {inputs.T_k} keys "
+            f"from a second sequence), and the exercise's {signature} takes the queries and keys of one "
+            "sequence, whose causal mask is square. Save a self-attention run to get its test.")
     if inputs.padding_mask is not None and not all(inputs.padding_mask):
         padded = [str(i) for i, real in enumerate(inputs.padding_mask, start=1) if not real]
         tokens = f"token {padded[0]}" if len(padded) == 1 else f"tokens {', '.join(padded)}"

@@ -20,14 +20,17 @@ from exercise_runner import IMPLEMENTATIONS, ROW_SUM_TEST, WEIGHTS_TEST, lay_out
 
 from app.cli import main
 from app.store import RunStore, sqlite_url
+from attention_core.ablation import ablate
 from attention_core.attention import scaled_dot_product_attention
 from attention_core.exercise import (
     EXERCISE_FUNCTION,
+    LANGUAGES,
     TOLERANCE,
     ExerciseCaseError,
     case_filename,
     render_test,
 )
+from attention_core.layer import attention_layer
 from attention_core.projection import self_attention
 from attention_core.records import ExperimentRecord
 
@@ -124,6 +127,36 @@ def test_a_run_with_padding_is_refused_naming_the_tokens():
     assert _literal(render_test(no_padding, "py"), "EXPECTED") == RUNS["worked-row"].results["weights"]
 
 
+X_TRACE = [[1, 0], [0, 1], [1, 1], [-1, 1]]
+
+
+@pytest.mark.parametrize(("layer", "words"), [
+    (lambda: attention_layer([X_TRACE, X_TRACE[::-1]], np.eye(2), np.eye(2), np.eye(2)),
+     r"holds a batch of 2 sequences, and the exercise's maskedAttentionWeights\(queries, keys, causal\) "
+     "takes one sequence"),
+    (lambda: attention_layer(X_TRACE[:2], np.eye(2), np.eye(2), x_kv=X_TRACE, causal_alignment="top_left"),
+     r"is cross-attention \(2 queries, 4 keys from a second sequence\).*causal mask is square"),
+    (lambda: attention_layer(X_TRACE[:2], np.eye(2), np.eye(2), x_kv=X_TRACE[2:]),
+     r"is cross-attention \(2 queries, 2 keys from a second sequence\)"),
+], ids=["batch", "cross-attention", "cross-attention, T_k = T"])
+def test_a_batch_or_cross_attention_run_is_refused_saying_why(layer, words):
+    record = _record(layer(), "layer")
+    for lang in LANGUAGES:
+        with pytest.raises(ExerciseCaseError, match=rf"No test from run layer: it {words}"):
+            render_test(record, lang)
+
+
+def test_w_o_and_an_ablation_leave_the_test_of_the_runs_weights():
+    plain = RUNS["matrix-four-token"]
+    layer = attention_layer(X_TRACE, np.eye(2), np.eye(2), [[1, 1], [1, -1]], [[2, 0], [1, 1]])
+    with_w_o = ExperimentRecord.from_result(layer, record_id=plain.id, created_at=plain.created_datetime,
+                                            label=plain.label)
+    ablated = ExperimentRecord.from_result(layer, ablation=ablate(layer, "W_Q", "scale", factor=3.0),
+                                           record_id=plain.id, created_at=plain.created_datetime, label=plain.label)
+    for lang in LANGUAGES:
+        assert render_test(with_w_o, lang) == render_test(ablated, lang) == render_test(plain, lang)
+
+
 def test_file_names_are_collected_by_vitest_and_pytest():
     assert case_filename(RUNS["worked-row"], "ts") == "run-worked-row.test.ts"
     assert case_filename(RUNS["worked-row"], "py") == "test_run_worked_row.py"
@@ -136,6 +169,7 @@ def runs_dir(tmp_path) -> Path:
         for record in RUNS.values():
             store.save(record)
         store.save(_record(scaled_dot_product_attention([1, 2], [3, 4], padding_mask=[True, False]), "padded"))
+        store.save(_record(attention_layer([[[1.0], [2.0]], [[0.0], [1.0]]], [[1.0]], [[1.0]]), "batch"))
     return tmp_path / "runs"
 
 
@@ -152,6 +186,7 @@ def test_cli_writes_the_test_to_stdout_or_a_file(runs_dir, tmp_path, capsys):
 @pytest.mark.parametrize(("run_id", "message"), [
     ("nope", "no run nope in"),
     ("padded", "marks token 2 as padding"),
+    ("batch", "holds a batch of 2 sequences"),
     ("../x", "not a run id"),
 ])
 def test_cli_refuses_with_a_message(runs_dir, capsys, run_id, message):
