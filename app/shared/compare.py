@@ -42,18 +42,30 @@ def masked_cells(record) -> np.ndarray:
 
 def size_difference(a, b) -> str:
     """Why runs ``a`` and ``b`` cannot be diffed cell by cell ("" if they can): a different
-    token count T gives weight matrices of different shapes; a different head width d_k means
-    the two runs scored different inputs."""
+    token count T, key count T_k (cross-attention) or a mixed batch gives weight matrices of
+    different shapes; a different head width d_k means the two runs scored different inputs."""
     if a.T != b.T:
         return (f"The runs have different token counts: run A has {a.T} tokens and run B "
                 f"{b.T}, so their weights are {a.T}×{a.T} and {b.T}×{b.T} and cannot be diffed "
                 "cell by cell (no difference map). Each run's own weights and row sums are shown.")
+    shape_a, shape_b = _weights_shape(a), _weights_shape(b)
+    if shape_a != shape_b:  # cross-attention (T_k keys), or a batch's items mixed into one map
+        return (f"The runs' weights have different shapes: run A's are {shape_a[0]}×{shape_a[1]} and "
+                f"run B's {shape_b[0]}×{shape_b[1]} (queries × keys of the first map), so they cannot be "
+                "diffed cell by cell (no difference map). Each run's own weights and row sums are shown.")
     if a.d_k != b.d_k:
         return (f"The runs have different head widths: run A's queries and keys have d_k = "
                 f"{a.d_k}, run B's d_k = {b.d_k}, so their scores come from different inputs "
                 "and a cell-by-cell difference would not show what one change did (no "
                 "difference map). Each run's own weights and row sums are shown.")
     return ""
+
+
+def _weights_shape(record) -> tuple[int, int]:
+    """Rows and columns of the first map's weights (``T × T_k``; ``B·T × B·T_k`` when the batch
+    items were mixed into one map), as the record holds them in every schema version."""
+    weights = record.results["weights"]
+    return len(weights), len(weights[0])
 
 
 def _png_name(what: str, record) -> str:
