@@ -394,7 +394,7 @@ class ExperimentRecord:
 
     @property
     def total_future_weight(self) -> float | None:
-        """Total future-token weight, ``None`` if it was not finite."""
+        """Total future-token weight over every map of the layer, ``None`` if it was not finite."""
         return self.results["total_future_weight"]
 
     @property
@@ -407,6 +407,7 @@ class ExperimentRecord:
 
     @property
     def failed_checks(self) -> tuple[str, ...]:
+        """Names of the layer's failed checks, in audit order."""
         return tuple(self.results["failed_checks"])
 
     @property
