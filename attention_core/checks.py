@@ -343,7 +343,9 @@ def check_output_projection(r: AttentionResult) -> Check:
 def check_batch_independence(r: AttentionResult) -> Check:
     """One sequence has no other batch item to mix with; :mod:`attention_core.layer` runs the
     real check over a batch (Review, "Audit Order", step 9)."""
-    return _check("batch_independence", None, "One sequence, so there is no other batch item to mix with.")
+    # The words of a layer of one item (attention_core.layer), so a one-sequence result and a layer of
+    # B = 1 have equal checks and a saved run reopens to the same record whichever built it.
+    return _check("batch_independence", None, "One batch item, so there is no other sequence to mix with.")
 
 
 CHECKS = (

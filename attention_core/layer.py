@@ -418,8 +418,8 @@ def _flattened_check(layer: LayerResult, name: str) -> Check:
 def _independence(layer: LayerResult) -> Check:
     """Step 9: change every other item; an item's weights and output must not move."""
     name = "batch_independence"
-    if layer.B == 1:  # the one map's own not-applicable check, so B = 1 equals LayerResult.of
-        return layer.maps[0].checks[CHECK_NAMES.index(name)]
+    if layer.B == 1:
+        return Check(name, CHECK_TITLES[name], None, "One batch item, so there is no other sequence to mix with.")
     if layer.x is None:
         return Check(name, CHECK_TITLES[name], None, "Not projected from X, so there is no batch.")
     # Another sequence in place of the item: random rows, so no nonzero W can map the change to
