@@ -122,7 +122,9 @@ def test_whitespace_is_what_python_strips():
 
 
 def test_the_stores_group_by_counts_as_python_does_over_every_run(store_url):
-    runs = varied_runs(160, seed=15)
+    # A seed whose sample holds every case the asserts below need (re-chosen when the three
+    # layer modes of issue 23 joined FAILURE_MODES and changed what each seed draws).
+    runs = varied_runs(160, seed=16)
     with RunStore(store_url) as store:
         store.import_records(runs)
         class_list = ["Lin", "  Nobody ", "straße"]
