@@ -46,7 +46,7 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
                  f"{n} (key {n} as queries 1–{T} score it), not the keys query {n} reads.")
         raw = f"Raw scores q_i·k_{n} of column {n}"
     else:
-        intro = f"Row {n}: query {n} against keys 1–{T}."
+        intro = f"Row {n}: query {n} against keys 1–{r.T_k}."
         raw = f"Raw scores q_{n}·k_j"
     items: list[tuple[str, str | list[str]]] = []
     # Self-Attention in Matrix Form: each score is a dot product of two d_k-vectors, term by term
