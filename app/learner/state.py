@@ -205,8 +205,11 @@ def _record_of(layer: LayerResult, ablation: Ablation | None, **texts: str) -> E
     TODO(records v3 branch): ``ExperimentRecord.from_result`` takes the LayerResult and the
     ablation there; once merged this is ``ExperimentRecord.from_result(layer, ablation=ablation,
     **texts)``. Until then a schema-2 record of the first map (batch item 1, or the mixed batch's
-    one map), without the ablation.
+    one map), without the ablation; cross-attention, which schema 2 cannot hold, is refused.
     """
+    if layer.cross:
+        raise ValueError("a cross-attention run needs experiment records of schema version 3, "
+                         "which this version of the workbench does not write yet")
     return ExperimentRecord.from_result(layer.maps[0], **texts)
 
 
