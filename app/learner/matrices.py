@@ -87,8 +87,11 @@ class MatricesView(pn.viewable.Viewer):
             HeatMap(f"Weights, item {b}", f"weights-item-{b}", kind="weights", size=small,
                     on_row_tap=lambda row, b=b: self._pick_row(row, b))
             for b in range(1, MAX_BATCH + 1)]
+        # Two side by side, wide enough for "masked" under four keys and the "(chosen)" title.
         self.masks = {a: HeatMap(f"Causal mask, {a.replace('_', '-')}", f"mask-{a.replace('_', '-')}",
-                                 kind="weights", size=small) for a in ALIGNMENTS}
+                                 kind="weights", size=max(120, self.size * 2 // 3)) for a in ALIGNMENTS}
+        for heatmap in self.masks.values():  # 1 or masked: nothing for a colour bar to say
+            heatmap.color_bar.visible = False
         self.batch_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
         self.mask_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
         self._layout = pn.Column(
