@@ -34,8 +34,10 @@ from attention_core.modes import FAILURE_MODES
 
 ERROR_CSS = read_text(__package__, "inputs_error.css")
 # In the Presets row; the other presets are offered beside the failure mode they expose.
-_SHOWN_PRESETS = ("worked_row", "large_scores", "all_equal", "four_token_trace", "wide_head",
-                  "output_projection", "batch_padded", "cross_attention")
+_SHOWN_PRESETS = ("worked_row", "large_scores", "all_equal", "four_token_trace", "wide_head")
+# Review, "The Complete Layer": offered with the matrix inputs they need (the default page, in
+# vector mode, keeps its inputs and both heat maps in one 1280×720 screen).
+_LAYER_PRESETS = ("output_projection", "batch_padded", "cross_attention")
 _NOTE_CSS = read_text(__package__, "inputs_note.css")
 
 
@@ -209,7 +211,7 @@ class InputsView(pn.viewable.Viewer):
             s.param.batch_size, label="Batch size", options=list(range(1, MAX_BATCH + 1)),
             description=None, width=100, margin=(5, 10), visible=in_matrices, stylesheets=[_SIZE_CSS])
         self.kv_tokens = pn.widgets.Select.from_param(
-            s.param.kv_tokens, label="Key tokens T_k", options=list(range(1, s.param.tokens.bounds[1] + 1)),
+            s.param.kv_tokens, label="Keys T_k", options=list(range(1, s.param.tokens.bounds[1] + 1)),
             description=None, width=110, margin=(5, 10), stylesheets=[_SIZE_CSS],
             visible=pn.bind(lambda m, c: m == "matrices" and c, s.param.input_mode, s.param.cross_attention))
         self.cross_attention = labelled_checkbox(s, "cross_attention", "Cross-attention", visible=in_matrices)
@@ -225,7 +227,7 @@ class InputsView(pn.viewable.Viewer):
         self.layer_controls = pn.Column(
             pn.Row(self.batch_size, self.kv_tokens, margin=0),
             pn.Row(self.cross_attention, self.use_w_o, margin=0),
-            margin=0)
+            margin=0, visible=in_matrices)
         self.toggles = pn.Column(
             labelled_checkbox(s, "use_values", "Use values (adds output and contributions)"),
             labelled_checkbox(s, "causal", "Causal mask"),
@@ -248,9 +250,9 @@ class InputsView(pn.viewable.Viewer):
         self.expose.on_click(self._load_exposing_preset)
         s.param.watch(self._sync_expose, ["layer", "failure_mode"])
         self.presets = []
-        for key in (*_SHOWN_PRESETS, "reset"):
+        for key in (*_SHOWN_PRESETS, *_LAYER_PRESETS, "reset"):
             button = pn.widgets.Button(label=PRESETS[key]["label"] if key in PRESETS else "Reset",
-                                       margin=(3, 4))
+                                       margin=(3, 4), visible=in_matrices if key in _LAYER_PRESETS else True)
             button.on_click(lambda _e, key=key: s.apply_preset(key))
             self.presets.append(button)
         self._layout = pn.Column(
