@@ -446,6 +446,8 @@ class LearnerState(param.Parameterized):
         item = exc.item or 1
         if exc.field in ("X", "X_kv"):
             field = (X_FIELDS if exc.field == "X" else KV_FIELDS)[item - 1]
+        elif self.matrices and exc.field in TOKEN_FIELDS:  # projected from the item's X (or X_kv)
+            field = X_FIELDS[item - 1] if exc.field == "queries" else self.key_field(item)
         elif exc.field in _CORE_FIELDS:
             field = _CORE_FIELDS[exc.field]
         else:  # padding_mask, causal_alignment: no cell of their own; the item's first key cell
