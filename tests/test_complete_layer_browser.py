@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 from playwright.sync_api import Page, expect
-from workbench_server import open_learner_page, source, type_number, wait_for_weights, wait_until
+from workbench_server import (
+    blocking_violations,
+    open_learner_page,
+    source,
+    type_number,
+    wait_for_weights,
+    wait_until,
+)
 
 from app.learner.state import PRESETS
 from attention_core import causal_mask
@@ -43,6 +50,7 @@ def test_a_padded_batch_of_two_stays_independent_until_its_items_are_mixed(serve
     expect(page.locator("[data-check='batch_independence']")).to_contain_text("pass")
     expect(page.get_by_test_id("first-incorrect")).to_contain_text("No check failed")
     expect(page.get_by_test_id("shapes")).to_contain_text("S: B×T×T = 2×3×3")
+    assert blocking_violations(page) == []
 
     choose(page, "batch_items_mixed")
     wait_for_weights(page, 36)  # one map over the 2·3 tokens of the flattened batch
@@ -91,6 +99,7 @@ def test_causal_cross_attention_of_2_queries_and_4_keys_shows_both_alignments_ma
         hatches[alignment] = data["hatch"]
     assert hatches["top_left"] != hatches["bottom_right"]
     expect(page.get_by_test_id("alignment-masks")).to_contain_text("differ in 4 cells")
+    assert blocking_violations(page) == []
     title = "() => Bokeh.documents[0].get_model_by_name('mask-bottom-right-figure').title.text"
     assert page.evaluate(title) == "Causal mask, bottom-right"
     # The weights follow the chosen alignment: bottom-right lets query 1 read keys 1 to 3.
@@ -104,7 +113,7 @@ def test_causal_cross_attention_of_2_queries_and_4_keys_shows_both_alignments_ma
 
 def test_w_o_cells_are_named_take_typing_and_refuse_bad_input_naming_the_cell(server, page, watch):
     open_learner_page(page, server.url, at_1280=True)
-    page.get_by_label("Input mode").select_option(label="X and projections (W_Q, W_K, W_V, W_O)")
+    page.get_by_label("Input mode").select_option(label="X and projections (W_Q, W_K, W_V)")
     page.get_by_label("Output projection W_O", exact=True).check()
     expect(page.get_by_label("Use values (adds output and contributions)", exact=True)).to_be_checked()
     cell = page.get_by_label("W_O row 1, column 2", exact=True)
@@ -120,3 +129,22 @@ def test_w_o_cells_are_named_take_typing_and_refuse_bad_input_naming_the_cell(se
     expect(page.get_by_label("W_O row 1, column 1", exact=True)).to_have_attribute("aria-invalid", "true")
     type_number(page, "W_O row 1, column 1", "0")
     expect(alert).to_have_count(0)
+
+
+def test_the_embed_runs_a_batch_and_cross_attention(server, page, watch):
+    page.set_viewport_size({"width": 640, "height": 610})  # the course page's frame
+    page.goto(f"{server.url}embed")
+    expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
+    page.locator(".bk-tab", has_text="Input mode and presets").click()
+    page.get_by_label("Input mode").select_option(label="X and projections (W_Q, W_K, W_V)")
+    load(page, "batch_padded")
+    page.locator(".bk-tab", has_text="Workbench").click()
+    cells(page, "weights-item-2-source", 9)
+    brief = page.get_by_test_id("invariants")
+    expect(brief.locator("[data-check='batch_independence']")).to_contain_text("pass")
+    page.locator(".bk-tab", has_text="Input mode and presets").click()
+    load(page, "cross_attention")
+    page.locator(".bk-tab", has_text="Workbench").click()
+    cells(page, "weights-source", 8)
+    cells(page, "mask-bottom-right-source", 8)
+    expect(brief.locator("[data-check~='batch_independence']")).to_contain_text("n/a")

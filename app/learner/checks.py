@@ -152,17 +152,25 @@ INVARIANTS_CSS = read_text(__package__, "checks_invariants.css")
 
 def invariants_html(r: AttentionResult | None, input_ok: bool, layer: LayerResult | None = None) -> Markup:
     """The run in brief, for the embed (:mod:`app.learner.embed`): its title, total future-token
-    weight, smallest row sum and each check by title alone (its message in a tooltip and in
-    :func:`checks_html`)."""
+    weight, smallest row sum and each check that applies by title alone (its message in a
+    tooltip and in :func:`checks_html`), then how many do not apply (their titles in a tooltip):
+    the frame has no room for a line each."""
     if r is None:
         return Markup("")
     stale = Markup("") if input_ok else Markup(
         "<p class='check-fail'>The inputs have a problem: still showing the last valid input.</p>")
+    checks = (layer or LayerResult.of(r)).checks
     items = join(
         html("<li class='check-{cls}' data-check='{name}' title='{message}'><span aria-hidden='true'>"
              "{mark}</span> <b>{word}</b> {title}</li>", cls=word.lower().replace("/", ""),
              name=c.name, message=_words(c.message), mark=mark, word=word, title=c.title)
-        for c in (layer or LayerResult.of(r)).checks for mark, word in [_check_mark(c)])
+        for c in checks if c.passed is not None for mark, word in [_check_mark(c)])
+    idle = [c for c in checks if c.passed is None]
+    if idle:
+        items += html("<li class='check-na' data-check='{names}' title='{titles}'><span aria-hidden='true'>–"
+                      "</span> <b>n/a</b> {n} check{s} not applying here</li>",
+                      names=" ".join(c.name for c in idle), titles="; ".join(c.title for c in idle),
+                      n=len(idle), s="s" if len(idle) > 1 else "")
     return html(
         "<div data-testid='invariants'>{stale}<p>This run: <b data-testid='brief-run-title'>{title}</b></p>"
         "<p>Total future-token weight: <b data-testid='brief-total-future-weight'>"

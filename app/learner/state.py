@@ -35,7 +35,7 @@ MAX_RESTORED_RUNS = 50  # run ids a reloaded page takes back from its URL
 
 INPUT_MODES: dict[str, str] = {
     "vectors": "Numbers or vectors (Q, K, V)",
-    "matrices": "X and projections (W_Q, W_K, W_V, W_O)",
+    "matrices": "X and projections (W_Q, W_K, W_V)",
 }
 """The two ways to give the inputs: each token's query, key and value typed directly (one
 number per token when d_k = d_v = 1), or X with the projections W_Q, W_K, W_V and optionally
