@@ -94,10 +94,13 @@ class MatricesView(pn.viewable.Viewer):
             heatmap.color_bar.visible = False
         self.batch_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
         self.mask_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
+        # Rows hidden with their maps: a hidden map's pane still has its margins.
+        self.items_row = pn.Column(pn.Row(*self.item_scores, margin=0), pn.Row(*self.item_weights, margin=0),
+                                   margin=0, visible=False)
+        self.masks_row = pn.Row(*self.masks.values(), margin=0, visible=False)
         self._layout = pn.Column(
-            pn.Row(self.scores, self.weights, margin=0), self.batch_note,
-            pn.Row(*self.item_scores, margin=0), pn.Row(*self.item_weights, margin=0),
-            self.mask_note, pn.Row(*self.masks.values(), margin=0), margin=0)
+            pn.Row(self.scores, self.weights, margin=0), self.batch_note, self.items_row,
+            self.mask_note, self.masks_row, margin=0)
         self._update()
 
     def _pick_row(self, row: int, item: int | None = None) -> None:
@@ -132,6 +135,7 @@ class MatricesView(pn.viewable.Viewer):
             "items' boundaries, and every cell across them is one sequence reading another.</p>"
             if layer.flattened else "")
         self.batch_note.visible = apart or layer.flattened
+        self.items_row.visible = apart
         self._update_masks(layer)
 
     def _update_masks(self, layer: LayerResult) -> None:
@@ -148,7 +152,7 @@ class MatricesView(pn.viewable.Viewer):
             with pn.io.unlocked():
                 heatmap.figure.outline_line_color = CHOSEN_OUTLINE if chosen else "#e5e5e5"
                 heatmap.figure.outline_line_width = 4 if chosen else 1
-        self.mask_note.visible = masks is not None
+        self.mask_note.visible = self.masks_row.visible = masks is not None
         if masks is not None:
             differ = int((masks["top_left"] != masks["bottom_right"]).sum())
             self.mask_note.object = (
