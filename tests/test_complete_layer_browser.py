@@ -23,7 +23,11 @@ from attention_core.modes import FAILURE_MODES
 
 
 def load(page: Page, preset: str) -> None:
-    page.get_by_role("button", name=PRESETS[preset]["label"], exact=True).click()
+    """Click a preset's button; the complete layer's are offered with the matrix inputs."""
+    button = page.get_by_role("button", name=PRESETS[preset]["label"], exact=True)
+    if not button.is_visible():
+        page.get_by_label("Input mode").select_option(label="X and projections (W_Q, W_K, W_V)")
+    button.click()
 
 
 def choose(page: Page, name: str) -> None:
@@ -136,7 +140,6 @@ def test_the_embed_runs_a_batch_and_cross_attention(server, page, watch):
     page.goto(f"{server.url}embed")
     expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
     page.locator(".bk-tab", has_text="Input mode and presets").click()
-    page.get_by_label("Input mode").select_option(label="X and projections (W_Q, W_K, W_V)")
     load(page, "batch_padded")
     page.locator(".bk-tab", has_text="Workbench").click()
     cells(page, "weights-item-2-source", 9)
