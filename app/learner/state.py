@@ -2,7 +2,8 @@
 
 Everything a browser session knows lives on one :class:`LearnerState`. The views read it and
 write only the parameters their widgets stand for; derived values (the parsed inputs, the
-attention result, the field messages) are computed once per change by a declared dependency.
+layer's run over every batch item and the map shown of it, the field messages) are computed
+once per change by a declared dependency.
 Saving is an explicit action (:meth:`LearnerState.save_run`). Left out: widgets and layout
 (the views in this package) and storage itself (:class:`app.store.RunStore`).
 """
@@ -96,9 +97,7 @@ def layer_exposure(layer: LayerResult) -> str | None:
     mode = layer.mode
     if mode.name == "correct" or mode.breaks <= set(layer.failed_checks):
         return None
-    if layer.flattened:  # the mixed batch's own map fails what mixing breaks
-        return exposure(layer.maps[0])
-    return exposure(layer.maps[0]) or next(filter(None, map(exposure, layer.maps[1:])), None)
+    return next(filter(None, map(exposure, layer.maps)), None)
 
 
 def grid_texts(data, rows: int, fill: str = "0") -> list[list[str]]:
