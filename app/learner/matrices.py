@@ -77,15 +77,16 @@ class MatricesView(pn.viewable.Viewer):
         pick = self._pick_row
         self.scores = HeatMap("Scores", "scores", kind="scores", size=self.size, on_row_tap=pick)
         self.weights = HeatMap("Weights", "weights", kind="weights", size=self.size, on_row_tap=pick)
-        # Three items side by side in the main area at 1280 px.
+        # Three items side by side in the main area at 1280 px (each figure is 120 px wider
+        # than high, with its margins).
         small = max(120, self.size // 2)
         self.item_scores = [
             HeatMap(f"Scores, item {b}", f"scores-item-{b}", kind="scores", size=small,
-                    on_row_tap=lambda row, b=b: self._pick_row(row, b))
+                    on_row_tap=lambda row, b=b: self._pick_row(row, b), label_masked=False)
             for b in range(1, MAX_BATCH + 1)]
         self.item_weights = [
             HeatMap(f"Weights, item {b}", f"weights-item-{b}", kind="weights", size=small,
-                    on_row_tap=lambda row, b=b: self._pick_row(row, b))
+                    on_row_tap=lambda row, b=b: self._pick_row(row, b), label_masked=False)
             for b in range(1, MAX_BATCH + 1)]
         # Two side by side, wide enough for "masked" under four keys and the "(chosen)" title.
         self.masks = {a: HeatMap(f"Causal mask, {a.replace('_', '-')}", f"mask-{a.replace('_', '-')}",

@@ -130,6 +130,9 @@ class HeatMap(pn.viewable.Viewer):
         ``table`` (the mirror table a screen reader reads) in a layout of its own.
     on_row_tap : callable, optional
         Called with the row (query, from 1) of a cell the learner clicks.
+    label_masked : bool
+        Whether a masked cell says so under its number (up to 4 tokens); false for maps too
+        small for a second line, whose masked cells are told by their hatching and hover.
 
     Under the figure, a button "Save <title> as PNG" (``save_button``) downloads the figure as
     drawn, made in the browser by its :class:`bokeh.models.SaveTool` (``save_tool``) under the
@@ -139,12 +142,13 @@ class HeatMap(pn.viewable.Viewer):
     visible = param.Boolean(default=True, doc="Whether the map and its save button show.")
 
     def __init__(self, title: str, name: str, kind: str = "weights", size: int = 330,
-                 table_apart: bool = False, on_row_tap=None) -> None:
+                 table_apart: bool = False, on_row_tap=None, label_masked: bool = True) -> None:
         super().__init__()
         palette, self._range_kind = _KINDS[kind]
         self._palette = palette
         self.title = title
         self.kind = kind
+        self._label_masked = label_masked
         self.source = ColumnDataSource(self._empty(), name=f"{name}-source")
         self.mapper = LinearColorMapper(palette=palette, low=0.0, high=1.0, nan_color=MASKED_COLOR)
         self.x_range = FactorRange(factors=["1"])
@@ -276,6 +280,7 @@ class HeatMap(pn.viewable.Viewer):
         columns = [str(j) for j in range(1, T_k + 1)]
         font_size, label_masked = next((size, label) for top, size, label in _TEXT_SIZES
                                        if max(T, T_k) <= top)
+        label_masked = label_masked and self._label_masked
         style = "cell" if max(T, T_k) <= 4 else "narrow"
         finite = np.isfinite(values)
         low, high = value_range if value_range is not None else self._range(values[finite & ~masked])
