@@ -18,7 +18,7 @@ from store_helpers import sqlite_store
 from app.learner.checks import OTHER_LIBRARIES, readouts_html, row_sum_html
 from app.learner.matrices import MASKED_SCORE
 from app.learner.page import LearnerPage
-from app.learner.state import EXPOSING_PRESETS, PRESETS, LearnerState
+from app.learner.state import EXPOSING_PRESETS, PRESETS, LearnerState, layer_exposure
 from app.shared.heatmap import contrasting_text, nice_bound
 from app.shared.numbers import format_number
 from app.shared.parsing import clean_text, parse_number
@@ -170,18 +170,18 @@ def test_each_mode_is_described_and_exposed_by_a_preset_or_said_to_be_unexposabl
     assert mode.description in unescape(shown)
     for check in mode.breaks:
         assert CHECK_TITLES[check] in shown
-    note = exposure(state.result)
+    note = layer_exposure(state.layer)
     if note is None:
-        assert set(state.result.failed_checks) == set(mode.breaks)
+        assert set(state.layer.failed_checks) == set(mode.breaks)
         assert html_of(learner_page.inputs.exposure_note) == "" and not learner_page.inputs.expose.visible
         return
     assert note in unescape(html_of(learner_page.inputs.exposure_note))
     if name == "no_scaling":  # d_k = 1 cannot show it; the wide-head preset (d_k = 4) does
-        assert "d_k = 1" in note and state.result.failed_checks == ()
+        assert "d_k = 1" in note and state.layer.failed_checks == ()
     assert learner_page.inputs.expose.visible
     learner_page.inputs._load_exposing_preset(None)
-    assert state.failure_mode == name and exposure(state.result) is None
-    assert set(state.result.failed_checks) == set(mode.breaks)
+    assert state.failure_mode == name and layer_exposure(state.layer) is None
+    assert set(state.layer.failed_checks) == set(mode.breaks)
     assert not learner_page.inputs.expose.visible
 
 

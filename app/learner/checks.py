@@ -18,8 +18,8 @@ from app.shared.compare import TABLE_CSS
 from app.shared.html import Markup, html, join
 from app.shared.numbers import MINUS, format_number
 from app.shared.static import read_text
-from attention_core import AttentionResult, row_steps
-from attention_core.checks import ROW_SUM_TOLERANCE
+from attention_core import AttentionResult, LayerResult, row_steps
+from attention_core.checks import CHECK_OBJECTS, CHECK_STEPS, ROW_SUM_TOLERANCE
 from attention_core.modes import run_title
 
 OTHER_LIBRARIES = (
@@ -37,8 +37,9 @@ def empty_rows(r: AttentionResult) -> list[int]:
     return [i for i in range(r.T) if row_steps(r, i).no_visible_key and not r.weights[i].any()]
 
 
-def banner_html(r: AttentionResult | None) -> Markup:
-    """The warning over the heat maps when a broken mode changes this input's result."""
+def banner_html(r: AttentionResult | LayerResult | None) -> Markup:
+    """The warning over the heat maps when a broken mode changes this input's result (one map,
+    or a whole layer)."""
     if r is None or r.mode.name == "correct" or not r.failed_checks:
         return Markup("")
     name = "mask after softmax" if r.mode.name == "mask_after_softmax" else r.mode.title.lower()
@@ -57,16 +58,31 @@ def _check_mark(c) -> tuple[str, str]:
     return {True: ("✓", "pass"), False: ("✗", "FAIL"), None: ("–", "n/a")}[c.passed]
 
 
-def checks_html(r: AttentionResult) -> Markup:
-    """The core's checks of ``r`` as a checklist in the order of Review, "Audit Order"."""
-    items = join(
-        html("<li class='check-{cls}' data-check='{name}'><span aria-hidden='true'>{mark}</span> "
-             "<b>{word}</b> {title}: {message}</li>", cls=word.lower().replace("/", ""), name=c.name,
-             mark=mark, word=word, title=c.title, message=_words(c.message))
-        for c in r.checks for mark, word in [_check_mark(c)])
-    return html("<h3>Checks (in the order of Review, <em>Audit Order</em>)</h3>"
-                "<ol class='checklist' aria-label='Checks in audit order'>{}</ol>", items)
+def first_incorrect_html(layer: LayerResult) -> Markup:
+    """The first incorrect object in dependency order (Review, "Audit Order": inspect it first),
+    or that there is none."""
+    first = layer.first_incorrect
+    if first is None:
+        return Markup("<p class='first-incorrect none' data-testid='first-incorrect'>No check failed: "
+                      "no object to inspect.</p>")
+    return html("<p class='first-incorrect' data-testid='first-incorrect'>First incorrect object: "
+                "<b>{}</b> (step {}, {}). Inspect it first: every later step depends on it.</p>",
+                CHECK_OBJECTS[first.name], CHECK_STEPS[first.name], first.title)
 
+
+def checks_html(r: AttentionResult | LayerResult) -> Markup:
+    """The checks of a run (a whole layer, or one map as a layer of one item) as a checklist
+    in the nine steps of Review, "Audit Order", under the first incorrect object."""
+    layer = r if isinstance(r, LayerResult) else LayerResult.of(r)
+    items = join(
+        html("<li class='check-{cls}' data-check='{name}' data-step='{step}'><span class='step'>Step "
+             "{step}</span> <span aria-hidden='true'>{mark}</span> <b>{word}</b> {title}: {message}</li>",
+             cls=word.lower().replace("/", ""), name=c.name, step=CHECK_STEPS[c.name],
+             mark=mark, word=word, title=c.title, message=_words(c.message))
+        for c in layer.checks for mark, word in [_check_mark(c)])
+    return html("<h3>Checks (the nine steps of Review, <em>Audit Order</em>)</h3>{}"
+                "<ol class='checklist' aria-label='Checks in audit order'>{}</ol>",
+                first_incorrect_html(layer), items)
 
 
 def row_sum_html(x: float) -> str:
@@ -79,8 +95,9 @@ def row_sum_html(x: float) -> str:
     return f"{format_number(x, 'exact' if near else 'cell')} ✗ not 1"
 
 
-def readouts_html(r: AttentionResult | None, input_ok: bool) -> Markup:
-    """Row sums, future-token weight, output per row; totals; notes; the checklist."""
+def readouts_html(r: AttentionResult | None, input_ok: bool, layer: LayerResult | None = None) -> Markup:
+    """Row sums, future-token weight, output per row of the map ``r``; totals; notes; the
+    checklist of ``layer`` (the whole run ``r`` belongs to; default ``r`` alone)."""
     stale = Markup("") if input_ok else Markup(
         "<div class='notice warning'>The inputs have a problem (see the marked fields), so "
         "the heat maps and these readouts still show the last valid input.</div>")
@@ -126,25 +143,34 @@ def readouts_html(r: AttentionResult | None, input_ok: bool) -> Markup:
         "<b data-testid='min-row-sum'>{smallest}</b></p>"
         "</div><div>{checks}</div></div>",
         stale=stale, title=run_title(r.mode.name, r.causal, r.T), head=head, rows=join(rows),
-        note=note, total=total, smallest=format_number(r.min_row_sum), checks=checks_html(r))
+        note=note, total=total, smallest=format_number(r.min_row_sum),
+        checks=checks_html(layer if layer is not None else r))
 
 
 INVARIANTS_CSS = read_text(__package__, "checks_invariants.css")
 
 
-def invariants_html(r: AttentionResult | None, input_ok: bool) -> Markup:
+def invariants_html(r: AttentionResult | None, input_ok: bool, layer: LayerResult | None = None) -> Markup:
     """The run in brief, for the embed (:mod:`app.learner.embed`): its title, total future-token
-    weight, smallest row sum and each check by title alone (its message in a tooltip and in
-    :func:`checks_html`)."""
+    weight, smallest row sum and each check that applies by title alone (its message in a
+    tooltip and in :func:`checks_html`), then how many do not apply (their titles in a tooltip):
+    the frame has no room for a line each."""
     if r is None:
         return Markup("")
     stale = Markup("") if input_ok else Markup(
         "<p class='check-fail'>The inputs have a problem: still showing the last valid input.</p>")
+    checks = (layer or LayerResult.of(r)).checks
     items = join(
         html("<li class='check-{cls}' data-check='{name}' title='{message}'><span aria-hidden='true'>"
              "{mark}</span> <b>{word}</b> {title}</li>", cls=word.lower().replace("/", ""),
              name=c.name, message=_words(c.message), mark=mark, word=word, title=c.title)
-        for c in r.checks for mark, word in [_check_mark(c)])
+        for c in checks if c.passed is not None for mark, word in [_check_mark(c)])
+    idle = [c for c in checks if c.passed is None]
+    if idle:
+        items += html("<li class='check-na' data-check='{names}' title='{titles}'><span aria-hidden='true'>–"
+                      "</span> <b>n/a</b> {n} check{s} not applying here</li>",
+                      names=" ".join(c.name for c in idle), titles="; ".join(c.title for c in idle),
+                      n=len(idle), s="s" if len(idle) > 1 else "")
     return html(
         "<div data-testid='invariants'>{stale}<p>This run: <b data-testid='brief-run-title'>{title}</b></p>"
         "<p>Total future-token weight: <b data-testid='brief-total-future-weight'>"
@@ -169,13 +195,13 @@ class ResultView(pn.viewable.Viewer):
         self._show()
 
     @staticmethod
-    def html(r: AttentionResult | None, input_ok: bool) -> str:
+    def html(r: AttentionResult | None, input_ok: bool, layer: LayerResult | None = None) -> str:
         raise NotImplementedError
 
     @param.depends("state.result", "state.input_ok", watch=True)
     def _show(self) -> None:
         # Built once per change; param sends the pane only what differs from what it shows.
-        text = self.html(self.state.result, self.state.input_ok)
+        text = self.html(self.state.result, self.state.input_ok, self.state.layer)
         self.pane.param.update(object=text, visible=bool(text))
 
     def __panel__(self):
@@ -195,8 +221,8 @@ class BannerView(ResultView):
     stylesheets = (NOTICE_CSS,)
 
     @staticmethod
-    def html(r: AttentionResult | None, input_ok: bool) -> str:
-        return banner_html(r)
+    def html(r: AttentionResult | None, input_ok: bool, layer: LayerResult | None = None) -> str:
+        return banner_html(layer or r)
 
 
 class ReadoutsView(ResultView):

@@ -65,7 +65,7 @@ def _masked_before_softmax(r: AttentionResult, i: int) -> np.ndarray:
 
 def _zeroed_after_softmax(r: AttentionResult, i: int) -> np.ndarray:
     """Sources whose weight the broken mode zeroed after softmax, bool (T,)."""
-    return ~r.allowed[i] if r.mode.mask == "after" else np.zeros(r.T, dtype=bool)
+    return ~r.allowed[i] if r.mode.mask == "after" else np.zeros(r.T_k, dtype=bool)
 
 
 def _largest(a: np.ndarray, among: np.ndarray | None = None) -> int | None:
@@ -132,7 +132,7 @@ def _table(r: AttentionResult, i: int) -> Markup:
                  html("contribution A<sub>{}j</sub> {}<sub>j</sub>", n, "k" if keys_mixed else "v")]
     head = Markup("<th scope='col'>source (key) j</th>") + join(html("<th scope='col'>{}</th>", c) for c in cols)
     rows = []
-    for j in range(r.T):
+    for j in range(r.T_k):
         score = format_number(r.scores[i, j])
         if masked[j]:
             score += " masked (−∞ before softmax)"
@@ -228,39 +228,39 @@ def chart_data(r: AttentionResult, row: int) -> tuple[dict, dict]:
     """
     i = min(max(row, 1), r.T) - 1
     masked, zeroed = _masked_before_softmax(r, i), _zeroed_after_softmax(r, i)
-    crowded = r.T > _LABELLED_BARS
+    crowded = r.T_k > _LABELLED_BARS
     per_source = {
-        "x": [float(j + 1) for j in range(r.T)],
-        "source": [f"key {j + 1}" for j in range(r.T)],
+        "x": [float(j + 1) for j in range(r.T_k)],
+        "source": [f"key {j + 1}" for j in range(r.T_k)],
         "score": [float(s) for s in r.scores[i]],
         "weight": [0.0 if np.isnan(w) else float(w) for w in r.weights[i]],
         "score_label": [("masked" if masked[j] else bar_label(r.scores[i, j], crowded))
-                        for j in range(r.T)],
+                        for j in range(r.T_k)],
         "weight_label": [bar_label(r.weights[i, j], crowded) + (" zeroed" if zeroed[j] else "")
-                         for j in range(r.T)],
-        "score_color": [MASKED_COLOR if masked[j] else SCORE_COLOR for j in range(r.T)],
-        "score_hatch": ["/" if masked[j] else " " for j in range(r.T)],
+                         for j in range(r.T_k)],
+        "score_color": [MASKED_COLOR if masked[j] else SCORE_COLOR for j in range(r.T_k)],
+        "score_hatch": ["/" if masked[j] else " " for j in range(r.T_k)],
     }
-    xs, widths = per_source["x"], [BAR_WIDTH] * r.T
+    xs, widths = per_source["x"], [BAR_WIDTH] * r.T_k
     per_source["score_label"] = readable_labels(xs, widths, per_source["score"], per_source["score_label"],
-                                                bar_range(per_source["score"]), r.T)
+                                                bar_range(per_source["score"]), r.T_k)
     per_source["weight_label"] = readable_labels(xs, widths, per_source["weight"], per_source["weight_label"],
-                                                 WEIGHT_RANGE, r.T)
+                                                 WEIGHT_RANGE, r.T_k)
     per_source["score_baseline"] = [_baseline(s) for s in per_source["score"]]
     per_source["score_offset"] = [_offset(s) for s in per_source["score"]]
-    per_source["weight_baseline"] = ["bottom"] * r.T
-    per_source["weight_offset"] = [3] * r.T
+    per_source["weight_baseline"] = ["bottom"] * r.T_k
+    per_source["weight_offset"] = [3] * r.T_k
     per_component = {k: [] for k in (
         "x", "width", "source", "component", "value", "contribution", "value_label",
         "contribution_label", "value_color", "contribution_color", "value_baseline",
         "contribution_baseline", "value_offset", "contribution_offset")}
     if r.contributions is not None:
-        mixed = r.mixed.reshape(r.T, -1)  # [T, d]
-        contributions = r.contributions[i].reshape(r.T, -1)  # [T, d]
+        mixed = r.mixed.reshape(r.T_k, -1)  # [T, d]
+        contributions = r.contributions[i].reshape(r.T_k, -1)  # [T, d]
         d = mixed.shape[1]
         width = BAR_WIDTH / d
-        crowded = r.T * d > _LABELLED_BARS
-        for j in range(r.T):
+        crowded = r.T_k * d > _LABELLED_BARS
+        for j in range(r.T_k):
             for c in range(d):
                 per_component["x"].append(j + 1 - BAR_WIDTH / 2 + width * (c + 0.5))
                 per_component["width"].append(width)
@@ -280,7 +280,7 @@ def chart_data(r: AttentionResult, row: int) -> tuple[dict, dict]:
         for column in ("value", "contribution"):
             per_component[f"{column}_label"] = readable_labels(
                 per_component["x"], per_component["width"], per_component[column],
-                per_component[f"{column}_label"], bar_range(per_component[column]), r.T, legend=d > 1)
+                per_component[f"{column}_label"], bar_range(per_component[column]), r.T_k, legend=d > 1)
     return per_source, per_component
 
 
@@ -365,11 +365,11 @@ class ContributionsView(pn.viewable.Viewer):
             return
         row = min(max(self.state.row, 1), r.T)
         per_source, per_component = chart_data(r, row)
-        d = 0 if r.mixed is None else r.mixed.reshape(r.T, -1).shape[1]
+        d = 0 if r.mixed is None else r.mixed.reshape(r.T_k, -1).shape[1]
         keys_mixed = r.mode.mix == "keys"
         with pn.io.unlocked():
-            self.x_range.update(start=0.5, end=r.T + 0.5)
-            self.ticker.ticks = list(range(1, r.T + 1))
+            self.x_range.update(start=0.5, end=r.T_k + 0.5)
+            self.ticker.ticks = list(range(1, r.T_k + 1))
             self.score_figure.title.text = f"Score S_{row}j"
             self.weight_figure.title.text = f"Weight A_{row}j (softmax of the row)"
             self.value_figure.title.text = ("Key k_j (mixed instead of the value)" if keys_mixed

@@ -128,7 +128,9 @@ class EmbedPage(pn.viewable.Viewer):
         r = p.record
         i.tokens.width, i.failure_mode.width = 70, 230  # side by side in 340 px
         # The PNG buttons stay on the full page: here the frame's height goes to the maps.
-        p.matrices.scores.save_button.visible = p.matrices.weights.save_button.visible = False
+        m = p.matrices
+        for heatmap in (m.scores, m.weights, *m.item_scores, *m.item_weights, *m.masks.values()):
+            heatmap.save_button.visible = False
         c = p.contributions
         for fig in (c.score_figure, c.weight_figure, c.value_figure, c.contribution_figure):
             fig.width = 300  # two side by side in 640 px
@@ -148,10 +150,10 @@ class EmbedPage(pn.viewable.Viewer):
         # Each tab fills the frame and scrolls within it, under tab headers that stay in view.
         tab = dict(scroll=True, sizing_mode="stretch_both", margin=0)
         workbench = pn.Column(p.opened, pn.Row(inputs, checks, margin=0), p.matrices, **tab)
-        steps = pn.Column(pn.Row(p.row, p.row_message, margin=0), p.banner, p.readouts, p.steps,
+        steps = pn.Column(pn.Row(p.item, p.row, p.row_message, margin=0), p.banner, p.readouts, p.steps,
                           p.contributions, p.projections, **tab)
         runs = pn.Column(self.host_note, r.prediction, pn.Row(r.learner, r.label, margin=0), p.runs, **tab)
-        more = pn.Column(i.input_mode, pn.Row(i.d_k, i.d_v, i.d_model, margin=0),
+        more = pn.Column(i.input_mode, pn.Row(i.d_k, i.d_v, i.d_model, margin=0), i.layer_controls,
                          pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
                          pn.FlexBox(*i.presets, margin=(0, 6)), **tab)
         self.tabs = pn.Tabs(("Workbench", workbench), ("Row steps and readouts", steps),

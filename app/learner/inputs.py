@@ -14,22 +14,30 @@ from app.learner.state import (
     EXPOSING_PRESETS,
     GRID_FIELDS,
     INPUT_MODES,
+    KV_FIELDS,
+    PADDING_FIELDS,
     PRESETS,
     TOKEN_FIELDS,
+    X_FIELDS,
     LearnerState,
-    cell_label,
+    item_of,
+    layer_exposure,
+    padding_label,
 )
 from app.shared.grid import MatrixGrid
 from app.shared.html import Markup, html
 from app.shared.static import read_text
 from app.shared.widgets import NO_SPIN_BUTTONS
-from attention_core import exposure
+from attention_core import ALIGNMENTS, MAX_BATCH
 from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES
 
 ERROR_CSS = read_text(__package__, "inputs_error.css")
 # In the Presets row; the other presets are offered beside the failure mode they expose.
 _SHOWN_PRESETS = ("worked_row", "large_scores", "all_equal", "four_token_trace", "wide_head")
+# Review, "The Complete Layer": offered with the matrix inputs they need (the default page, in
+# vector mode, keeps its inputs and both heat maps in one 1280×720 screen).
+_LAYER_PRESETS = ("output_projection", "batch_padded", "cross_attention")
 _NOTE_CSS = read_text(__package__, "inputs_note.css")
 
 
@@ -102,23 +110,41 @@ def mode_html(failure_mode: str) -> Markup:
                 "<b>{}</b>.</p>", mode.description, broken)
 
 
+def alignment_html(alignment: str) -> Markup:
+    """What the chosen causal alignment means (queries and keys of different lengths)."""
+    return html("<p data-testid='alignment-note'><b>Causal alignment</b> (T_q ≠ T_k): {}. The two "
+                "differ, a known trap (pytorch/pytorch#103082); the heat maps show both masks.</p>",
+                ALIGNMENTS[alignment])
+
+
 GROUP_TITLES = {"queries": "Query", "keys": "Key", "values": "Value", "x": "X", "w_q": "W_Q",
-                "w_k": "W_K", "w_v": "W_V"}
+                "w_k": "W_K", "w_v": "W_V", "w_o": "W_O", **dict.fromkeys(X_FIELDS[1:], "X"),
+                **dict.fromkeys(KV_FIELDS, "X_kv")}
 _SIZE_CSS = ":host select { min-width: 4em; }"
+_SEQUENCE_FIELDS = (*X_FIELDS, *KV_FIELDS)  # grids whose rows are tokens, one per item
 
 
 GRID_COLUMNS = 8
+MAX_GRIDS = 2 * MAX_BATCH + 3  # each item's X and X_kv, then W_Q, W_K, W_V and W_O in up to three
+
+
+def group_title(state: LearnerState, field: str) -> str:
+    """A grid's column-group title: ``W_Q``, ``X``, or with a batch ``X, item 2``."""
+    title = GROUP_TITLES[field]
+    return f"{title}, item {item_of(field)}" if state.batched and field in _SEQUENCE_FIELDS else title
 
 
 def grid_layout(state: LearnerState) -> list[list[str]]:
-    """The fields each grid shows, side by side: the token grid first (queries and keys, or X),
-    then values or the W matrices, a field moving to the next grid when the current one would
-    pass :data:`GRID_COLUMNS` numbers across."""
+    """The fields each grid shows, side by side: the token grid first (queries and keys, or
+    each item's X and X_kv), then values or the W matrices, a field moving to the next grid
+    when the current one would pass :data:`GRID_COLUMNS` numbers across."""
     grids: list[list[str]] = []
     for field in state.active_fields():
         current = grids[-1] if grids else None
-        # X has a grid of its own: its rows are tokens, a W's rows are the d_model features.
-        joins = (current is not None and "x" not in (field, current[0])
+        # X and X_kv have a grid each: their rows are tokens, a W's rows are the d_model
+        # features, and W_O's the d_v ones.
+        alone = (*_SEQUENCE_FIELDS, "w_o")
+        joins = (current is not None and field not in alone and current[0] not in alone
                  and current[0].startswith("w_") == field.startswith("w_")
                  and sum(state.shape(f)[1] for f in current) + state.shape(field)[1] <= GRID_COLUMNS)
         if joins:
@@ -134,12 +160,12 @@ def grid_view(state: LearnerState, fields: list[str]) -> dict:
     messages that name one of its cells."""
     layout = [(f, state.shape(f)) for f in fields]
     rows = layout[0][1][0] if layout else 0
-    labels = [[cell_label(f, i, j, w) for f, (_, w) in layout for j in range(w)] for i in range(rows)]
+    labels = [[state.cell_name(f, i, j) for f, (_, w) in layout for j in range(w)] for i in range(rows)]
     own = {label for row in labels for label in row}
     return dict(
         labels=labels,
         value=[[getattr(state, f)[i][j] for f, (_, w) in layout for j in range(w)] for i in range(rows)],
-        groups=[[GROUP_TITLES[f], w] for f, (_, w) in layout],
+        groups=[[group_title(state, f), w] for f, (_, w) in layout],
         errors={k: v for k, v in state.field_errors.items() if k in own})
 
 
@@ -171,17 +197,42 @@ class InputsView(pn.viewable.Viewer):
         # Up to three grids: a grid holds at most GRID_COLUMNS numbers across, so the widest
         # inputs (d_k = d_v = 4) still fit the sidebar at 1280 px. The sidebar's width, so a
         # grid whose long numbers widen it past that scrolls sideways on its own.
-        self.grids = [MatrixGrid(margin=(5, 10), sizing_mode="stretch_width") for _ in range(3)]
-        self._grid_fields: list[list[str]] = [[], [], []]
+        self.grids = [MatrixGrid(margin=(5, 10), sizing_mode="stretch_width") for _ in range(MAX_GRIDS)]
+        self._grid_fields: list[list[str]] = [[] for _ in self.grids]
         for n, grid in enumerate(self.grids):
             grid.param.watch(lambda e, n=n: self._grid_edited(self._grid_fields[n], e.new), "value")
-        self.grids[0].param.watch(self._padding_ticked, "checks")
+            grid.param.watch(lambda e, n=n: self._padding_ticked(self._grid_fields[n], e.new), "checks")
         s.param.watch(self._sync_grids, ["input_mode", "tokens", "d_k", "d_v", "d_model", *GRID_FIELDS,
-                                          "use_values", "padding", "field_errors"])
+                                          "use_values", *PADDING_FIELDS, "field_errors", "batch_size",
+                                          "cross_attention", "kv_tokens", "use_w_o"])
+        in_matrices = pn.bind(lambda m: m == "matrices", s.param.input_mode)
+        # Review, "The Complete Layer": the batch, cross-attention and W_O are the layer's, over X.
+        self.batch_size = pn.widgets.Select.from_param(
+            s.param.batch_size, label="Batch size", options=list(range(1, MAX_BATCH + 1)),
+            description=None, width=100, margin=(5, 10), visible=in_matrices, stylesheets=[_SIZE_CSS])
+        self.kv_tokens = pn.widgets.Select.from_param(
+            s.param.kv_tokens, label="Keys T_k", options=list(range(1, s.param.tokens.bounds[1] + 1)),
+            description=None, width=110, margin=(5, 10), stylesheets=[_SIZE_CSS],
+            visible=pn.bind(lambda m, c: m == "matrices" and c, s.param.input_mode, s.param.cross_attention))
+        self.cross_attention = labelled_checkbox(s, "cross_attention", "Cross-attention", visible=in_matrices)
+        self.use_w_o = labelled_checkbox(s, "use_w_o", "Output projection W_O", visible=in_matrices)
+        self.causal_alignment = pn.widgets.RadioBoxGroup.from_param(
+            s.param.causal_alignment, options={v.split(":")[0]: k for k, v in ALIGNMENTS.items()},
+            inline=True, margin=(0, 10),
+            visible=pn.bind(self._alignment_needed, s.param.input_mode, s.param.cross_attention,
+                            s.param.causal, s.param.tokens, s.param.kv_tokens))
+        self.alignment_note = pn.pane.HTML(
+            pn.bind(alignment_html, s.param.causal_alignment), stylesheets=[_NOTE_CSS], margin=(0, 10),
+            sizing_mode="stretch_width", visible=self.causal_alignment.param.visible)
+        self.layer_controls = pn.Column(
+            pn.Row(self.batch_size, self.kv_tokens, margin=0),
+            pn.Row(self.cross_attention, self.use_w_o, margin=0),
+            margin=0, visible=in_matrices)
         self.toggles = pn.Column(
             labelled_checkbox(s, "use_values", "Use values (adds output and contributions)"),
             labelled_checkbox(s, "causal", "Causal mask"),
             labelled_checkbox(s, "mask_after_softmax", "Mask after softmax (broken)"),
+            self.causal_alignment, self.alignment_note,
             margin=0)
         self.mask_note = pn.pane.HTML(
             pn.bind(mask_note_html, s.param.causal, s.param.failure_mode, s.param.tokens),
@@ -193,20 +244,20 @@ class InputsView(pn.viewable.Viewer):
         self.mode_note = pn.pane.HTML(pn.bind(mode_html, s.param.failure_mode),
                                       stylesheets=[_NOTE_CSS], margin=(0, 10), sizing_mode="stretch_width")
         self.exposure_note = pn.pane.HTML(
-            pn.bind(self._exposure_html, s.param.result), stylesheets=[_NOTE_CSS, ":host { color: #664d03; }"],
+            pn.bind(self._exposure_html, s.param.layer), stylesheets=[_NOTE_CSS, ":host { color: #664d03; }"],
             margin=(0, 10), sizing_mode="stretch_width")
         self.expose = pn.widgets.Button(label="", visible=False, margin=(0, 10))
         self.expose.on_click(self._load_exposing_preset)
-        s.param.watch(self._sync_expose, ["result", "failure_mode"])
+        s.param.watch(self._sync_expose, ["layer", "failure_mode"])
         self.presets = []
-        for key in (*_SHOWN_PRESETS, "reset"):
+        for key in (*_SHOWN_PRESETS, *_LAYER_PRESETS, "reset"):
             button = pn.widgets.Button(label=PRESETS[key]["label"] if key in PRESETS else "Reset",
-                                       margin=(3, 4))
+                                       margin=(3, 4), visible=in_matrices if key in _LAYER_PRESETS else True)
             button.on_click(lambda _e, key=key: s.apply_preset(key))
             self.presets.append(button)
         self._layout = pn.Column(
             pn.Row(self.tokens, self.failure_mode, margin=0), self.mode_note, self.tokens_message,
-            self.input_mode, pn.Row(self.d_k, self.d_v, self.d_model, margin=0),
+            self.input_mode, pn.Row(self.d_k, self.d_v, self.d_model, margin=0), self.layer_controls,
             *self.grids, self.toggles, self.mask_note, self.exposure_note,
             self.expose, pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
             pn.FlexBox(*self.presets, margin=(0, 6)),
@@ -218,21 +269,28 @@ class InputsView(pn.viewable.Viewer):
         s = self.state
         layout = grid_layout(s)
         self._grid_fields = layout + [[]] * (len(self.grids) - len(layout))
-        for n, (grid, fields) in enumerate(zip(self.grids, self._grid_fields, strict=True)):
+        for grid, fields in zip(self.grids, self._grid_fields, strict=True):
             if not fields:
                 grid.visible = False
                 continue
-            ticks = n == 0  # the token grid: its rows are tokens, each with its padding tick
-            names = [GROUP_TITLES[f] for f in fields]
-            whose = "of each token" if fields[0] in TOKEN_FIELDS or fields[0] == "x" else \
-                "(one row per column of X)"
+            # The grid of an item's keys (its X, its X_kv, or the queries and keys): a row per
+            # key token, each with its padding tick.
+            item = next((b for b in range(1, s.batch_size + 1) if s.key_field(b) == fields[0]), None)
+            names = [group_title(s, f) for f in fields]
+            tokens = fields[0] in TOKEN_FIELDS or fields[0] in _SEQUENCE_FIELDS
+            whose = "of each token" if tokens else \
+                "(one row per column of H)" if fields[0] == "w_o" else "(one row per column of X)"
+            padding = getattr(s, PADDING_FIELDS[item - 1]) if item else []
             grid.param.update(
-                **grid_view(s, fields), visible=True,
-                corner="token" if whose == "of each token" else "row",
+                **grid_view(s, fields), visible=True, corner="token" if tokens else "row",
                 caption=(", ".join(names[:-1]) + " and " if len(names) > 1 else "") + f"{names[-1]} {whose}",
-                checks=list(s.padding[:s.tokens]) if ticks else [],
-                check_labels=[f"Padding {i + 1}" for i in range(s.tokens)] if ticks else [],
-                check_title="Padding" if ticks else "")
+                checks=list(padding[:s.key_tokens]) if item else [],
+                check_labels=[padding_label(item, i, s.batched) for i in range(s.key_tokens)] if item else [],
+                check_title="Padding" if item else "")
+
+    @staticmethod
+    def _alignment_needed(mode: str, cross: bool, causal: bool, tokens: int, kv_tokens: int) -> bool:
+        return mode == "matrices" and cross and causal and tokens != kv_tokens
 
     def _grid_edited(self, fields: list[str], texts: list[list[str]]) -> None:
         """Hand each field its columns of what the grid sent (its cells left to right)."""
@@ -243,12 +301,16 @@ class InputsView(pn.viewable.Viewer):
             start += width
         self.state.set_texts(blocks)
 
-    def _padding_ticked(self, event) -> None:
-        for i, ticked in enumerate(event.new[:self.state.tokens]):
-            self.state.set_padding(i, bool(ticked))
+    def _padding_ticked(self, fields: list[str], checks: list) -> None:
+        s = self.state
+        item = next((b for b in range(1, s.batch_size + 1) if fields and s.key_field(b) == fields[0]), None)
+        if item is None:
+            return
+        for i, ticked in enumerate(checks[:s.key_tokens]):
+            s.set_padding(i, bool(ticked), item)
 
-    def _exposure_html(self, result) -> str:
-        note = exposure(result) if result is not None else None
+    def _exposure_html(self, layer) -> str:
+        note = layer_exposure(layer) if layer is not None else None
         if note is None:
             return ""
         if self.state.failure_mode not in EXPOSING_PRESETS:
@@ -258,7 +320,7 @@ class InputsView(pn.viewable.Viewer):
     def _sync_expose(self, *events) -> None:
         s = self.state
         key = EXPOSING_PRESETS.get(s.failure_mode)
-        needed = s.result is not None and key is not None and exposure(s.result) is not None
+        needed = s.layer is not None and key is not None and layer_exposure(s.layer) is not None
         if needed:
             self.expose.label = f"Load a preset that shows it: {PRESETS[key]['label']}"
         self.expose.visible = needed

@@ -1,7 +1,11 @@
-"""The ``Scores`` and ``Weights`` heat maps of the current result; a click on a row picks it.
+"""The ``Scores`` and ``Weights`` heat maps of the current run; a click on a row picks it.
 
-The maps are :class:`app.shared.heatmap.HeatMap` figures, updated by replacing their sources'
-data whenever the state's result changes. Left out: the numbers' readouts (:mod:`.checks`).
+One sequence (or the mixed batch's one flattened map, its items' blocks marked): the two maps
+side by side. A batch: each item's maps side by side, small multiples under one colour scale.
+Cross-attention with the causal mask and ``T_q != T_k``: both alignments' masks side by side,
+the chosen one outlined. The maps are :class:`app.shared.heatmap.HeatMap` figures, updated by
+replacing their sources' data whenever the state's run changes. Left out: the numbers'
+readouts (:mod:`.checks`).
 """
 
 from __future__ import annotations
@@ -12,21 +16,57 @@ import param
 
 from app.learner.state import LearnerState
 from app.shared.heatmap import HeatMap, file_name
-from attention_core import AttentionResult
+from attention_core import ALIGNMENTS, MAX_BATCH, AttentionResult, LayerResult, causal_mask
 
 MASKED_SCORE = "masked: softmax got −∞; the score above is the one before masking"
+CHOSEN_OUTLINE = "#d62728"
 
 
-def png_name(what: str, r: AttentionResult) -> str:
+def png_name(what: str, r: AttentionResult, item: int | None = None) -> str:
     """What a heat map's PNG shows, as its file name: ``weights-mask-after-softmax-causal-T3-dk1``
-    (plus ``-padded`` when a key is padding)."""
+    (plus ``-padded`` when a key is padding, ``-Tk4`` in cross-attention, ``-item2`` in a batch)."""
     padded = r.key_is_real is not None and not r.key_is_real.all()
     return file_name(what, r.mode.name, "causal" if r.causal else "bidirectional", f"T{r.T}",
-                     f"dk{r.d_k}", "padded" if padded else None)
+                     f"Tk{r.T_k}" if r.T_k != r.T else None, f"dk{r.d_k}",
+                     "padded" if padded else None, f"item{item}" if item else None)
+
+
+def score_range(maps) -> tuple[float, float]:
+    """One colour range for several maps' scores: the span of every score softmax received."""
+    shown = np.concatenate([m.masked_scores[np.isfinite(m.masked_scores)] for m in maps])
+    if not shown.size:
+        return 0.0, 1.0
+    low, high = float(shown.min()), float(shown.max())
+    return (low, high) if high > low else (low - 1.0, high + 1.0)
+
+
+def show_result(scores: HeatMap, weights: HeatMap, r: AttentionResult, *, item: int | None = None,
+                score_span: tuple[float, float] | None = None, blocks: int | None = None) -> None:
+    """Draw ``r``'s scores and weights into the two maps."""
+    # What softmax received: -inf where a mask was applied before it (none in "no mask").
+    received_mask = np.isneginf(r.masked_scores)
+    scores.update(r.masked_scores, received_mask, scores=r.scores, weights=r.weights,
+                  masked_note=MASKED_SCORE, filename=png_name("scores", r, item),
+                  value_range=score_span, blocks=blocks)
+    after = r.mode.mask == "after"
+    forbidden = ~r.allowed if r.mode.mask != "none" else received_mask
+    weights.update(r.weights, forbidden, scores=r.scores, weights=r.weights,
+                   masked_label="zeroed" if after else "masked",
+                   masked_note="zeroed after softmax" if after else "masked",
+                   filename=png_name("weights", r, item), blocks=blocks)
+
+
+def alignment_masks(layer: LayerResult) -> dict[str, np.ndarray] | None:
+    """Each alignment's allowed cells (T_q × T_k) when they differ: a causal cross-attention
+    with ``T_q != T_k``; else ``None``."""
+    if not (layer.cross and layer.causal and layer.T != layer.T_k):
+        return None
+    return {a: causal_mask(layer.T, layer.T_k, a) for a in ALIGNMENTS}
 
 
 class MatricesView(pn.viewable.Viewer):
-    """Both heat maps side by side, each with its mirror table."""
+    """Both heat maps side by side, each with its mirror table; a batch's items as small
+    multiples; the two causal alignments' masks when they differ."""
 
     state = param.ClassSelector(class_=LearnerState)
     size = param.Integer(default=300, bounds=(120, None), constant=True,
@@ -37,27 +77,89 @@ class MatricesView(pn.viewable.Viewer):
         pick = self._pick_row
         self.scores = HeatMap("Scores", "scores", kind="scores", size=self.size, on_row_tap=pick)
         self.weights = HeatMap("Weights", "weights", kind="weights", size=self.size, on_row_tap=pick)
-        self._layout = pn.Row(self.scores, self.weights, margin=0)
+        # Three items side by side in the main area at 1280 px (each figure is 120 px wider
+        # than high, with its margins).
+        small = max(120, self.size // 2)
+        self.item_scores = [
+            HeatMap(f"Scores, item {b}", f"scores-item-{b}", kind="scores", size=small,
+                    on_row_tap=lambda row, b=b: self._pick_row(row, b), label_masked=False)
+            for b in range(1, MAX_BATCH + 1)]
+        self.item_weights = [
+            HeatMap(f"Weights, item {b}", f"weights-item-{b}", kind="weights", size=small,
+                    on_row_tap=lambda row, b=b: self._pick_row(row, b), label_masked=False)
+            for b in range(1, MAX_BATCH + 1)]
+        # Two side by side, wide enough for "masked" under four keys and the "(chosen)" title.
+        self.masks = {a: HeatMap(f"Causal mask, {a.replace('_', '-')}", f"mask-{a.replace('_', '-')}",
+                                 kind="weights", size=max(120, self.size * 2 // 3)) for a in ALIGNMENTS}
+        for heatmap in self.masks.values():  # 1 or masked: nothing for a colour bar to say
+            heatmap.color_bar.visible = False
+        self.batch_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
+        self.mask_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
+        # Rows hidden with their maps: a hidden map's pane still has its margins.
+        self.items_row = pn.Column(pn.Row(*self.item_scores, margin=0), pn.Row(*self.item_weights, margin=0),
+                                   margin=0, visible=False)
+        self.masks_row = pn.Row(*self.masks.values(), margin=0, visible=False)
+        self._layout = pn.Column(
+            pn.Row(self.scores, self.weights, margin=0), self.batch_note, self.items_row,
+            self.mask_note, self.masks_row, margin=0)
         self._update()
 
-    def _pick_row(self, row: int) -> None:
+    def _pick_row(self, row: int, item: int | None = None) -> None:
+        if item is not None:
+            self.state.item = item
         self.state.row = row
 
     @param.depends("state.result", watch=True)
     def _update(self) -> None:
-        r = self.state.result
-        if r is None:
+        layer, r = self.state.layer, self.state.result
+        if r is None or layer is None:
             return
-        # What softmax received: -inf where a mask was applied before it (none in "no mask").
-        received_mask = np.isneginf(r.masked_scores)
-        self.scores.update(r.masked_scores, received_mask, scores=r.scores, weights=r.weights,
-                           masked_note=MASKED_SCORE, filename=png_name("scores", r))
-        after = r.mode.mask == "after"
-        forbidden = ~r.allowed if r.mode.mask != "none" else received_mask
-        self.weights.update(r.weights, forbidden, scores=r.scores, weights=r.weights,
-                            masked_label="zeroed" if after else "masked",
-                            masked_note="zeroed after softmax" if after else "masked",
-                            filename=png_name("weights", r))
+        apart = layer.B > 1 and not layer.flattened  # small multiples, one per item
+        self.scores.visible = self.weights.visible = not apart
+        if not apart:
+            show_result(self.scores, self.weights, r, blocks=layer.B if layer.flattened else None)
+        span = score_range(layer.maps) if apart else None
+        for b, (scores, weights) in enumerate(zip(self.item_scores, self.item_weights, strict=True)):
+            shown = apart and b < layer.B
+            scores.visible = weights.visible = shown
+            if shown:
+                show_result(scores, weights, layer.maps[b], item=b + 1, score_span=span)
+                # One colour scale for every item: one colour bar, beside the last item.
+                with pn.io.unlocked():
+                    scores.color_bar.visible = weights.color_bar.visible = b == layer.B - 1
+        self.batch_note.object = (
+            f"<p data-testid='batch-note'>Each of the {layer.B} batch items attends only within "
+            "itself: its own maps, one colour scale for all (click a row for its steps).</p>"
+            if apart else
+            f"<p data-testid='batch-note'><b>Batch items mixed:</b> one map over the {layer.B}·"
+            f"{layer.T} = {layer.B * layer.T} tokens of the flattened batch; the red lines are the "
+            "items' boundaries, and every cell across them is one sequence reading another.</p>"
+            if layer.flattened else "")
+        self.batch_note.visible = apart or layer.flattened
+        self.items_row.visible = apart
+        self._update_masks(layer)
+
+    def _update_masks(self, layer: LayerResult) -> None:
+        masks = alignment_masks(layer)
+        for alignment, heatmap in self.masks.items():
+            heatmap.visible = masks is not None
+            if masks is None:
+                continue
+            allowed = masks[alignment]
+            chosen = alignment == layer.causal_alignment
+            heatmap.update(allowed.astype(float), ~allowed, masked_note="future: masked",
+                           title=f"Causal mask, {alignment.replace('_', '-')}" + (" (chosen)" if chosen else ""),
+                           filename=file_name("mask", alignment, f"T{layer.T}", f"Tk{layer.T_k}"))
+            with pn.io.unlocked():
+                heatmap.figure.outline_line_color = CHOSEN_OUTLINE if chosen else "#e5e5e5"
+                heatmap.figure.outline_line_width = 4 if chosen else 1
+        self.mask_note.visible = self.masks_row.visible = masks is not None
+        if masks is not None:
+            differ = int((masks["top_left"] != masks["bottom_right"]).sum())
+            self.mask_note.object = (
+                f"<p data-testid='alignment-masks'>With T_q = {layer.T} queries and T_k = {layer.T_k} "
+                f"keys the causal mask needs an alignment; the two differ in {differ} cells "
+                "(1 = may read, hatched = masked). The chosen one is outlined.</p>")
 
     def __panel__(self):
         return self._layout

@@ -87,6 +87,11 @@ class LearnerPage(pn.viewable.Viewer):
             visible=pn.bind(bool, s.param.open_message), stylesheets=[_OPENED_CSS],
             margin=(5, 10), sizing_mode="stretch_width")
         self.row, self.row_message = checked_int_input(s, "row", "Row", s.set_row)
+        # Which batch item's row steps and contributions are shown (each has its own maps).
+        self.item = pn.widgets.Select.from_param(
+            s.param.item, label="Batch item", options=pn.bind(lambda b: list(range(1, b + 1)), s.param.batch_size),
+            description=None, width=100, margin=(5, 10),
+            visible=pn.bind(lambda layer: layer is not None and layer.B > 1 and not layer.flattened, s.param.layer))
         self.steps = RowStepsView(state=s)
         self.contributions = ContributionsView(state=s)
         self.readouts = ReadoutsView(state=s)
@@ -95,8 +100,8 @@ class LearnerPage(pn.viewable.Viewer):
         self.sidebar = pn.Column(self.inputs, width=408, margin=(10, 0), stylesheets=[_SIDEBAR_CSS])
         self.main = pn.Column(
             self.opened, self.banner, self.projections, self.matrices,
-            pn.Row(self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "
-                                          "below.</p>", margin=(22, 0, 0, 0)), margin=0),
+            pn.Row(self.item, self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "
+                                                     "below.</p>", margin=(22, 0, 0, 0)), margin=0),
             self.row_message,
             self.readouts, self.steps, self.contributions,
             pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),

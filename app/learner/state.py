@@ -2,23 +2,30 @@
 
 Everything a browser session knows lives on one :class:`LearnerState`. The views read it and
 write only the parameters their widgets stand for; derived values (the parsed inputs, the
-attention result, the field messages) are computed once per change by a declared dependency.
+layer's run over every batch item and the map shown of it, the field messages) are computed
+once per change by a declared dependency.
 Saving is an explicit action (:meth:`LearnerState.save_run`). Left out: widgets and layout
 (the views in this package) and storage itself (:class:`app.store.RunStore`).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import panel as pn
 import param
 
 from app.shared.parsing import clean_text, parse_number
 from app.store import RunStore, StoreError
 from attention_core import (
+    ALIGNMENTS,
+    MAX_BATCH,
+    Ablation,
     AttentionInputError,
     AttentionResult,
+    LayerResult,
+    attention_layer,
+    exposure,
     scaled_dot_product_attention,
-    self_attention,
 )
 from attention_core.modes import FAILURE_MODES
 from attention_core.records import ExperimentRecord, RecordError
@@ -32,17 +39,27 @@ INPUT_MODES: dict[str, str] = {
     "matrices": "X and projections (W_Q, W_K, W_V)",
 }
 """The two ways to give the inputs: each token's query, key and value typed directly (one
-number per token when d_k = d_v = 1), or X with the projections W_Q, W_K, W_V
-(Self-Attention in Matrix Form)."""
+number per token when d_k = d_v = 1), or X with the projections W_Q, W_K, W_V and optionally
+W_O (Self-Attention in Matrix Form; Review, "The Complete Layer"). Only the second has a batch,
+cross-attention and W_O: the layer projects them from X."""
 
 TOKEN_FIELDS = ("queries", "keys", "values")
-MATRIX_FIELDS = ("x", "w_q", "w_k", "w_v")
-GRID_FIELDS = TOKEN_FIELDS + MATRIX_FIELDS
+MATRIX_FIELDS = ("x", "w_q", "w_k", "w_v", "w_o")
+X_FIELDS = ("x", "x_2", "x_3")  # X of batch items 1, 2, 3
+KV_FIELDS = ("x_kv", "x_kv_2", "x_kv_3")  # cross-attention's second sequence, per item
+PADDING_FIELDS = ("padding", "padding_2", "padding_3")  # each item's key padding
+GRID_FIELDS = TOKEN_FIELDS + MATRIX_FIELDS + X_FIELDS[1:] + KV_FIELDS
 FIELD_NAMES = {"queries": "Query", "keys": "Key", "values": "Value", "x": "X", "w_q": "W_Q",
-               "w_k": "W_K", "w_v": "W_V"}
-# The core's field names (AttentionInputError.field) for each grid.
-_CORE_FIELDS = {"queries": "queries", "keys": "keys", "values": "values", "X": "x", "W_Q": "w_q",
-                "W_K": "w_k", "W_V": "w_v"}
+               "w_k": "W_K", "w_v": "W_V", "w_o": "W_O", **dict.fromkeys(X_FIELDS[1:], "X"),
+               **dict.fromkeys(KV_FIELDS, "X_kv")}
+# The core's field names (AttentionInputError.field) for each W grid; X and X_kv go by item.
+_CORE_FIELDS = {"queries": "queries", "keys": "keys", "values": "values", "W_Q": "w_q",
+                "W_K": "w_k", "W_V": "w_v", "W_O": "w_o"}
+
+
+def item_of(field: str) -> int:
+    """The batch item (from 1) a per-item grid or padding field belongs to; 1 for any other."""
+    return int(field[-1]) if field[-2:] in ("_2", "_3") else 1
 
 _WORKED = {"queries": ["1", "1", "1"], "keys": ["1", "2", "9"], "values": ["10", "20", "100"]}
 _FOUR_TOKEN_TRACE = {  # Self-Attention in Matrix Form, "Extend the Four-Token Trace"
@@ -52,18 +69,35 @@ _FOUR_TOKEN_TRACE = {  # Self-Attention in Matrix Form, "Extend the Four-Token T
 }
 
 
-def cell_label(field: str, i: int, j: int, width: int) -> str:
+def cell_label(field: str, i: int, j: int, width: int, batched: bool = False) -> str:
     """The accessible name of one input cell, row ``i`` and column ``j`` counted from 0.
 
     ``Query 2`` when the field has one column (d_k = 1), else ``Query 2, component 3``;
-    ``X token 2, component 1``; ``W_Q row 1, column 2``.
+    ``X token 2, component 1``, or with a batch (``batched``) ``X item 2 token 2, component 1``;
+    ``X_kv token 4, component 2``; ``W_Q row 1, column 2``; ``W_O row 2, column 1``.
     """
     if field in TOKEN_FIELDS:
         word = FIELD_NAMES[field]
         return f"{word} {i + 1}" if width == 1 else f"{word} {i + 1}, component {j + 1}"
-    if field == "x":
-        return f"X token {i + 1}, component {j + 1}"
+    if field in X_FIELDS or field in KV_FIELDS:
+        item = f" item {item_of(field)}" if batched else ""
+        return f"{FIELD_NAMES[field]}{item} token {i + 1}, component {j + 1}"
     return f"{FIELD_NAMES[field]} row {i + 1}, column {j + 1}"
+
+
+def padding_label(item: int, i: int, batched: bool = False) -> str:
+    """The accessible name of key token ``i``'s (from 0) padding tick: ``Padding 2``, or with a
+    batch ``Padding 2, item 1``."""
+    return f"Padding {i + 1}, item {item}" if batched else f"Padding {i + 1}"
+
+
+def layer_exposure(layer: LayerResult) -> str | None:
+    """Why this input cannot show the failure of the mode it ran in, or ``None`` if it does:
+    :func:`attention_core.exposure` said of the whole layer (a batch breaks checks no one map can)."""
+    mode = layer.mode
+    if mode.name == "correct" or mode.breaks <= set(layer.failed_checks):
+        return None
+    return next(filter(None, map(exposure, layer.maps)), None)
 
 
 def grid_texts(data, rows: int, fill: str = "0") -> list[list[str]]:
@@ -87,6 +121,11 @@ def number_text(x: float | None) -> str:
 
 
 _IDENTITY = [["1" if i == j else "0" for j in range(MAX_WIDTH)] for i in range(MAX_WIDTH)]
+_TWO_BY_TWO = {"w_q": [["1", "0"], ["0", "1"]], "w_k": [["1", "0"], ["0", "1"]],
+               "w_v": [["1", "1"], ["1", "-1"]]}
+# Review, "The Complete Layer": a W_O that is not its own transpose, so H W_Oᵀ ≠ H W_O shows.
+_W_O = [["1", "2"], ["0", "1"]]
+_SECOND_ITEM = [["0", "2"], ["1", "0"], ["0", "0"]]  # two real tokens and one of padding
 
 PRESETS: dict[str, dict] = {
     "worked_row": {"label": "Worked row (seed 003)", "tokens": 3, **_WORKED, "use_values": True, "row": 2},
@@ -109,6 +148,30 @@ PRESETS: dict[str, dict] = {
         "keys": [["1", "1", "1", "1"], ["0.5", "0.5", "0.5", "0.5"], ["0", "0", "0", "0"]],
         "values": ["1", "2", "3"], "use_values": False, "row": 2,  # keys 1 and 2 differ
     },
+    # Review, "The Complete Layer": Y = H W_O with d_v = d_model, so a transposed W_O keeps
+    # Y's shape and only the orientation check can tell.
+    "output_projection": {
+        "label": "Output projection W_O (d_v = d_model)", "input_mode": "matrices", "tokens": 3,
+        "d_model": 2, "d_k": 2, "d_v": 2, "x": _FOUR_TOKEN_TRACE["x"][:3], **_TWO_BY_TWO,
+        "w_o": _W_O, "use_values": True, "use_w_o": True, "row": 3,
+    },
+    # Two sequences of different lengths in one batch: the second is padded to the first's.
+    "batch_padded": {
+        "label": "Batch of two, the second padded", "input_mode": "matrices", "tokens": 3,
+        "d_model": 2, "d_k": 2, "d_v": 2, "batch_size": 2, "x": _FOUR_TOKEN_TRACE["x"][:3],
+        "x_2": _SECOND_ITEM, **_TWO_BY_TWO, "use_values": True,
+        "padding_2": [False, False, True],
+    },
+    "cross_attention": {
+        "label": "Cross-attention, T_q = 2, T_k = 4", "input_mode": "matrices", "tokens": 2,
+        "kv_tokens": 4, "cross_attention": True, "causal_alignment": "top_left", "d_model": 2,
+        "d_k": 2, "d_v": 2, "x": [["1", "0"], ["0", "1"]], "x_kv": _FOUR_TOKEN_TRACE["x"],
+        **_TWO_BY_TWO, "use_values": True,
+    },
+    # The lesson's "Swapping rows and columns" answers "who reads this token?": with values
+    # and the causal mask A is not symmetric, so Aᵀ V and A V differ.
+    "who_reads": {"label": "Worked row: who reads token 1", "tokens": 3, **_WORKED,
+                  "use_values": True, "row": 1},
     # Keys mixed instead of values shows only in an output, so this one turns values on.
     "keys_as_values": {
         "label": "Worked row with values, keys mixed", "tokens": 3, **_WORKED, "use_values": True,
@@ -124,11 +187,35 @@ mode is chosen), else ``"correct"``. A preset about one row (``"row"``, from 1) 
 others keep the chosen row where it still exists."""
 
 EXPOSING_PRESETS: dict[str, str] = {"naive_softmax": "large_scores", "keys_as_values": "keys_as_values",
-                                    "no_scaling": "wide_head"}
+                                    "no_scaling": "wide_head", "output_projection_transposed": "output_projection",
+                                    "batch_items_mixed": "batch_padded", "rows_and_columns_swapped": "who_reads"}
 """For a mode the default input cannot show, the preset whose input does (loaded in that mode)."""
 
 _INPUTS = ("input_mode", "tokens", "d_k", "d_v", "d_model", *GRID_FIELDS, "use_values", "causal",
-           "failure_mode", "padding")
+           "failure_mode", *PADDING_FIELDS, "batch_size", "cross_attention", "kv_tokens",
+           "causal_alignment", "use_w_o")
+# What a preset leaves as the starting state when it does not name it.
+_LAYER_DEFAULTS = {"batch_size": 1, "cross_attention": False, "use_w_o": False}
+
+
+def _record_of(layer: LayerResult, ablation: Ablation | None, **texts: str) -> ExperimentRecord:
+    """The experiment record of ``layer`` (and ``ablation``, if any), with the learner's texts.
+
+    TODO(records v3 branch): ``ExperimentRecord.from_result`` takes the LayerResult and the
+    ablation there; once merged this is ``ExperimentRecord.from_result(layer, ablation=ablation,
+    **texts)``. Until then a schema-2 record of the first map (batch item 1, or the mixed batch's
+    one map), without the ablation; cross-attention, which schema 2 cannot hold, is refused.
+    """
+    if layer.cross:
+        raise ValueError("a cross-attention run needs experiment records of schema version 3, "
+                         "which this version of the workbench does not write yet")
+    return ExperimentRecord.from_result(layer.maps[0], **texts)
+
+
+def _layer_of(computed: AttentionResult | LayerResult) -> LayerResult:
+    """What :meth:`RunInputs.compute` returns, as a layer: a LayerResult once records v3 is merged
+    (TODO(records v3 branch): then this is the identity), an AttentionResult before."""
+    return computed if isinstance(computed, LayerResult) else LayerResult.of(computed)
 
 
 def _same_run(a: ExperimentRecord, b: ExperimentRecord) -> bool:
@@ -167,7 +254,26 @@ class LearnerState(param.Parameterized):
     w_q = _grid_param(grid_texts(_IDENTITY, MAX_WIDTH), "Typed W_Q (d_model × d_k).")
     w_k = _grid_param(grid_texts(_IDENTITY, MAX_WIDTH), "Typed W_K (d_model × d_k).")
     w_v = _grid_param(grid_texts(_FOUR_TOKEN_TRACE["w_v"], MAX_WIDTH), "Typed W_V (d_model × d_v).")
+    w_o = _grid_param(grid_texts(_W_O, MAX_WIDTH), "Typed W_O (d_v × d_model).")
+    x_2 = _grid_param(grid_texts(_SECOND_ITEM, MAX_UI_TOKENS), "Typed X of batch item 2.")
+    x_3 = _grid_param(grid_texts(_FOUR_TOKEN_TRACE["x"][::-1], MAX_UI_TOKENS), "Typed X of batch item 3.")
+    x_kv = _grid_param(grid_texts(_FOUR_TOKEN_TRACE["x"], MAX_UI_TOKENS),
+                       "Typed X_kv (cross-attention's keys' and values' sequence) of batch item 1.")
+    x_kv_2 = _grid_param(grid_texts(_SECOND_ITEM, MAX_UI_TOKENS), "Typed X_kv of batch item 2.")
+    x_kv_3 = _grid_param(grid_texts(_FOUR_TOKEN_TRACE["x"][::-1], MAX_UI_TOKENS), "Typed X_kv of batch item 3.")
     use_values = param.Boolean(default=False, doc="Mix values into an output column.")
+    use_w_o = param.Boolean(default=False, doc=("Matrix mode: project the output with W_O, Y = H W_O "
+                                                "(needs values: ticking it ticks use_values)."))
+    batch_size = param.Integer(default=1, bounds=(1, MAX_BATCH),
+                               doc="Matrix mode: batch items B, each its own X sharing every W.")
+    item = param.Integer(default=1, bounds=(1, MAX_BATCH),
+                         doc="The batch item (from 1) whose row steps and contributions are shown.")
+    cross_attention = param.Boolean(default=False, doc=(
+        "Matrix mode: keys and values projected from a second sequence X_kv of kv_tokens tokens."))
+    kv_tokens = param.Integer(default=4, bounds=(1, MAX_UI_TOKENS),
+                              doc="Cross-attention: tokens T_k of X_kv (the keys).")
+    causal_alignment = param.Selector(default="top_left", objects=list(ALIGNMENTS), doc=(
+        "Cross-attention with the causal mask and T_q != T_k: where the causal diagonal sits."))
     causal = param.Boolean(default=True, doc="Ask for the causal mask (off: bidirectional attention).")
     failure_mode = param.Selector(default="correct", objects=list(FAILURE_MODES),
                                   doc="How attention is computed: a name of FAILURE_MODES.")
@@ -176,7 +282,11 @@ class LearnerState(param.Parameterized):
                             "failure_mode == 'mask_after_softmax'."))
     padding = param.List(default=[False] * MAX_UI_TOKENS, item_type=bool,
                          bounds=(MAX_UI_TOKENS, MAX_UI_TOKENS),
-                         doc="Whether each token is padding (a key no row may read).")
+                         doc="Whether each key token (of batch item 1) is padding (a key no row may read).")
+    padding_2 = param.List(default=[False] * MAX_UI_TOKENS, item_type=bool,
+                           bounds=(MAX_UI_TOKENS, MAX_UI_TOKENS), doc="Padding of batch item 2's key tokens.")
+    padding_3 = param.List(default=[False] * MAX_UI_TOKENS, item_type=bool,
+                           bounds=(MAX_UI_TOKENS, MAX_UI_TOKENS), doc="Padding of batch item 3's key tokens.")
     row = param.Integer(default=2, bounds=(1, MAX_UI_TOKENS),
                         doc="The row (query, from 1) whose steps are shown; at most tokens.")
 
@@ -187,8 +297,10 @@ class LearnerState(param.Parameterized):
     field_errors = param.Dict(default={}, doc="Message per cell label ('Query 2') at fault.")
     tokens_error = param.String(default="", doc="Why the typed token count was not taken, if not.")
     row_error = param.String(default="", doc="Why the typed Row was not taken, if not.")
-    result = param.ClassSelector(class_=AttentionResult, default=None, allow_None=True,
-                                 doc="The last result computed from valid input.")
+    layer = param.ClassSelector(class_=LayerResult, default=None, allow_None=True, doc=(
+        "The whole run last computed from valid input: every batch item, the checks of the layer."))
+    result = param.ClassSelector(class_=AttentionResult, default=None, allow_None=True, doc=(
+        "The map of layer shown step by step: batch item `item`, or the mixed batch's one map."))
     input_ok = param.Boolean(default=True, doc="The current input is valid and shown.")
     saved = param.List(default=[], item_type=ExperimentRecord,
                        doc="Experiment records saved or restored in this session, oldest first.")
@@ -221,26 +333,95 @@ class LearnerState(param.Parameterized):
         elif self.failure_mode == "mask_after_softmax":
             self.failure_mode = "correct"
 
-    @param.depends("tokens", watch=True, on_init=True)
+    @param.depends("use_w_o", watch=True)
+    def _w_o_needs_values(self) -> None:
+        if self.use_w_o:
+            self.use_values = True
+
+    @param.depends("use_values", watch=True)
+    def _no_w_o_without_values(self) -> None:
+        if not self.use_values:
+            self.use_w_o = False
+
+    @param.depends("tokens", "result", watch=True, on_init=True)
     def _bound_row(self) -> None:
-        self.row = min(self.row, self.tokens)
-        self.param.row.bounds = (1, self.tokens)
+        rows = self.shown_rows()
+        self.row = min(self.row, rows)
+        self.param.row.bounds = (1, rows)
 
     @param.depends("row", "tokens", watch=True)
     def _row_taken(self) -> None:
         self.row_error = ""
 
+    @param.depends("batch_size", watch=True, on_init=True)
+    def _bound_item(self) -> None:
+        self.item = min(self.item, self.batch_size)
+        self.param.item.bounds = (1, self.batch_size)
+
+    @param.depends("item", watch=True)
+    def _show_item(self) -> None:
+        if self.layer is not None:
+            self.result = self._shown(self.layer)
+
+    @property
+    def matrices(self) -> bool:
+        """Whether the inputs are X and the W's (the only mode with a batch, cross-attention, W_O)."""
+        return self.input_mode == "matrices"
+
+    @property
+    def batched(self) -> bool:
+        """Whether a batch of more than one item is computed (and its cells named by item)."""
+        return self.matrices and self.batch_size > 1
+
+    @property
+    def cross(self) -> bool:
+        """Whether cross-attention is computed (keys and values from X_kv)."""
+        return self.matrices and self.cross_attention
+
+    @property
+    def key_tokens(self) -> int:
+        """T_k: the keys' token count (kv_tokens in cross-attention, else tokens)."""
+        return self.kv_tokens if self.cross else self.tokens
+
+    def shown_rows(self) -> int:
+        """Rows of the map shown step by step: tokens, or B·T for the mixed batch's one map."""
+        if self.layer is not None and self.layer.flattened and self.result is self.layer.maps[0]:
+            return self.result.T
+        return self.tokens
+
     def shape(self, field: str) -> tuple[int, int]:
         """(rows, columns) of the grid ``field`` in use: tokens × d_k for queries and keys,
-        tokens × d_v for values, tokens × d_model for X, d_model × d_k (or d_v) for a W."""
-        width = {"queries": self.d_k, "keys": self.d_k, "values": self.d_v, "x": self.d_model,
-                 "w_q": self.d_k, "w_k": self.d_k, "w_v": self.d_v}[field]
+        tokens × d_v for values, tokens × d_model for X (kv_tokens × d_model for X_kv),
+        d_model × d_k (or d_v) for W_Q, W_K, W_V, d_v × d_model for W_O."""
+        width = {"queries": self.d_k, "keys": self.d_k, "values": self.d_v, "w_q": self.d_k,
+                 "w_k": self.d_k, "w_v": self.d_v}.get(field, self.d_model)
+        if field == "w_o":
+            return self.d_v, self.d_model
+        if field in KV_FIELDS:
+            return self.kv_tokens, width
         return (self.d_model if field.startswith("w_") else self.tokens), width
 
     def active_fields(self) -> tuple[str, ...]:
-        """The grids the current mode computes from, in the order they are shown."""
-        fields = TOKEN_FIELDS if self.input_mode == "vectors" else ("x", "w_q", "w_k", "w_v")
-        return tuple(f for f in fields if self.use_values or f not in ("values", "w_v"))
+        """The grids the current mode computes from, in the order they are shown: each item's
+        X (then X_kv in cross-attention), then the W's."""
+        if self.input_mode == "vectors":
+            fields = TOKEN_FIELDS
+        else:
+            B = self.batch_size
+            fields = (*X_FIELDS[:B], *(KV_FIELDS[:B] if self.cross_attention else ()),
+                      "w_q", "w_k", "w_v", *(("w_o",) if self.use_w_o else ()))
+        return tuple(f for f in fields if self.use_values or f not in ("values", "w_v", "w_o"))
+
+    def key_field(self, item: int) -> str:
+        """The grid whose rows are batch item ``item``'s (from 1) keys: its X_kv in
+        cross-attention, else its X (or the keys in vector mode); its rows carry the padding ticks."""
+        if self.input_mode == "vectors":
+            return "queries"
+        return KV_FIELDS[item - 1] if self.cross_attention else X_FIELDS[item - 1]
+
+    def cell_name(self, field: str, i: int, j: int) -> str:
+        """:func:`cell_label` of cell (``i``, ``j``) of ``field`` as this page names it now."""
+        return cell_label(field, i, j, self.shape(field)[1], self.batched)
 
     def _parsed(self, field: str, errors: dict[str, str]) -> list:
         rows, width = self.shape(field)
@@ -249,7 +430,7 @@ class LearnerState(param.Parameterized):
         for i in range(rows):
             row = []
             for j in range(width):
-                label = cell_label(field, i, j, width)
+                label = self.cell_name(field, i, j)
                 try:
                     row.append(parse_number(grid[i][j], label))
                 except ValueError as exc:
@@ -259,34 +440,67 @@ class LearnerState(param.Parameterized):
         return out
 
     def _error_label(self, exc: AttentionInputError) -> str:
-        """The label of the cell a core refusal points at (its first cell when it names none)."""
-        field = _CORE_FIELDS.get(exc.field, "queries")
+        """The label of the cell a core refusal points at: its field's grid (X and X_kv by batch
+        item), row (token) and column (component); the first cell when it names none."""
+        item = exc.item or 1
+        if exc.field in ("X", "X_kv"):
+            field = (X_FIELDS if exc.field == "X" else KV_FIELDS)[item - 1]
+        elif self.matrices and exc.field in TOKEN_FIELDS:  # projected from the item's X (or X_kv)
+            field = X_FIELDS[item - 1] if exc.field == "queries" else self.key_field(item)
+        elif exc.field in _CORE_FIELDS:
+            field = _CORE_FIELDS[exc.field]
+        else:  # padding_mask, causal_alignment: no cell of their own; the item's first key cell
+            field = self.key_field(item) if self.matrices else "queries"
+        if field not in self.active_fields():
+            field = self.active_fields()[0]
         rows, width = self.shape(field)
-        row, column = exc.row or 1, exc.column or 1
-        return cell_label(field, min(row, rows) - 1, min(column, width) - 1, width)
+        row, column = exc.row or exc.token or 1, exc.column or 1
+        return self.cell_name(field, min(row, rows) - 1, min(column, width) - 1)
+
+    def _padding_mask(self) -> list | None:
+        """Each item's real keys (``True`` = real), one row per item, or ``None`` if none is padding."""
+        B = self.batch_size if self.matrices else 1
+        rows = [getattr(self, f)[:self.key_tokens] for f in PADDING_FIELDS[:B]]
+        if not any(any(r) for r in rows):
+            return None
+        real = [[not p for p in r] for r in rows]
+        return real if B > 1 else real[0]
+
+    def _layer(self, parsed: dict) -> LayerResult:
+        """The run of ``parsed`` inputs: :func:`attention_layer` in matrix mode, else the one
+        sequence of :func:`scaled_dot_product_attention` as a batch of one."""
+        options = dict(causal=self.causal, failure_mode=self.failure_mode, padding_mask=self._padding_mask())
+        if not self.matrices:
+            return LayerResult.of(scaled_dot_product_attention(
+                parsed["queries"], parsed["keys"], parsed.get("values"), **options))
+        B = self.batch_size
+        x = [parsed[f] for f in X_FIELDS[:B]]
+        x_kv = [parsed[f] for f in KV_FIELDS[:B]] if self.cross_attention else None
+        # The alignment only means something where the causal diagonal is not the main one.
+        aligned = self.cross_attention and self.causal and self.kv_tokens != self.tokens
+        return attention_layer(
+            x if B > 1 else x[0], parsed["w_q"], parsed["w_k"], parsed.get("w_v"), parsed.get("w_o"),
+            x_kv=None if x_kv is None else (x_kv if B > 1 else x_kv[0]),
+            causal_alignment=self.causal_alignment if aligned else None, **options)
+
+    def _shown(self, layer: LayerResult) -> AttentionResult:
+        return layer.maps[min(self.item, len(layer.maps)) - 1]
 
     @param.depends(*_INPUTS, watch=True, on_init=True)
     def _compute(self) -> None:
         errors: dict[str, str] = {}
         parsed = {field: self._parsed(field, errors) for field in self.active_fields()}
         if not errors:
-            padding = self.padding[:self.tokens]
-            options = dict(causal=self.causal, failure_mode=self.failure_mode,
-                           padding_mask=[not p for p in padding] if any(padding) else None)
             try:
-                if self.input_mode == "matrices":
-                    result = self_attention(parsed["x"], parsed["w_q"], parsed["w_k"],
-                                            parsed.get("w_v"), **options)
-                else:
-                    result = scaled_dot_product_attention(
-                        parsed["queries"], parsed["keys"], parsed.get("values"), **options)
+                layer = self._layer(parsed)
             except AttentionInputError as exc:
                 errors[self._error_label(exc)] = str(exc)
             else:
                 # Held, so every view's change from one edit reaches the browser as one message,
                 # drawn once (Panel's hold; it does nothing outside a served page).
                 with pn.io.hold():
-                    self.param.update(result=result, field_errors={}, input_ok=True)
+                    self.param.update(layer=layer, result=self._shown(layer), field_errors={},
+                                      input_ok=True)
                 return
         # Keep the last good result on screen; only the messages change.
         with pn.io.hold():
@@ -301,11 +515,12 @@ class LearnerState(param.Parameterized):
 
     def set_row(self, value: object) -> None:
         """Take a typed row (from 1), or keep the current one and say why in :attr:`row_error`."""
-        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= self.tokens:
+        most = self.shown_rows()
+        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= most:
             self.param.update(row=value, row_error="")
             return
         shown = "an empty field" if value is None else repr(value)
-        rows = "row 1" if self.tokens == 1 else f"a row from 1 to {self.tokens}"
+        rows = "row 1" if most == 1 else f"a row from 1 to {most}"
         self.row_error = (f"Row: {shown} is not a row of this input; choose {rows}. "
                           f"Still showing row {self.row}.")
 
@@ -321,7 +536,7 @@ class LearnerState(param.Parameterized):
 
     def set_token_text(self, field: str, index: int, text: str, component: int = 0) -> None:
         """Set what was typed in cell (``index``, ``component``) (both from 0) of the grid
-        ``field`` ("queries", "keys", "values", "x", "w_q", "w_k", "w_v")."""
+        ``field`` (one of :data:`GRID_FIELDS`: "queries", "x", "x_kv_2", "w_o", ...)."""
         grid = getattr(self, field)
         if grid[index][component] != text:
             grid = [list(row) for row in grid]
@@ -343,12 +558,14 @@ class LearnerState(param.Parameterized):
         if changed:
             self.param.update(**changed)
 
-    def set_padding(self, index: int, is_padding: bool) -> None:
-        """Mark token ``index`` (from 0) as padding or as a real token."""
-        padding = list(self.padding)
+    def set_padding(self, index: int, is_padding: bool, item: int = 1) -> None:
+        """Mark key token ``index`` (from 0) of batch item ``item`` (from 1) as padding or as a
+        real token."""
+        field = PADDING_FIELDS[item - 1]
+        padding = list(getattr(self, field))
         if padding[index] != is_padding:
             padding[index] = bool(is_padding)
-            self.padding = padding
+            setattr(self, field, padding)
 
     def apply_preset(self, name: str, failure_mode: str | None = None) -> None:
         """Load one of :data:`PRESETS` (in ``failure_mode`` if given, else in the mode
@@ -363,9 +580,12 @@ class LearnerState(param.Parameterized):
                 input_mode=p.get("input_mode", "vectors"), tokens=p["tokens"], d_k=p.get("d_k", 1),
                 d_v=p.get("d_v", 1), use_values=p["use_values"], causal=True,
                 failure_mode=p.get("failure_mode", self.failure_mode if shows_a_mode else "correct"),
-                padding=[False] * MAX_UI_TOKENS)
-            if "d_model" in p:
-                preset["d_model"] = p["d_model"]
+                **{f: (list(p.get(f, [])) + [False] * MAX_UI_TOKENS)[:MAX_UI_TOKENS]
+                   for f in PADDING_FIELDS},
+                **{k: p.get(k, v) for k, v in _LAYER_DEFAULTS.items()})
+            for key in ("d_model", "kv_tokens", "causal_alignment"):
+                if key in p:
+                    preset[key] = p[key]
             for field in GRID_FIELDS:
                 if field in p:
                     rows = MAX_WIDTH if field.startswith("w_") else MAX_UI_TOKENS
@@ -376,20 +596,21 @@ class LearnerState(param.Parameterized):
         if name != "reset" and "row" in PRESETS[name]:
             self.param.update(row=PRESETS[name]["row"], row_error="")
 
-    def save_run(self) -> ExperimentRecord | None:
-        """Write the current run to the store as an experiment record.
+    def save_run(self, ablation: Ablation | None = None) -> ExperimentRecord | None:
+        """Write the current run (:attr:`layer`) to the store as an experiment record, with
+        ``ablation`` (an :class:`~attention_core.Ablation` of this layer) if given.
 
         Returns the record, or ``None`` with :attr:`save_message` saying why nothing was saved
         (invalid input, no prediction, text too long, or a store error such as a full disk).
         """
-        if not self.input_ok or self.result is None or self.tokens_error:
+        if not self.input_ok or self.layer is None or self.tokens_error:
             problems = [*self.field_errors.values(), *([self.tokens_error] if self.tokens_error else [])]
             return self._not_saved("fix the highlighted inputs first (" + "; ".join(problems) + ")")
         if not self.prediction.strip():
             return self._not_saved("write your prediction first (the Prediction field)")
         try:
             texts = {f: clean_text(getattr(self, f), f) for f in ("learner", "label", "prediction")}
-            record = ExperimentRecord.from_result(self.result, **texts)
+            record = _record_of(self.layer, ablation, **texts)
         except ValueError as exc:
             return self._not_saved(str(exc))
         if self.opened is not None and not self.opened_edited and _same_run(self.opened, record):
@@ -498,35 +719,52 @@ class LearnerState(param.Parameterized):
         return list(updated.values())
 
 
+def _texts(data, rows: int) -> list[list[str]]:
+    """Saved numbers (one per token, or rows of them) as a grid's texts, exactly."""
+    texts = [[number_text(x) for x in (row if isinstance(row, (tuple, list, np.ndarray)) else (row,))]
+             for row in data]
+    return grid_texts(texts, rows)
+
+
 def _opened_inputs(record: ExperimentRecord) -> dict:
     """The state parameters that show ``record``'s run (any schema version, read back by
-    :attr:`ExperimentRecord.run_inputs`), or ``ValueError`` saying why this page cannot (more
-    tokens or a wider head than it offers)."""
+    :attr:`ExperimentRecord.run_inputs` and computed again), or ``ValueError`` saying why this
+    page cannot (more tokens, items or a wider head than it offers)."""
     run = record.run_inputs
-    if run.T > MAX_UI_TOKENS:
-        raise ValueError(f"it has {run.T} tokens; this page shows at most {MAX_UI_TOKENS}")
     if run.failure_mode not in FAILURE_MODES:
         raise ValueError(f"its failure mode {run.failure_mode!r} is not one this page knows")
-    sizes = {"d_k": run.d_k, "d_v": run.d_v or 1, "d_model": run.d_model or 1}
+    layer = _layer_of(run.compute())
+    sizes = {"d_k": layer.d_k, "d_v": layer.d_v or 1, "d_model": layer.d_model or 1}
     for name, size in sizes.items():
         if size > MAX_WIDTH:
             raise ValueError(f"its {name} is {size}; this page offers at most {MAX_WIDTH}")
-    real = run.padding_mask
+    for name, size in {"tokens": layer.T, "keys": layer.T_k}.items():
+        if size > MAX_UI_TOKENS:
+            raise ValueError(f"it has {size} {name}; this page shows at most {MAX_UI_TOKENS}")
+    real = layer.padding_mask
+    first = layer.maps[0]
     opened: dict = {
-        "input_mode": "matrices" if run.input_mode == "matrix" else "vectors", "tokens": run.T,
-        "d_k": run.d_k, "use_values": run.values is not None, "causal": run.causal,
-        "failure_mode": run.failure_mode,
-        "padding": [real is not None and i < run.T and not real[i] for i in range(MAX_UI_TOKENS)]}
-    if run.d_v is not None:
-        opened["d_v"] = run.d_v
-    if run.input_mode == "matrix":
-        opened["d_model"] = run.d_model
-        sources = {"x": run.x, "w_q": run.w_q, "w_k": run.w_k, "w_v": run.w_v}
-    else:
+        "input_mode": "matrices" if layer.x is not None else "vectors", "tokens": layer.T,
+        "d_k": layer.d_k, "use_values": first.values is not None, "causal": layer.causal,
+        "failure_mode": layer.mode.name, "batch_size": layer.B, "cross_attention": layer.cross,
+        "use_w_o": layer.w_o is not None}
+    for b, field in enumerate(PADDING_FIELDS):
+        opened[field] = [real is not None and b < layer.B and i < layer.T_k and not real[b][i]
+                         for i in range(MAX_UI_TOKENS)]
+    if layer.d_v is not None:
+        opened["d_v"] = layer.d_v
+    if layer.cross:
+        opened["kv_tokens"] = layer.T_k
+    if layer.causal_alignment is not None:
+        opened["causal_alignment"] = layer.causal_alignment
+    if layer.x is not None:
+        opened["d_model"] = layer.d_model
+        sources = {"w_q": layer.w_q, "w_k": layer.w_k, "w_v": layer.w_v, "w_o": layer.w_o,
+                   **dict(zip(X_FIELDS, layer.x, strict=False)),
+                   **dict(zip(KV_FIELDS, layer.x_kv if layer.cross else (), strict=False))}
+    else:  # scalar and vector runs: the typed numbers as saved
         sources = {"queries": run.queries, "keys": run.keys, "values": run.values}
     for field, data in sources.items():
         if data is not None:
-            rows = MAX_WIDTH if field.startswith("w_") else MAX_UI_TOKENS
-            texts = [[number_text(x) for x in (row if isinstance(row, tuple) else (row,))] for row in data]
-            opened[field] = grid_texts(texts, rows)
+            opened[field] = _texts(data, MAX_WIDTH if field.startswith("w_") else MAX_UI_TOKENS)
     return opened

@@ -46,7 +46,7 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
                  f"{n} (key {n} as queries 1–{T} score it), not the keys query {n} reads.")
         raw = f"Raw scores q_i·k_{n} of column {n}"
     else:
-        intro = f"Row {n}: query {n} against keys 1–{T}."
+        intro = f"Row {n}: query {n} against keys 1–{r.T_k}."
         raw = f"Raw scores q_{n}·k_j"
     items: list[tuple[str, str | list[str]]] = []
     # Self-Attention in Matrix Form: each score is a dot product of two d_k-vectors, term by term
@@ -114,7 +114,7 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
     if not mode.scale:
         correct = row_steps(scaled_dot_product_attention(
             r.queries, r.keys, r.values, causal=r.causal, padding_mask=r.key_is_real,
-            failure_mode="correct"), s.row)
+            causal_alignment=r.causal_alignment, failure_mode="correct"), s.row)
         items.append((f"Correct, for comparison: scores divided by √d_k = √{r.d_k} = "
                       f"{format_number(correct.scale)}", numbers(correct.scores)))
         items.append((f"Correct weights of row {n} (row sum {format_number(correct.row_sum)}); the unscaled "
@@ -124,7 +124,10 @@ def step_items(r: AttentionResult, row: int) -> tuple[str, list[tuple[str, str |
                if mode.mask == "none" else "so none of its weight is kept")
         items.append((f"No visible key: row {n} may read no key (each is padding or in the "
                       f"future), {did}", numbers(s.weights)))
-    if s.mixed is not None:
+    if s.mixed is not None and s.weighted is None:  # e.g. Aᵀ V over T_q ≠ T_k: no output at all
+        items.append(("No output: " + (r.output_error or "the weighted values could not be formed"),
+                      numbers(s.mixed)))
+    elif s.mixed is not None:
         mixed = "keys k_j (mixes keys, not values)" if mode.mix == "keys" else "values v_j"
         v = "k" if mode.mix == "keys" else "v"
         weighted = f"Weighted {'keys w_j × k_j' if mode.mix == 'keys' else 'values w_j × v_j'}"

@@ -1,8 +1,10 @@
-"""A Bokeh heat map of one T×T attention matrix, with an accessible table mirror.
+"""A Bokeh heat map of one T×T_k attention matrix, with an accessible table mirror.
 
 One tidy ``ColumnDataSource`` (a row per cell) feeds the rectangle colours, the cell text and
 the hover, as in Bokeh's ``heatmap_unemployment.py`` example. Rows are query tokens with token
-1 on top, columns are key tokens. Masked cells are grey, hatched and labelled, so they differ by
+1 on top, columns are key tokens (``T_k`` of them: as many as the queries, except in
+cross-attention). Lines can mark blocks of cells, such as the batch items of a flattened map.
+Masked cells are grey, hatched and labelled, so they differ by
 more than colour. Updates replace ``source.data`` and the factor lists; the figure is built once.
 Cell text shrinks with the token count so that eight tokens' numbers still fit their cells.
 """
@@ -28,6 +30,7 @@ from bokeh.models import (
     HoverTool,
     LinearColorMapper,
     SaveTool,
+    Segment,
     TapTool,
 )
 from bokeh.models import Column as BokehColumn
@@ -51,9 +54,10 @@ _KINDS = {
     "scores": (Viridis256, "span"),
     "difference": (tuple(reversed(PuOr11)), "symmetric"),
 }
-# (largest T, font size, masked cells say so in their text): beyond 4 tokens a cell is too
+# (largest T or T_k, font size, masked cells say so in their text): beyond 4 tokens a cell is too
 # narrow for a second line, and masked cells are told by their hatching and their hover.
-_TEXT_SIZES = ((4, "12px", True), (6, "10px", False), (8, "9px", False))
+_TEXT_SIZES = ((4, "12px", True), (6, "10px", False), (8, "9px", False), (12, "7px", False),
+               (math.inf, "0px", False))  # a flattened batch of 24 tokens: numbers in the hover
 # A <button> under the figure runs its SaveTool in the browser: the toolbar's own Save is a
 # titled <div> without a button role (a screen reader announces no button), so the toolbar stays
 # hidden. A Bokeh button in the figure's own layout, not a Panel one: Panel's JS links are not
@@ -126,6 +130,9 @@ class HeatMap(pn.viewable.Viewer):
         ``table`` (the mirror table a screen reader reads) in a layout of its own.
     on_row_tap : callable, optional
         Called with the row (query, from 1) of a cell the learner clicks.
+    label_masked : bool
+        Whether a masked cell says so under its number (up to 4 tokens); false for maps too
+        small for a second line, whose masked cells are told by their hatching and hover.
 
     Under the figure, a button "Save <title> as PNG" (``save_button``) downloads the figure as
     drawn, made in the browser by its :class:`bokeh.models.SaveTool` (``save_tool``) under the
@@ -135,12 +142,13 @@ class HeatMap(pn.viewable.Viewer):
     visible = param.Boolean(default=True, doc="Whether the map and its save button show.")
 
     def __init__(self, title: str, name: str, kind: str = "weights", size: int = 330,
-                 table_apart: bool = False, on_row_tap=None) -> None:
+                 table_apart: bool = False, on_row_tap=None, label_masked: bool = True) -> None:
         super().__init__()
         palette, self._range_kind = _KINDS[kind]
         self._palette = palette
         self.title = title
         self.kind = kind
+        self._label_masked = label_masked
         self.source = ColumnDataSource(self._empty(), name=f"{name}-source")
         self.mapper = LinearColorMapper(palette=palette, low=0.0, high=1.0, nan_color=MASKED_COLOR)
         self.x_range = FactorRange(factors=["1"])
@@ -193,8 +201,14 @@ class HeatMap(pn.viewable.Viewer):
             ("row (query)", "@row"), ("column (key)", "@column"), ("score", "@score_text"),
             ("weight", "@weight_text"), ("cell", "@state"),
         ]))
+        # Block boundaries (e.g. batch items), in the ranges' synthetic coordinates: factor k
+        # spans k-1..k, so a boundary between blocks is a whole number.
+        self.boundaries = ColumnDataSource({"x0": [], "y0": [], "x1": [], "y1": []}, name=f"{name}-boundaries")
+        fig.add_glyph(self.boundaries, Segment(x0="x0", y0="y0", x1="x1", y1="y1", line_color="#d62728",
+                                                line_width=3))
         # Room on the right for the colour bar's tick labels ("-1000", "0.25") to show whole.
-        fig.add_layout(ColorBar(color_mapper=self.mapper, width=12, padding=8), "right")
+        self.color_bar = ColorBar(color_mapper=self.mapper, width=12, padding=8)
+        fig.add_layout(self.color_bar, "right")
         fig.min_border_right = 16
         fig.axis.major_tick_line_color = None
         fig.axis.axis_line_color = None
@@ -233,6 +247,9 @@ class HeatMap(pn.viewable.Viewer):
         masked_label: str = "masked",
         masked_note: str | None = None,
         filename: str | None = None,
+        value_range: tuple[float, float] | None = None,
+        blocks: int | None = None,
+        title: str | None = None,
     ) -> None:
         """Show a new matrix.
 
@@ -251,21 +268,30 @@ class HeatMap(pn.viewable.Viewer):
             What the hover and table say about a masked cell (default ``masked_label``).
         filename : str, optional
             The PNG's file name without ``.png`` (see :func:`file_name`); kept if not given.
+        value_range : (float, float), optional
+            The colour range, e.g. one shared by several maps (default: this ``kind``'s own).
+        blocks : int, optional
+            Draw lines between ``blocks`` equal blocks of rows and of columns (batch items).
+        title : str, optional
+            A new title for the figure; kept if not given.
         """
-        T = values.shape[0]
+        T, T_k = values.shape
         factors = [str(i) for i in range(1, T + 1)]
-        font_size, label_masked = next((size, label) for top, size, label in _TEXT_SIZES if T <= top)
-        style = "cell" if T <= 4 else "narrow"
+        columns = [str(j) for j in range(1, T_k + 1)]
+        font_size, label_masked = next((size, label) for top, size, label in _TEXT_SIZES
+                                       if max(T, T_k) <= top)
+        label_masked = label_masked and self._label_masked
+        style = "cell" if max(T, T_k) <= 4 else "narrow"
         finite = np.isfinite(values)
-        low, high = self._range(values[finite & ~masked])
+        low, high = value_range if value_range is not None else self._range(values[finite & ~masked])
         data = self._empty()
         for i in range(T):
-            for j in range(T):
+            for j in range(T_k):
                 v = float(values[i, j])
                 is_masked = bool(masked[i, j])
                 text = format_number(v, style)
                 data["row"].append(factors[i])
-                data["column"].append(factors[j])
+                data["column"].append(columns[j])
                 data["value"].append(v if np.isfinite(v) and not is_masked else np.nan)
                 data["text"].append(f"{text}\n{masked_label}" if is_masked and label_masked else text)
                 drawn = self._colour(v, low, high) if np.isfinite(v) and not is_masked else MASKED_COLOR
@@ -282,10 +308,13 @@ class HeatMap(pn.viewable.Viewer):
                 self.save_tool.filename = filename
             for text in self._texts:
                 text.text_font_size = font_size
-            self.x_range.factors = factors
+            if title is not None:
+                self.figure.title.text = title
+            self.x_range.factors = columns
             self.y_range.factors = list(reversed(factors))
-            self.table.text = self._table_html(data, T)
+            self.table.text = self._table_html(data, T, T_k)
             self.source.data = data
+            self.boundaries.data = self._boundaries(T, T_k, blocks)
 
     def _colour(self, v: float, low: float, high: float) -> str:
         """The palette entry BokehJS's ``LinearColorMapper`` draws ``v`` in over [low, high]."""
@@ -314,11 +343,22 @@ class HeatMap(pn.viewable.Viewer):
         number, state = data["text"][n].split("\n")[0], data["state"][n]
         return number if state == "visible" else f"{number} {state}"
 
-    def _table_html(self, data: dict, T: int) -> str:
-        head = join(html('<th scope="col">key {}</th>', j) for j in range(1, T + 1))
+    @staticmethod
+    def _boundaries(T: int, T_k: int, blocks: int | None) -> dict:
+        """Segments between ``blocks`` equal blocks of rows and of columns (none for one block)."""
+        lines: dict[str, list[float]] = {"x0": [], "y0": [], "x1": [], "y1": []}
+        for b in range(1, blocks or 1):
+            x, y = b * T_k // blocks, T - b * T // blocks  # rows run top-down, reversed
+            for x0, y0, x1, y1 in ((x, 0, x, T), (0, y, T_k, y)):
+                for key, v in zip(("x0", "y0", "x1", "y1"), (x0, y0, x1, y1), strict=True):
+                    lines[key].append(float(v))
+        return lines
+
+    def _table_html(self, data: dict, T: int, T_k: int) -> str:
+        head = join(html('<th scope="col">key {}</th>', j) for j in range(1, T_k + 1))
         rows = join(
             html('<tr><th scope="row">query {}</th>{}</tr>', i + 1,
-                 join(html("<td>{}</td>", self._table_cell(data, i * T + j)) for j in range(T)))
+                 join(html("<td>{}</td>", self._table_cell(data, i * T_k + j)) for j in range(T_k)))
             for i in range(T))
         # The clipping box is a div: a table ignores width 1px, and clipped but wide it still
         # widened the page (a horizontal scroll bar at 1280 px).
