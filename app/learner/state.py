@@ -198,26 +198,6 @@ _INPUTS = ("input_mode", "tokens", "d_k", "d_v", "d_model", *GRID_FIELDS, "use_v
 _LAYER_DEFAULTS = {"batch_size": 1, "cross_attention": False, "use_w_o": False}
 
 
-def _record_of(layer: LayerResult, ablation: Ablation | None, **texts: str) -> ExperimentRecord:
-    """The experiment record of ``layer`` (and ``ablation``, if any), with the learner's texts.
-
-    TODO(records v3 branch): ``ExperimentRecord.from_result`` takes the LayerResult and the
-    ablation there; once merged this is ``ExperimentRecord.from_result(layer, ablation=ablation,
-    **texts)``. Until then a schema-2 record of the first map (batch item 1, or the mixed batch's
-    one map), without the ablation; cross-attention, which schema 2 cannot hold, is refused.
-    """
-    if layer.cross:
-        raise ValueError("a cross-attention run needs experiment records of schema version 3, "
-                         "which this version of the workbench does not write yet")
-    return ExperimentRecord.from_result(layer.maps[0], **texts)
-
-
-def _layer_of(computed: AttentionResult | LayerResult) -> LayerResult:
-    """What :meth:`RunInputs.compute` returns, as a layer: a LayerResult once records v3 is merged
-    (TODO(records v3 branch): then this is the identity), an AttentionResult before."""
-    return computed if isinstance(computed, LayerResult) else LayerResult.of(computed)
-
-
 def _same_run(a: ExperimentRecord, b: ExperimentRecord) -> bool:
     """Whether two records differ only in id and time (a double-clicked Save run)."""
     fields = ("learner", "label", "prediction", "notes", "inputs", "settings")
@@ -610,7 +590,7 @@ class LearnerState(param.Parameterized):
             return self._not_saved("write your prediction first (the Prediction field)")
         try:
             texts = {f: clean_text(getattr(self, f), f) for f in ("learner", "label", "prediction")}
-            record = _record_of(self.layer, ablation, **texts)
+            record = ExperimentRecord.from_result(self.layer, ablation=ablation, **texts)
         except ValueError as exc:
             return self._not_saved(str(exc))
         if self.opened is not None and not self.opened_edited and _same_run(self.opened, record):
@@ -733,7 +713,7 @@ def _opened_inputs(record: ExperimentRecord) -> dict:
     run = record.run_inputs
     if run.failure_mode not in FAILURE_MODES:
         raise ValueError(f"its failure mode {run.failure_mode!r} is not one this page knows")
-    layer = _layer_of(run.compute())
+    layer = run.compute()
     sizes = {"d_k": layer.d_k, "d_v": layer.d_v or 1, "d_model": layer.d_model or 1}
     for name, size in sizes.items():
         if size > MAX_WIDTH:
