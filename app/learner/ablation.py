@@ -206,9 +206,10 @@ def message_html(message: str, showing_last: bool) -> Markup:
     """A bad input's message, announced, and that the view still shows the last valid ablation."""
     if not message:
         return Markup("")
+    end = "" if message.endswith(".") else "."
     still = " The before and after below still show the last valid ablation." if showing_last else ""
-    return html("<div class='notice warning' role='alert' data-testid='ablation-message'>{}{}</div>",
-                message, still)
+    return html("<div class='notice warning' role='alert' data-testid='ablation-message'>{}{}{}</div>",
+                message, end, still)
 
 
 def save_status_html(message: str) -> Markup:
@@ -273,7 +274,7 @@ class AblationPanel(pn.viewable.Viewer):
         self.item_select = pn.widgets.Select.from_param(
             self.param.item, label="Batch item shown", options=[1], description=None, width=130,
             margin=(5, 10), visible=False)
-        self.grid = MatrixGrid(margin=(5, 10), corner="row", visible=False)
+        self.grid = MatrixGrid(margin=(5, 10), corner="row", visible=False, sizing_mode="stretch_width")
         self.grid.param.watch(lambda e: setattr(self, "copy", [list(r) for r in e.new]), "value")
         self.needs_matrices = pn.pane.HTML("", margin=(0, 10), sizing_mode="stretch_width")
         self.alert = pn.pane.HTML("", stylesheets=[_CSS], margin=(0, 10), sizing_mode="stretch_width")
