@@ -233,6 +233,18 @@ def test_a_batch_shows_the_chosen_items_weights():
     assert "Weights of batch item 2" in shown(panel)
 
 
+def test_a_sources_own_batch_item_is_followed_and_no_second_control_shown():
+    class WithItem(LayerSource):
+        item = param.Integer(default=1, bounds=(1, 3))
+
+    x = np.stack([X, X[::-1]])
+    source = WithItem(layer=trace_layer(x=x), item=2)
+    panel = AblationPanel(source)
+    assert panel.item == 2 and not panel.item_select.visible
+    source.item = 1
+    assert panel.item == 1 and "Weights of batch item 1" in shown(panel)
+
+
 def test_cross_attention_weights_are_shown_as_tables():
     layer = trace_layer(x=X[:2], x_kv=X, causal_alignment="bottom_right")  # 2 × 4: not square
     panel = AblationPanel(LayerSource(layer=layer))

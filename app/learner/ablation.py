@@ -241,7 +241,8 @@ class AblationPanel(pn.viewable.Viewer):
         the button is hidden.
 
     The controls are the parameters ``target``, ``change``, ``factor`` (as typed), ``copy`` (the
-    edited copy's texts) and ``item`` (the batch item shown); ``ablation`` is the last valid
+    edited copy's texts) and ``item`` (the batch item shown; the source's own ``item``, when it
+    has one, is followed and this control hidden); ``ablation`` is the last valid
     ablation and ``message`` says why the current controls give none (naming the control or the
     cell), ``""`` when they do.
     """
@@ -263,6 +264,11 @@ class AblationPanel(pn.viewable.Viewer):
                  on_save: Callable[[Ablation], str] | None = None, **params):
         super().__init__(layer_source=layer_source, on_save=on_save, **params)
         self._quiet = False
+        # A source that has its own batch item choice (the learner state) is followed, so the
+        # page has one such control, not two.
+        self._follows_item = layer_source is not None and "item" in layer_source.param
+        if self._follows_item:
+            layer_source.param.watch(lambda e: self._follow_item(e.new), "item")
         self._copied_from: np.ndarray | None = None  # the matrix the copy's texts were taken from
         self.target_select = pn.widgets.Select.from_param(
             self.param.target, label="Ablation target", description=None, width=130, margin=(5, 10))
@@ -298,7 +304,13 @@ class AblationPanel(pn.viewable.Viewer):
         self._layout = pn.Column(pn.pane.HTML(LEAD, stylesheets=[_CSS], margin=(0, 10),
                                               sizing_mode="stretch_width"),
                                  self.needs_matrices, self.body, margin=0, sizing_mode="stretch_width")
+        if self._follows_item:
+            self._follow_item(layer_source.item)
         self._layer_changed()
+
+    def _follow_item(self, item: int) -> None:
+        layer = self.layer
+        self.item = min(max(int(item), 1), layer.B if layer is not None else MAX_BATCH)
 
     @property
     def layer(self) -> LayerResult | None:
@@ -327,12 +339,12 @@ class AblationPanel(pn.viewable.Viewer):
                 if self.target not in targets:
                     self.target = "W_V" if "W_V" in targets else targets[0]
                 self.item_select.options = list(range(1, layer.B + 1))
-                self.item = min(self.item, layer.B)
+                self.item = min(self.layer_source.item if self._follows_item else self.item, layer.B)
                 # The copy follows its matrix when that changes, and keeps its edits otherwise
                 # (an edit of X or of another matrix).
                 if not _same(self._copied_from, getattr(layer, self.target.lower())):
                     self._reset_copy()
-        self.item_select.visible = bool(targets) and layer.B > 1
+        self.item_select.visible = bool(targets) and layer.B > 1 and not self._follows_item
         self.needs_matrices.object = (
             "" if targets else html("<p data-testid='ablation-needs-matrices'>{}</p>",
                                     "No valid input yet." if layer is None else NEEDS_MATRIX_MODE))
