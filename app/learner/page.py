@@ -105,7 +105,7 @@ class LearnerPage(pn.viewable.Viewer):
                                                      "below.</p>", margin=(22, 0, 0, 0)), margin=0),
             self.row_message,
             self.readouts, self.steps, self.contributions,
-            AblationPanel(s, on_save=lambda ablation: (s.save_run(ablation=ablation), s.save_message)[1]),
+            AblationPanel(s, on_save=s.save_ablation),
             pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
             self.record, self.runs, sizing_mode="stretch_width", margin=0)
 

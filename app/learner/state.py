@@ -576,6 +576,12 @@ class LearnerState(param.Parameterized):
         if name != "reset" and "row" in PRESETS[name]:
             self.param.update(row=PRESETS[name]["row"], row_error="")
 
+    def save_ablation(self, ablation: Ablation) -> str:
+        """Save the current run with ``ablation`` (the ablation panel's Save button); returns
+        what :attr:`save_message` says about it."""
+        self.save_run(ablation=ablation)
+        return self.save_message
+
     def save_run(self, ablation: Ablation | None = None) -> ExperimentRecord | None:
         """Write the current run (:attr:`layer`) to the store as an experiment record, with
         ``ablation`` (an :class:`~attention_core.Ablation` of this layer) if given.
