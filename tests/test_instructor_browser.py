@@ -40,7 +40,7 @@ from app.auth import PASSWORD_ENV
 from app.instructor.table import PAGE_SIZE
 from app.learner.runs import runs_columns
 from app.store.importing import import_paths
-from attention_core import self_attention
+from attention_core import FAILURE_MODES, self_attention
 from attention_core.records import ExperimentRecord
 
 # Where a run's point is on screen: Bokeh's own scales, so the click hits what a user would click.
@@ -548,7 +548,6 @@ def wide_runs(runs: Path) -> None:
     """A class whose newest page holds the widest cells: every mode's title, causal and
     bidirectional (the longest titles), every check that fails, long names and text."""
     from attention_core import scaled_dot_product_attention
-    from attention_core.modes import FAILURE_MODES
 
     with sqlite_store(runs) as store:
         for n, (mode, causal) in enumerate((m, c) for m in FAILURE_MODES for c in (True, False)):
@@ -567,7 +566,7 @@ def test_the_runs_table_fits_1280_and_1500_px_and_the_instructor_chooses_its_col
         watch = watched(page, running)
         page.set_viewport_size({"width": 1280, "height": 720})
         open_instructor(page, running)
-        expect(table_rows(page)).to_have_count(14)
+        expect(table_rows(page)).to_have_count(2 * len(FAILURE_MODES))  # every mode, causal and not
         for width in (1280, 1500):
             page.set_viewport_size({"width": width, "height": 720})
             page.wait_for_function(f"() => document.documentElement.clientWidth === {width}")
@@ -614,9 +613,10 @@ def test_axe_finds_no_critical_or_serious_violation_on_the_instructor_page(tmp_p
         today = page.locator(".flatpickr-day.today")
         today.click()
         today.click()  # from today to today: the wide runs, saved just now
-        expect(page.get_by_test_id("runs-shown")).to_have_text("14")
+        wide = 2 * len(FAILURE_MODES)
+        expect(page.get_by_test_id("runs-shown")).to_have_text(str(wide))
         page.get_by_role("button", name="Clear filters").click()
-        expect(page.get_by_test_id("runs-shown")).to_have_text("24")
+        expect(page.get_by_test_id("runs-shown")).to_have_text(str(wide + 10))
         show_columns(page, "created (UTC)", "d_model")
         for n in (0, 1):
             table_rows(page).nth(n).locator("input[type='checkbox']").check()
@@ -625,7 +625,7 @@ def test_axe_finds_no_critical_or_serious_violation_on_the_instructor_page(tmp_p
         assert blocking_violations(page) == []
         page.get_by_label("Sort by").select_option("smallest row sum")
         page.get_by_role("button", name="Next ›").click()
-        expect(table_rows(page)).to_have_count(24 - PAGE_SIZE)
+        expect(table_rows(page)).to_have_count(wide + 10 - PAGE_SIZE)
         assert blocking_violations(page) == []
         watch.assert_clean()
     finally:
