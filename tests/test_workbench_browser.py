@@ -160,7 +160,8 @@ def test_save_run_writes_the_record_the_page_showed_and_compares_two_runs(server
     good, bad = mine["correct"], mine["broken"]
     assert good["inputs"]["queries"] == [1.0, 1.0, 1.0] and good["inputs"]["keys"] == [1.0, 2.0, 9.0]
     assert good["inputs"]["values"] == [10.0, 20.0, 100.0]
-    assert good["settings"] == {"causal": True, "mask_after_softmax": False, "failure_mode": "correct"}
+    assert good["settings"] == {"causal": True, "mask_after_softmax": False, "failure_mode": "correct",
+                                "causal_alignment": None}
     assert bad["settings"]["mask_after_softmax"] is True
     assert bad["settings"]["failure_mode"] == "mask_after_softmax"
     assert good["prediction"].startswith("No: token 2")

@@ -16,6 +16,7 @@ import param
 
 from app.learner.state import LearnerState
 from app.shared.heatmap import HeatMap, file_name
+from app.shared.html import html
 from attention_core import ALIGNMENTS, MAX_BATCH, AttentionResult, LayerResult, causal_mask
 
 MASKED_SCORE = "masked: softmax got −∞; the score above is the one before masking"
@@ -128,12 +129,12 @@ class MatricesView(pn.viewable.Viewer):
                 with pn.io.unlocked():
                     scores.color_bar.visible = weights.color_bar.visible = b == layer.B - 1
         self.batch_note.object = (
-            f"<p data-testid='batch-note'>Each of the {layer.B} batch items attends only within "
-            "itself: its own maps, one colour scale for all (click a row for its steps).</p>"
+            html("<p data-testid='batch-note'>Each of the {} batch items attends only within "
+                 "itself: its own maps, one colour scale for all (click a row for its steps).</p>", layer.B)
             if apart else
-            f"<p data-testid='batch-note'><b>Batch items mixed:</b> one map over the {layer.B}·"
-            f"{layer.T} = {layer.B * layer.T} tokens of the flattened batch; the red lines are the "
-            "items' boundaries, and every cell across them is one sequence reading another.</p>"
+            html("<p data-testid='batch-note'><b>Batch items mixed:</b> one map over the {}·{} = {} "
+                 "tokens of the flattened batch; the red lines are the items' boundaries, and every "
+                 "cell across them is one sequence reading another.</p>", layer.B, layer.T, layer.B * layer.T)
             if layer.flattened else "")
         self.batch_note.visible = apart or layer.flattened
         self.items_row.visible = apart
@@ -156,10 +157,10 @@ class MatricesView(pn.viewable.Viewer):
         self.mask_note.visible = self.masks_row.visible = masks is not None
         if masks is not None:
             differ = int((masks["top_left"] != masks["bottom_right"]).sum())
-            self.mask_note.object = (
-                f"<p data-testid='alignment-masks'>With T_q = {layer.T} queries and T_k = {layer.T_k} "
-                f"keys the causal mask needs an alignment; the two differ in {differ} cells "
-                "(1 = may read, hatched = masked). The chosen one is outlined.</p>")
+            self.mask_note.object = html(
+                "<p data-testid='alignment-masks'>With T_q = {} queries and T_k = {} keys the causal "
+                "mask needs an alignment; the two differ in {} cells (1 = may read, hatched = masked). "
+                "The chosen one is outlined.</p>", layer.T, layer.T_k, differ)
 
     def __panel__(self):
         return self._layout
