@@ -151,3 +151,34 @@ def test_the_embed_runs_a_batch_and_cross_attention(server, page, watch):
     cells(page, "weights-source", 8)
     cells(page, "mask-bottom-right-source", 8)
     expect(brief.locator("[data-check~='batch_independence']")).to_contain_text("n/a")
+
+
+def test_the_w_v_ablation_on_the_page_keeps_every_weight_moves_the_output_and_saves_as_a_run(server, page, watch):
+    """Review, "What the Projection Ablations Establish", on the learner page: W_V scaled by 2."""
+    open_learner_page(page, server.url, at_1280=True)
+    ablation = page.get_by_test_id("ablation-weights")
+    expect(page.get_by_text("so they need matrix mode")).to_be_visible()  # no panel in vector mode
+    page.get_by_role("button", name=PRESETS["four_token_trace"]["label"], exact=True).click()
+    page.get_by_label("Ablation target").select_option("W_V")
+    page.get_by_label("Change").select_option(label="Scale by a factor")
+    type_number(page, "Factor", "2")
+    statement = page.locator("li[data-statement='ablation_w_v']")
+    expect(statement).to_contain_text("holds")
+    expect(ablation).to_contain_text("every weight is exactly the same before and after")
+    before = source(page, "ablation-weights-before-source")["value"]
+    assert len(before) == 16 and before == source(page, "ablation-weights-after-source")["value"]
+    outputs = page.get_by_role("table", name="H before and after")  # no W_O here, so no Y
+    expect(outputs.locator("tbody tr").nth(3)).to_contain_text("[0.592, −1.279][1.184, −2.557]")
+
+    page.get_by_label("Prediction").fill("W_V moves the output, not the weights")
+    before_count = len(server.records())
+    page.get_by_role("button", name="Save ablation as a run").click()
+    # Said beside the panel's button and in the record form's status.
+    expect(page.get_by_role("status").filter(has_text="Saved run #1")).to_have_count(2)
+    wait_until(lambda: len(server.records()) == before_count + 1, "the ablation run is stored", page=page)
+    record = server.records()[-1]
+    assert record["schema_version"] == 3
+    assert (record["inputs"]["ablation"]["target"], record["inputs"]["ablation"]["change"],
+            record["inputs"]["ablation"]["factor"]) == ("W_V", "scale", 2.0)
+    assert [s["passed"] for s in record["results"]["ablation"]["statements"]] == [True]
+    assert blocking_violations(page) == []

@@ -197,11 +197,11 @@ class InputsView(pn.viewable.Viewer):
         # Up to three grids: a grid holds at most GRID_COLUMNS numbers across, so the widest
         # inputs (d_k = d_v = 4) still fit the sidebar at 1280 px. The sidebar's width, so a
         # grid whose long numbers widen it past that scrolls sideways on its own.
-        self.grids = [MatrixGrid(margin=(5, 10), sizing_mode="stretch_width") for _ in range(MAX_GRIDS)]
-        self._grid_fields: list[list[str]] = [[] for _ in self.grids]
-        for n, grid in enumerate(self.grids):
-            grid.param.watch(lambda e, n=n: self._grid_edited(self._grid_fields[n], e.new), "value")
-            grid.param.watch(lambda e, n=n: self._padding_ticked(self._grid_fields[n], e.new), "checks")
+        # Made when first needed (the default page has two; a batch with cross-attention and W_O
+        # up to MAX_GRIDS): each is a Bokeh model tree every session would otherwise carry.
+        self.grids: list[MatrixGrid] = []
+        self._grid_fields: list[list[str]] = []
+        self._grid_column = pn.Column(margin=0, sizing_mode="stretch_width")
         s.param.watch(self._sync_grids, ["input_mode", "tokens", "d_k", "d_v", "d_model", *GRID_FIELDS,
                                           "use_values", *PADDING_FIELDS, "field_errors", "batch_size",
                                           "cross_attention", "kv_tokens", "use_w_o"])
@@ -258,7 +258,7 @@ class InputsView(pn.viewable.Viewer):
         self._layout = pn.Column(
             pn.Row(self.tokens, self.failure_mode, margin=0), self.mode_note, self.tokens_message,
             self.input_mode, pn.Row(self.d_k, self.d_v, self.d_model, margin=0), self.layer_controls,
-            *self.grids, self.toggles, self.mask_note, self.exposure_note,
+            self._grid_column, self.toggles, self.mask_note, self.exposure_note,
             self.expose, pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
             pn.FlexBox(*self.presets, margin=(0, 6)),
             margin=0, sizing_mode="stretch_width")
@@ -268,6 +268,12 @@ class InputsView(pn.viewable.Viewer):
     def _sync_grids(self, *events) -> None:
         s = self.state
         layout = grid_layout(s)
+        for n in range(len(self.grids), len(layout)):
+            grid = MatrixGrid(margin=(5, 10), sizing_mode="stretch_width")
+            grid.param.watch(lambda e, n=n: self._grid_edited(self._grid_fields[n], e.new), "value")
+            grid.param.watch(lambda e, n=n: self._padding_ticked(self._grid_fields[n], e.new), "checks")
+            self.grids.append(grid)
+            self._grid_column.append(grid)
         self._grid_fields = layout + [[]] * (len(self.grids) - len(layout))
         for grid, fields in zip(self.grids, self._grid_fields, strict=True):
             if not fields:

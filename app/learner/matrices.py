@@ -78,32 +78,38 @@ class MatricesView(pn.viewable.Viewer):
         pick = self._pick_row
         self.scores = HeatMap("Scores", "scores", kind="scores", size=self.size, on_row_tap=pick)
         self.weights = HeatMap("Weights", "weights", kind="weights", size=self.size, on_row_tap=pick)
-        # Three items side by side in the main area at 1280 px (each figure is 120 px wider
-        # than high, with its margins).
-        small = max(120, self.size // 2)
-        self.item_scores = [
-            HeatMap(f"Scores, item {b}", f"scores-item-{b}", kind="scores", size=small,
-                    on_row_tap=lambda row, b=b: self._pick_row(row, b), label_masked=False)
-            for b in range(1, MAX_BATCH + 1)]
-        self.item_weights = [
-            HeatMap(f"Weights, item {b}", f"weights-item-{b}", kind="weights", size=small,
-                    on_row_tap=lambda row, b=b: self._pick_row(row, b), label_masked=False)
-            for b in range(1, MAX_BATCH + 1)]
-        # Two side by side, wide enough for "masked" under four keys and the "(chosen)" title.
-        self.masks = {a: HeatMap(f"Causal mask, {a.replace('_', '-')}", f"mask-{a.replace('_', '-')}",
-                                 kind="weights", size=max(120, self.size * 2 // 3)) for a in ALIGNMENTS}
-        for heatmap in self.masks.values():  # 1 or masked: nothing for a colour bar to say
-            heatmap.color_bar.visible = False
         self.batch_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
         self.mask_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
+        # The items' small multiples and the alignments' masks are made the first time a run
+        # needs them: eight figures the default page never shows would triple its Bokeh models.
+        self.item_scores: list[HeatMap] = []
+        self.item_weights: list[HeatMap] = []
+        self.masks: dict[str, HeatMap] = {}
         # Rows hidden with their maps: a hidden map's pane still has its margins.
-        self.items_row = pn.Column(pn.Row(*self.item_scores, margin=0), pn.Row(*self.item_weights, margin=0),
-                                   margin=0, visible=False)
-        self.masks_row = pn.Row(*self.masks.values(), margin=0, visible=False)
+        self.items_row = pn.Column(margin=0, visible=False)
+        self.masks_row = pn.Row(margin=0, visible=False)
         self._layout = pn.Column(
             pn.Row(self.scores, self.weights, margin=0), self.batch_note, self.items_row,
             self.mask_note, self.masks_row, margin=0)
         self._update()
+
+    def _make_items(self) -> None:
+        # Three items side by side in the main area at 1280 px (each figure is 120 px wider
+        # than high, with its margins).
+        small = max(120, self.size // 2)
+        for kind, maps in (("scores", self.item_scores), ("weights", self.item_weights)):
+            maps.extend(HeatMap(f"{kind.capitalize()}, item {b}", f"{kind}-item-{b}", kind=kind, size=small,
+                                on_row_tap=lambda row, b=b: self._pick_row(row, b), label_masked=False)
+                        for b in range(1, MAX_BATCH + 1))
+        self.items_row[:] = [pn.Row(*self.item_scores, margin=0), pn.Row(*self.item_weights, margin=0)]
+
+    def _make_masks(self) -> None:
+        # Two side by side, wide enough for "masked" under four keys and the "(chosen)" title.
+        self.masks.update({a: HeatMap(f"Causal mask, {a.replace('_', '-')}", f"mask-{a.replace('_', '-')}",
+                                      kind="weights", size=max(120, self.size * 2 // 3)) for a in ALIGNMENTS})
+        for heatmap in self.masks.values():  # 1 or masked: nothing for a colour bar to say
+            heatmap.color_bar.visible = False
+        self.masks_row[:] = list(self.masks.values())
 
     def _pick_row(self, row: int, item: int | None = None) -> None:
         if item is not None:
@@ -116,6 +122,8 @@ class MatricesView(pn.viewable.Viewer):
         if r is None or layer is None:
             return
         apart = layer.B > 1 and not layer.flattened  # small multiples, one per item
+        if apart and not self.item_scores:
+            self._make_items()
         self.scores.visible = self.weights.visible = not apart
         if not apart:
             show_result(self.scores, self.weights, r, blocks=layer.B if layer.flattened else None)
@@ -142,6 +150,8 @@ class MatricesView(pn.viewable.Viewer):
 
     def _update_masks(self, layer: LayerResult) -> None:
         masks = alignment_masks(layer)
+        if masks is not None and not self.masks:
+            self._make_masks()
         for alignment, heatmap in self.masks.items():
             heatmap.visible = masks is not None
             if masks is None:

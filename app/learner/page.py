@@ -10,7 +10,7 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from app.learner.ablation import AblationPanel
+from app.learner.ablation import LEAD, NEEDS_MATRIX_MODE, AblationPanel
 from app.learner.checks import BannerView, ReadoutsView
 from app.learner.contributions import ContributionsView
 from app.learner.inputs import InputsView, checked_int_input
@@ -98,6 +98,13 @@ class LearnerPage(pn.viewable.Viewer):
         self.readouts = ReadoutsView(state=s)
         self.record = RecordView(state=s)
         self.runs = SavedRunsView(state=s)
+        # The ablation panel (two figures, a grid and its controls) is made the first time the
+        # page is in matrix mode, the only mode it works in; until then one sentence says so.
+        self.ablation = pn.Column(
+            pn.pane.HTML(LEAD + html("<p>{}</p>", NEEDS_MATRIX_MODE), margin=(0, 10),
+                         sizing_mode="stretch_width"), margin=0, sizing_mode="stretch_width")
+        s.param.watch(self._make_ablation, "input_mode")
+        self._make_ablation()
         self.sidebar = pn.Column(self.inputs, width=408, margin=(10, 0), stylesheets=[_SIDEBAR_CSS])
         self.main = pn.Column(
             self.opened, self.banner, self.projections, self.matrices,
@@ -105,9 +112,13 @@ class LearnerPage(pn.viewable.Viewer):
                                                      "below.</p>", margin=(22, 0, 0, 0)), margin=0),
             self.row_message,
             self.readouts, self.steps, self.contributions,
-            AblationPanel(s, on_save=s.save_ablation),
+            self.ablation,
             pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
             self.record, self.runs, sizing_mode="stretch_width", margin=0)
+
+    def _make_ablation(self, *_events) -> None:
+        if self.state.input_mode == "matrices" and not isinstance(self.ablation[0], AblationPanel):
+            self.ablation[:] = [AblationPanel(self.state, on_save=self.state.save_ablation)]
 
     def serve_session(self, notice_in_header: bool = True) -> LearnerPage:
         """Set this browser session up for the page: its disconnect notice (in the header bar,
