@@ -151,12 +151,15 @@ def start_workbench(runs_dir: Path, log: Path, store: str | None = None) -> Serv
     return server
 
 
-def start_baseline(log: Path, tokens: int = 3, width: int = 1) -> Server:
+def start_baseline(log: Path, tokens: int = 3, width: int = 1, batch: int | None = None,
+                   d_model: int = 4) -> Server:
     """The bare Panel app of bench/baseline_app.py, served with the same options, with the text
-    fields of the page at ``tokens`` tokens of width ``width`` (d_k = d_v, values on)."""
+    fields of the page at ``tokens`` tokens of width ``width`` (d_k = d_v, values on); with
+    ``batch``, the matrix-mode page's fields (``batch`` items of X, the W's and W_O at ``d_model``)."""
     port = free_port()
+    layer = [] if batch is None else ["--batch", str(batch), "--d-model", str(d_model)]
     server = spawn([sys.executable, str(BENCH / "baseline_app.py"), "--port", str(port),
-                    "--tokens", str(tokens), "--width", str(width)], log, port)
+                    "--tokens", str(tokens), "--width", str(width), *layer], log, port)
     wait_listening(server)
     return server
 
