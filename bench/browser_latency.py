@@ -218,10 +218,12 @@ def _set_size(page, size: str) -> None:
                            f".data.row.length === {tokens * tokens}", timeout=30_000)
 
 
-def run(workdir: Path, repeats: int, warmup: int = 3, size: str = "worked_row") -> dict:
+def run(workdir: Path, repeats: int, warmup: int = 3, size: str = "worked_row", ablation: bool = True) -> dict:
+    """Time ``repeats`` edits (after ``warmup``) of the page at ``size`` against its echo floor;
+    without the projection-ablation panel (bench/serve_without_ablation.py) if not ``ablation``."""
     from playwright.sync_api import sync_playwright
 
-    app = start_workbench(workdir / "latency-runs", workdir / "latency-app.log")
+    app = start_workbench(workdir / "latency-runs", workdir / "latency-app.log", ablation=ablation)
     base = start_baseline(workdir / "latency-baseline.log", *SIZES[size], **LAYER.get(size, {}))
     try:
         with sync_playwright() as p:
@@ -266,6 +268,7 @@ def run(workdir: Path, repeats: int, warmup: int = 3, size: str = "worked_row") 
     return {
         "size": {"name": size, "tokens": SIZES[size][0], "d_k": SIZES[size][1], "d_v": SIZES[size][1],
                  **LAYER.get(size, {})},
+        "ablation_panel": ablation,
         "workbench_ms": a, "baseline_ms": b, "p95_ratio": ratio,
         "median_ratio": a["median"] / b["median"], "target": "p95 <= 1.15 x baseline p95",
         "pass": ratio <= 1.15, "samples_workbench_ms": app_ms, "samples_baseline_ms": base_ms,

@@ -31,6 +31,8 @@ from common import BENCH, machine  # noqa: E402
 
 NAMES = ("core", "store", "cold_start", "grid", "latency", "classroom", "latency_layer", "classroom_layer",
          "upstream")
+# Diagnoses, run only when named in --only: the layer page without its ablation panel.
+EXTRA = ("latency_layer_without_ablation",)
 
 
 def _mark(ok) -> str:
@@ -91,7 +93,8 @@ def _size_note(r: dict) -> str:
     """`` at the layer size (B 3, T 8, d 4, W_O)`` for issue 23's page; nothing for the others."""
     size = r.get("size")
     name = size.get("name") if isinstance(size, dict) else size
-    return " at the layer size (B 3, T 8, d 4, W_O)" if name == "layer" else (
+    without = "" if r.get("ablation_panel", True) else ", without the ablation panel"
+    return f" at the layer size (B 3, T 8, d 4, W_O{without})" if name == "layer" else (
         " at the largest size" if name == "largest" else "")
 
 
@@ -151,7 +154,7 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
         rows.append((f"{r['numbers']} input numbers as grids: KiB per page / Bokeh models",
                      f"{g['kib_per_page']:.0f} / {g['bokeh_models']}",
                      f"{t['kib_per_page']:.0f} / {t['bokeh_models']} as TextInputs", "", ""))
-    for key in ("latency", "latency_layer"):
+    for key in ("latency", "latency_layer", "latency_layer_without_ablation"):
         r = results.get(key)
         if r:
             rows.append(_latency_row(r))
@@ -209,7 +212,7 @@ def markdown(rows) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke run, about two minutes")
-    parser.add_argument("--only", nargs="+", choices=NAMES, help="run only these benchmarks")
+    parser.add_argument("--only", nargs="+", choices=NAMES + EXTRA, help="run only these benchmarks")
     parser.add_argument("--output", type=Path, default=BENCH / "results.json")
     parser.add_argument("--largest", action="store_true",
                         help="latency and classroom on the largest page: 8 tokens, d_k = d_v = 4")
@@ -234,11 +237,13 @@ def main(argv=None) -> int:
             # Issue 23's budgets at its largest page; fewer sessions than the class above (the
             # budget is memory per open page, and each of these pages is the largest there is).
             "latency_layer": lambda: browser_latency.run(work, 10 if quick else 30, size="layer"),
+            "latency_layer_without_ablation": lambda: browser_latency.run(
+                work, 10 if quick else 30, size="layer", ablation=False),
             "classroom_layer": lambda: classroom.run(
                 work, (10,) if quick else (10, 30), 8.0 if quick else 15.0, wait_cleanup=not quick, size="layer"),
             "upstream": lambda: upstream.run(work, 10 if quick else 30),
         }
-        for name in NAMES:
+        for name in NAMES + EXTRA:
             if name not in chosen:
                 continue
             t = time.monotonic()
