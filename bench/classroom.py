@@ -313,18 +313,19 @@ def _settle(pid: int, seconds: float) -> float:
 
 
 def run(workdir: Path, levels: tuple[int, ...], phase_s: float, wait_cleanup: bool,
-        size: str = "default") -> dict:
+        size: str = "default", ablation: bool = True) -> dict:
     from app.server import CHECK_UNUSED_SESSIONS_MS, UNUSED_SESSION_LIFETIME_MS
 
     _register_panel_models()
     # Bokeh discards idle sessions; the collector then frees them.
     cleanup_s = (UNUSED_SESSION_LIFETIME_MS + CHECK_UNUSED_SESSIONS_MS) / 1000 + 5
     runs_dir = workdir / "class-runs"
-    server = start_workbench(runs_dir, workdir / "classroom.log")
+    server = start_workbench(runs_dir, workdir / "classroom.log", ablation=ablation)
     bench = Classroom()
     opener = threading.Semaphore(2)
     learners: list[Learner] = []
-    result: dict = {"levels": {}, "think_s": THINK_S, "phase_s": phase_s, "size": size}
+    result: dict = {"levels": {}, "think_s": THINK_S, "phase_s": phase_s, "size": size,
+                    "ablation_panel": ablation}
     try:
         result["client_floor_echo_ms"] = client_floor(workdir, size=size)
         result["rss_idle_mib"] = _settle(server.pid, 1.0)

@@ -32,7 +32,7 @@ from common import BENCH, machine  # noqa: E402
 NAMES = ("core", "store", "cold_start", "grid", "latency", "classroom", "latency_layer", "classroom_layer",
          "upstream")
 # Diagnoses, run only when named in --only: the layer page without its ablation panel.
-EXTRA = ("latency_layer_without_ablation",)
+EXTRA = ("latency_layer_without_ablation", "classroom_layer_without_ablation")
 
 
 def _mark(ok) -> str:
@@ -158,7 +158,7 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
         r = results.get(key)
         if r:
             rows.append(_latency_row(r))
-    for key in ("classroom", "classroom_layer"):
+    for key in ("classroom", "classroom_layer", "classroom_layer_without_ablation"):
         r = results.get(key)
         if r:
             rows.extend(_classroom_rows(r))
@@ -241,6 +241,9 @@ def main(argv=None) -> int:
                 work, 10 if quick else 30, size="layer", ablation=False),
             "classroom_layer": lambda: classroom.run(
                 work, (10,) if quick else (10, 30), 8.0 if quick else 15.0, wait_cleanup=not quick, size="layer"),
+            "classroom_layer_without_ablation": lambda: classroom.run(
+                work, (10,) if quick else (10, 30), 8.0 if quick else 15.0, wait_cleanup=not quick, size="layer",
+                ablation=False),
             "upstream": lambda: upstream.run(work, 10 if quick else 30),
         }
         for name in NAMES + EXTRA:
