@@ -5,7 +5,10 @@ smoke run (about two minutes: fewer repetitions, 10 learners, no 100,000-run sto
 the server's session cleanup); the default is the honest run (under ten minutes on 2 cores).
 ``latency_layer`` and ``classroom_layer`` are issue 23's budgets at its largest page (a batch of 3,
 8 tokens, d_model = d_k = d_v = 4, W_O): edit → update p95 against the echo floor with the same
-fields, and server memory per open page.
+fields, and server memory per open page (about 5 minutes of a full run, 2.5 of them waiting for
+the server's session cleanup; under 2 with ``--quick``). ``--only latency_layer_without_ablation
+classroom_layer_without_ablation`` (not in the default run) measures the same page without its
+projection-ablation panel, to say what the panel costs.
 Servers bind 127.0.0.1 and pages abort any request that would leave them.
 """
 
