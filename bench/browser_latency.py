@@ -15,6 +15,15 @@ The learner page is put on the "Worked row (seed 003)" preset first, so that a n
 changes weights row 3 *and* a readout (row 3's output); with the default inputs (no values) a
 causal row-3 edit would leave every readout unchanged. ``size="largest"`` then sets 8 tokens and
 d_k = d_v = 4 (issue 14's largest page: 96 numbers), and the floor gets those 96 fields too.
+
+``size="layer"`` is issue 23's largest page: matrix mode with a batch of 3 items, 8 tokens,
+d_model = d_k = d_v = 4, values and W_O (160 numbers: each item's X, W_Q, W_K, W_V, W_O). The
+page is set up as a learner would: the "Four-token trace (seed 000)" preset (matrix mode,
+values on), then Tokens, d_k, d_v, d_model, Batch size and the Output projection W_O tick. The
+edit is ``X item 1 token 3, component 1`` (item 1's query, key and value 3); the clock stops when
+item 1's small-multiple maps (``scores-item-1-source``, ``weights-item-1-source``) and the
+readouts (item 1's rows) show the new result. The floor gets the same cell names and the
+ablation panel's ``Factor`` field.
 """
 
 from __future__ import annotations
@@ -28,7 +37,8 @@ from common import launch_chromium, loopback_only, start_baseline, start_workben
 from app.learner.state import LearnerState
 from app.shared.numbers import format_number
 
-SIZES = {"worked_row": (3, 1), "largest": (8, 4)}  # tokens, d_k = d_v
+SIZES = {"worked_row": (3, 1), "largest": (8, 4), "layer": (8, 4)}  # tokens, d_k = d_v
+LAYER = {"layer": {"batch": 3, "d_model": 4}}  # the sizes in matrix mode, with W_O
 
 # Shared helpers installed once per page. Shadow roots are searched once, at setup, and the one
 # holding the readouts table is kept: Panel re-renders the table inside the same root.
@@ -91,8 +101,8 @@ ARM_JS = """(exp) => {
     done = () => doc.get_model_by_name('echo-source').data.value[0] === exp.echo;
   } else {
     done = () => {
-      if (Math.abs(cell('scores-source', '3', '3') - exp.score) > 1e-9) return false;
-      if (Math.abs(cell('weights-source', '3', '3') - exp.weight) > 1e-9) return false;
+      if (Math.abs(cell(exp.scores, '3', '3') - exp.score) > 1e-9) return false;
+      if (Math.abs(cell(exp.weights, '3', '3') - exp.weight) > 1e-9) return false;
       const out = b.readouts.querySelector('table.readouts tbody tr:nth-child(3) > :nth-child(4)');
       return out !== null && out.textContent === exp.output;
     };
@@ -120,20 +130,30 @@ def page_state(size: str) -> LearnerState:
     """The page's inputs in ``size``, computed by the page's own state (no browser)."""
     tokens, width = SIZES[size]
     state = LearnerState()
-    state.apply_preset("worked_row")
-    state.param.update(tokens=tokens, d_k=width, d_v=width)
+    if size in LAYER:
+        state.apply_preset("four_token_trace")
+        state.param.update(tokens=tokens, d_k=width, d_v=width, d_model=LAYER[size]["d_model"],
+                           batch_size=LAYER[size]["batch"], use_w_o=True)
+    else:
+        state.apply_preset("worked_row")
+        state.param.update(tokens=tokens, d_k=width, d_v=width)
     return state
 
 
 def edited_label(size: str) -> str:
+    if size in LAYER:
+        return "X item 1 token 3, component 1"
     return "Query 3" if SIZES[size][1] == 1 else "Query 3, component 1"
 
 
 def expected_app(state: LearnerState, q3: str) -> dict:
-    """What the page shows once query 3's first component is ``q3``."""
-    state.set_token_text("queries", 2, q3)
+    """What the page shows once the edited cell (query 3's first component, or X's in matrix
+    mode) is ``q3``: the shown map's cell (3, 3) in its two sources, and row 3's output."""
+    state.set_token_text("x" if state.matrices else "queries", 2, q3)
     r = state.result
+    item = "-item-1" if state.batched else ""
     return {"score": float(r.scores[2, 2]), "weight": float(r.weights[2, 2]),
+            "scores": f"scores{item}-source", "weights": f"weights{item}-source",
             "output": ", ".join(format_number(x) for x in np.atleast_1d(r.output[2]))}
 
 
@@ -176,24 +196,35 @@ def _one_edit(page, label: str, text: str, expectation: dict) -> float:
 
 
 def _set_size(page, size: str) -> None:
-    """Put the page on ``size`` the way a learner would: token count, then d_k and d_v."""
+    """Put the page on ``size`` the way a learner would: token count, then d_k and d_v (and in
+    matrix mode d_model, the batch size and W_O)."""
     tokens, width = SIZES[size]
-    if (tokens, width) == SIZES["worked_row"]:
+    if size == "worked_row":
         return
     page.get_by_label("Tokens", exact=True).fill(str(tokens))
     page.get_by_label("Tokens", exact=True).press("Enter")
     page.get_by_label("Head width d_k").select_option(str(width))
     page.get_by_label("Value width d_v").select_option(str(width))
-    page.get_by_label(f"Value {tokens}, component {width}", exact=True).wait_for(timeout=30_000)
-    page.wait_for_function(f"() => Bokeh.documents[0].get_model_by_name('weights-source')"
+    source, last = "weights-source", f"Value {tokens}, component {width}"
+    if size in LAYER:
+        layer = LAYER[size]
+        page.get_by_label("Model width d_model").select_option(str(layer["d_model"]))
+        page.get_by_label("Batch size").select_option(str(layer["batch"]))
+        page.get_by_label("Output projection W_O", exact=True).check()
+        source = f"weights-item-{layer['batch']}-source"
+        last = f"W_O row {width}, column {layer['d_model']}"
+    page.get_by_label(last, exact=True).wait_for(timeout=30_000)
+    page.wait_for_function(f"() => Bokeh.documents[0].get_model_by_name('{source}')"
                            f".data.row.length === {tokens * tokens}", timeout=30_000)
 
 
-def run(workdir: Path, repeats: int, warmup: int = 3, size: str = "worked_row") -> dict:
+def run(workdir: Path, repeats: int, warmup: int = 3, size: str = "worked_row", ablation: bool = True) -> dict:
+    """Time ``repeats`` edits (after ``warmup``) of the page at ``size`` against its echo floor;
+    without the projection-ablation panel (bench/serve_without_ablation.py) if not ``ablation``."""
     from playwright.sync_api import sync_playwright
 
-    app = start_workbench(workdir / "latency-runs", workdir / "latency-app.log")
-    base = start_baseline(workdir / "latency-baseline.log", *SIZES[size])
+    app = start_workbench(workdir / "latency-runs", workdir / "latency-app.log", ablation=ablation)
+    base = start_baseline(workdir / "latency-baseline.log", *SIZES[size], **LAYER.get(size, {}))
     try:
         with sync_playwright() as p:
             browser = launch_chromium(p)
@@ -201,8 +232,12 @@ def run(workdir: Path, repeats: int, warmup: int = 3, size: str = "worked_row") 
                 browser, app.url, "() => window.Bokeh && Bokeh.documents.length > 0 && "
                 "Bokeh.documents[0].get_model_by_name('weights-source') && "
                 "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
-            app_page.get_by_role("button", name="Worked row (seed 003)").click()
-            app_page.locator("table.readouts").filter(has_text="17.311").wait_for(timeout=30_000)
+            if size in LAYER:  # matrix mode, values on
+                app_page.get_by_role("button", name="Four-token trace (seed 000)").click()
+                app_page.get_by_label("W_V row 2, column 2", exact=True).wait_for(timeout=30_000)
+            else:
+                app_page.get_by_role("button", name="Worked row (seed 003)").click()
+                app_page.locator("table.readouts").filter(has_text="17.311").wait_for(timeout=30_000)
             _set_size(app_page, size)
             if not app_page.evaluate(SETUP_JS):
                 raise RuntimeError("readouts table not found on the workbench page")
@@ -231,7 +266,9 @@ def run(workdir: Path, repeats: int, warmup: int = 3, size: str = "worked_row") 
     a, b = summary(app_ms), summary(base_ms)
     ratio = a["p95"] / b["p95"]
     return {
-        "size": {"name": size, "tokens": SIZES[size][0], "d_k": SIZES[size][1], "d_v": SIZES[size][1]},
+        "size": {"name": size, "tokens": SIZES[size][0], "d_k": SIZES[size][1], "d_v": SIZES[size][1],
+                 **LAYER.get(size, {})},
+        "ablation_panel": ablation,
         "workbench_ms": a, "baseline_ms": b, "p95_ratio": ratio,
         "median_ratio": a["median"] / b["median"], "target": "p95 <= 1.15 x baseline p95",
         "pass": ratio <= 1.15, "samples_workbench_ms": app_ms, "samples_baseline_ms": base_ms,

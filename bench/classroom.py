@@ -9,7 +9,11 @@ prediction and presses ``Save run``, then waits until the page's Saved runs tick
 CheckBoxGroup, one "Run N…" label per run) show the new run. An edit is timed from sending the
 cell's edit from the client document until the client has received the new ``weights-source``
 data, i.e. one full round trip through the server's recompute. Memory is the server's RSS;
-issue 13 allows 4 MiB per open page.
+issue 13 allows 4 MiB per open page. At ``size="layer"`` (issue 23's largest page) each learner
+first loads the "Four-token trace (seed 000)" preset (matrix mode, values on), then sets 8
+tokens, d_k = d_v = d_model = 4, Batch size 3 and ticks Output projection W_O, and types
+``X item 1 token 3, component 1``, timed until item 1's ``weights-item-1-source`` changes;
+issue 23 allows 5 MiB per open page there.
 
 Levels are cumulative (10, then 40 more, then 50 more), so 100 pages are built, not 160.
 Baseline RSS is taken after one warm-up session was opened, closed and cleaned up by the server
@@ -31,7 +35,7 @@ from pathlib import Path
 from common import cpu_seconds, rss_mib, start_baseline, start_workbench, summary
 
 THINK_S = (2.0, 6.0)  # a learner's pause between edits, uniform
-RSS_TARGET_MIB = 4.0  # issue 13: at most 4 MiB of server memory per open page
+RSS_TARGET_MIB = {"default": 4.0, "largest": 4.0, "layer": 5.0}  # per open page: issues 13, 23
 SAVE_EVERY = 5
 WAIT_TIMEOUT_S = 60.0  # an edit or save not shown by then is reported as the learner's error
 
@@ -87,7 +91,8 @@ def _saved_rows(doc) -> int:
                 if m.labels and all(label.startswith("Run ") for label in m.labels)), default=0)
 
 
-SIZES = {"default": None, "largest": (8, 4)}  # tokens, d_k = d_v; None: the page as it opens
+SIZES = {"default": None, "largest": (8, 4), "layer": (8, 4)}  # tokens, d_k = d_v; None: as it opens
+LAYER = {"layer": {"batch": 3, "d_model": 4}}  # the sizes in matrix mode, with W_O
 
 
 def _grid_cell(doc, label: str):
@@ -111,34 +116,66 @@ def _type(doc, label: str, text: str) -> None:
     doc.callbacks.send_event(DataEvent(model, edit))
 
 
+def _has_cell(doc, label: str) -> bool:
+    try:
+        _grid_cell(doc, label)
+    except LookupError:
+        return False
+    return True
+
+
+def _click(doc, button) -> None:
+    from bokeh.document.events import MessageSentEvent
+    from bokeh.events import ButtonClick
+
+    doc.callbacks.trigger_on_change(MessageSentEvent(doc, "bokeh_event", ButtonClick(button)))
+
+
 def _largest_page(session, doc, size: str) -> None:
-    """Set the page to ``size`` by its own controls: Tokens, Use values, d_k, d_v."""
-    from bokeh.models import CheckboxGroup, Select
+    """Set the page to ``size`` by its own controls: Tokens, Use values, d_k, d_v (at the layer
+    size first the four-token preset for matrix mode, then also d_model, Batch size and W_O)."""
+    from bokeh.models import Button, CheckboxGroup, Select
 
     if SIZES[size] is None:
         return
     tokens, width = SIZES[size]
+    layer = LAYER.get(size)
+    if layer is not None:
+        _click(doc, next(m for m in doc.select({"type": Button}) if m.label == "Four-token trace (seed 000)"))
+        if not _wait(session, lambda: _has_cell(doc, "W_V row 2, column 2"), WAIT_TIMEOUT_S):
+            raise RuntimeError(f"the page did not take the four-token preset in {WAIT_TIMEOUT_S} s")
     next(m for m in doc.select({"title": "Tokens"})).value = tokens
     box = next(m for m in doc.select({"type": CheckboxGroup})
                if m.labels == ["Use values (adds output and contributions)"])
     box.active = [0]
-    for title in ("Head width d_k", "Value width d_v"):
-        next(m for m in doc.select({"type": Select}) if m.title == title).value = str(width)
-    weights = doc.get_model_by_name("weights-source")
+    selects = {"Head width d_k": width, "Value width d_v": width}
+    if layer is not None:
+        selects.update({"Model width d_model": layer["d_model"], "Batch size": layer["batch"]})
+    for title, value in selects.items():
+        next(m for m in doc.select({"type": Select}) if m.title == title).value = str(value)
+    last, weights = f"Value {tokens}, component {width}", doc.get_model_by_name("weights-source")
+    if layer is not None:
+        next(m for m in doc.select({"type": CheckboxGroup})
+             if m.labels == ["Output projection W_O"]).active = [0]
+        last = f"W_O row {width}, column {layer['d_model']}"
+        weights = doc.get_model_by_name(f"weights-item-{layer['batch']}-source")
 
     def ready() -> bool:
-        try:
-            _grid_cell(doc, f"Value {tokens}, component {width}")
-        except LookupError:
-            return False
-        return len(weights.data["value"]) == tokens * tokens
+        return _has_cell(doc, last) and len(weights.data["value"]) == tokens * tokens
 
     if not _wait(session, ready, WAIT_TIMEOUT_S):
         raise RuntimeError(f"the page did not take the {size} size in {WAIT_TIMEOUT_S} s")
 
 
 def _edited(size: str) -> str:
+    if size in LAYER:
+        return "X item 1 token 3, component 1"
     return "Query 3" if SIZES[size] is None else "Query 3, component 1"
+
+
+def _watched(size: str) -> str:
+    """The source an edit is timed until: the edited item's weights."""
+    return "weights-item-1-source" if size in LAYER else "weights-source"
 
 
 def _cells(source) -> tuple[str, ...]:
@@ -162,8 +199,6 @@ class Learner(threading.Thread):
 
     def run(self) -> None:
         from bokeh.client import pull_session
-        from bokeh.document.events import MessageSentEvent
-        from bokeh.events import ButtonClick
         from bokeh.models import Button, TextAreaInput
 
         try:
@@ -187,7 +222,7 @@ class Learner(threading.Thread):
         label = _edited(self.size)
         prediction = next(m for m in doc.select({"type": TextAreaInput}) if m.title == "Prediction")
         save = next(m for m in doc.select({"type": Button}) if m.label == "Save run")
-        weights = doc.get_model_by_name("weights-source")
+        weights = doc.get_model_by_name(_watched(self.size))
         rng = random.Random(self.index)
         self.ready.set()
         try:
@@ -212,8 +247,7 @@ class Learner(threading.Thread):
                 self.edits += 1
                 if self.edits % SAVE_EVERY == 0:
                     prediction.value = f"learner {self.index}: row 3 moves towards key 3"
-                    doc.callbacks.trigger_on_change(
-                        MessageSentEvent(doc, "bokeh_event", ButtonClick(save)))
+                    _click(doc, save)
                     # Wait for the saved run's tick. Not force_roundtrip(): bokeh.client drops
                     # every PATCH-DOC that arrives while it waits for a reply
                     # (client/states.py, WAITING_FOR_REPLY), so the save's patch would be lost.
@@ -250,7 +284,7 @@ def client_floor(workdir: Path, edits: int = 20, size: str = "default") -> dict:
     from bokeh.client import pull_session
     from bokeh.models import TextInput
 
-    server = start_baseline(workdir / "classroom-baseline.log", *(SIZES[size] or (3, 1)))
+    server = start_baseline(workdir / "classroom-baseline.log", *(SIZES[size] or (3, 1)), **LAYER.get(size, {}))
     samples = []
     try:
         session = pull_session(url=server.url)
@@ -279,18 +313,19 @@ def _settle(pid: int, seconds: float) -> float:
 
 
 def run(workdir: Path, levels: tuple[int, ...], phase_s: float, wait_cleanup: bool,
-        size: str = "default") -> dict:
+        size: str = "default", ablation: bool = True) -> dict:
     from app.server import CHECK_UNUSED_SESSIONS_MS, UNUSED_SESSION_LIFETIME_MS
 
     _register_panel_models()
     # Bokeh discards idle sessions; the collector then frees them.
     cleanup_s = (UNUSED_SESSION_LIFETIME_MS + CHECK_UNUSED_SESSIONS_MS) / 1000 + 5
     runs_dir = workdir / "class-runs"
-    server = start_workbench(runs_dir, workdir / "classroom.log")
+    server = start_workbench(runs_dir, workdir / "classroom.log", ablation=ablation)
     bench = Classroom()
     opener = threading.Semaphore(2)
     learners: list[Learner] = []
-    result: dict = {"levels": {}, "think_s": THINK_S, "phase_s": phase_s, "size": size}
+    result: dict = {"levels": {}, "think_s": THINK_S, "phase_s": phase_s, "size": size,
+                    "ablation_panel": ablation}
     try:
         result["client_floor_echo_ms"] = client_floor(workdir, size=size)
         result["rss_idle_mib"] = _settle(server.pid, 1.0)
@@ -364,8 +399,8 @@ def run(workdir: Path, levels: tuple[int, ...], phase_s: float, wait_cleanup: bo
     result["checks"] = {
         "p95_edit_ms_at_top": {"value": top["edit_ms"]["p95"], "target": 250,
                                "pass": top["edit_ms"]["p95"] <= 250 if max(levels) >= 100 else None},
-        "rss_per_session_mib": {"value": top["rss_per_session_mib"], "target": RSS_TARGET_MIB,
-                                "pass": top["rss_per_session_mib"] <= RSS_TARGET_MIB},
+        "rss_per_session_mib": {"value": top["rss_per_session_mib"], "target": RSS_TARGET_MIB[size],
+                                "pass": top["rss_per_session_mib"] <= RSS_TARGET_MIB[size]},
         "rss_after_close_ratio": {"value": None if after is None else after / base, "target": 1.10,
                                   "pass": None if after is None else after / base <= 1.10},
     }

@@ -140,23 +140,29 @@ def wait_listening(server: Server, timeout: float = 60.0) -> float:
     raise RuntimeError(f"server did not listen within {timeout} s:\n{server.log.read_text()}")
 
 
-def start_workbench(runs_dir: Path, log: Path, store: str | None = None) -> Server:
+def start_workbench(runs_dir: Path, log: Path, store: str | None = None, ablation: bool = True) -> Server:
     """``attention-workbench serve`` exactly as a learner starts it, on 127.0.0.1, over the SQLite
-    store ``runs_dir/runs.db`` (the directory is made), or over the store at the URL ``store``."""
+    store ``runs_dir/runs.db`` (the directory is made), or over the store at the URL ``store``;
+    without the ablation panel (``bench/serve_without_ablation.py``) if not ``ablation``."""
     port = free_port()
     runs_dir.mkdir(parents=True, exist_ok=True)
     store = store or f"sqlite:///{runs_dir.absolute() / 'runs.db'}"
-    server = spawn([str(CLI), "serve", "--store", store, "--port", str(port), "--address", "127.0.0.1"], log, port)
+    cmd = [str(CLI), "serve", "--address", "127.0.0.1"] if ablation else \
+        [sys.executable, str(BENCH / "serve_without_ablation.py")]
+    server = spawn([*cmd, "--store", store, "--port", str(port)], log, port)
     wait_listening(server)
     return server
 
 
-def start_baseline(log: Path, tokens: int = 3, width: int = 1) -> Server:
+def start_baseline(log: Path, tokens: int = 3, width: int = 1, batch: int | None = None,
+                   d_model: int = 4) -> Server:
     """The bare Panel app of bench/baseline_app.py, served with the same options, with the text
-    fields of the page at ``tokens`` tokens of width ``width`` (d_k = d_v, values on)."""
+    fields of the page at ``tokens`` tokens of width ``width`` (d_k = d_v, values on); with
+    ``batch``, the matrix-mode page's fields (``batch`` items of X, the W's and W_O at ``d_model``)."""
     port = free_port()
+    layer = [] if batch is None else ["--batch", str(batch), "--d-model", str(d_model)]
     server = spawn([sys.executable, str(BENCH / "baseline_app.py"), "--port", str(port),
-                    "--tokens", str(tokens), "--width", str(width)], log, port)
+                    "--tokens", str(tokens), "--width", str(width), *layer], log, port)
     wait_listening(server)
     return server
 
