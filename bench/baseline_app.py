@@ -6,8 +6,7 @@ one Panel TextInput per number the page's input grids show, named as the page na
 ``--tokens`` shown, ``--width`` (d_k = d_v) and values; with ``--batch B`` the page in matrix mode
 instead (issue 23's layer): ``X item b token i, component c`` for each of the ``B`` items, ``W_Q``,
 ``W_K``, ``W_V`` (``--d-model`` rows × ``--width``) and ``W_O`` (``--width`` × ``--d-model``) as
-``W_Q row r, column c``; the projection-ablation panel's ``Factor`` TextInput (hidden in vector
-mode, as the panel's body is); the ``Tokens`` and ``Row`` IntInputs;
+``W_Q row r, column c``, and the projection-ablation panel's ``Factor`` TextInput; the ``Tokens`` and ``Row`` IntInputs;
 the ``Prediction``, ``Explanation`` and ``Generated test`` (issue 16) TextAreaInputs and the
 ``Learner`` and ``Label`` TextInputs. One Bokeh figure whose ``ColumnDataSource`` named
 ``echo-source`` receives what was typed in a number field, and nothing else: no attention, no
@@ -71,9 +70,8 @@ def create_baseline(tokens: int = 3, width: int = 1, batch: int | None = None,
                pn.widgets.TextInput(name="Label", width=300)),
         pn.widgets.TextAreaInput(name="Explanation", height=80, width=620),
         pn.widgets.TextAreaInput(name="Generated test", height=200, width=620),
-        # The projection-ablation panel's one text field: in the page (hidden) in vector mode
-        # too, so counted there as the page's is.
-        pn.widgets.TextInput(name="Factor", value="2", width=90, visible=batch is not None))
+        # The projection-ablation panel's one text field, shown in matrix mode.
+        *([pn.widgets.TextInput(name="Factor", value="2", width=90)] if batch is not None else []))
     return pn.Row(sidebar, form)
 
 
