@@ -103,6 +103,7 @@ class LearnerPage(pn.viewable.Viewer):
         self.ablation = pn.Column(
             pn.pane.HTML(LEAD + html("<p>{}</p>", NEEDS_MATRIX_MODE), margin=(0, 10),
                          sizing_mode="stretch_width"), margin=0, sizing_mode="stretch_width")
+        self._ablation_made = False
         s.param.watch(self._make_ablation, "input_mode")
         self._make_ablation()
         self.sidebar = pn.Column(self.inputs, width=408, margin=(10, 0), stylesheets=[_SIDEBAR_CSS])
@@ -117,7 +118,8 @@ class LearnerPage(pn.viewable.Viewer):
             self.record, self.runs, sizing_mode="stretch_width", margin=0)
 
     def _make_ablation(self, *_events) -> None:
-        if self.state.input_mode == "matrices" and not isinstance(self.ablation[0], AblationPanel):
+        if self.state.input_mode == "matrices" and not self._ablation_made:
+            self._ablation_made = True
             self.ablation[:] = [AblationPanel(self.state, on_save=self.state.save_ablation)]
 
     def serve_session(self, notice_in_header: bool = True) -> LearnerPage:
