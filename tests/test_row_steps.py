@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from store_helpers import delete_run, sqlite_store, stored
 
-from app.learner.record import PREDICT_QUESTION, RecordView
+from app.learner.record import PREDICT_QUESTION, PredictionView, RecordView
 from app.learner.runs import EXPLAIN_QUESTION, SavedRunsView
 from app.learner.state import LearnerState
 from app.learner.steps import RowStepsView, steps_html
@@ -153,12 +153,12 @@ def test_a_row_with_no_visible_key_is_all_zero_and_says_so(state):
 
 
 def test_record_view_saves_with_a_prediction_and_says_what_it_did(state):
-    view = RecordView(state=state)
-    assert view.prediction.placeholder == f"{PREDICT_QUESTION} (up to 2000 characters)"
+    view, predict = RecordView(state=state), PredictionView(state=state)
+    assert predict.prediction.placeholder == f"{PREDICT_QUESTION} (up to 2000 characters)"
     view.button.clicks += 1  # as a click on Save run does
     assert view.message.visible and "Not saved: write your prediction first" in state.save_message
     assert 'role="status"' in view.message.object and "Not saved" in view.message.object
-    view.prediction.value = "token 2 cannot read token 3"
+    predict.prediction.value = "token 2 cannot read token 3"
     view.label.value = "<b>mine</b>"
     view.button.clicks += 1
     assert len(state.saved) == 1 and state.saved[0].label == "<b>mine</b>"
@@ -348,7 +348,7 @@ def test_every_text_field_says_its_limit_and_longer_text_is_refused_not_cut(stat
     from attention_core.records import TEXT_LIMITS
 
     record, runs = RecordView(state=state), SavedRunsView(state=state)
-    fields = {"prediction": record.prediction, "learner": record.learner, "label": record.label,
+    fields = {"prediction": PredictionView(state=state).prediction, "learner": record.learner, "label": record.label,
               "explanation": runs.explanation}
     for field, widget in fields.items():
         limit = TEXT_LIMITS[field]

@@ -183,7 +183,8 @@ def invariants_html(r: AttentionResult | None, input_ok: bool, layer: LayerResul
 
 class ResultView(pn.viewable.Viewer):
     """The current result as one HTML pane, redrawn when the result or the input's validity
-    changes and hidden while it has nothing to say. A view is :meth:`html` and its style."""
+    changes and hidden while it has nothing to say or the weights are hidden (``state.revealed``).
+    A view is :meth:`html` and its style."""
 
     state = param.ClassSelector(class_=LearnerState)
     stylesheets: tuple[str, ...] = ()
@@ -198,10 +199,11 @@ class ResultView(pn.viewable.Viewer):
     def html(r: AttentionResult | None, input_ok: bool, layer: LayerResult | None = None) -> str:
         raise NotImplementedError
 
-    @param.depends("state.result", "state.input_ok", watch=True)
+    @param.depends("state.result", "state.input_ok", "state.revealed", watch=True)
     def _show(self) -> None:
         # Built once per change; param sends the pane only what differs from what it shows.
-        text = self.html(self.state.result, self.state.input_ok, self.state.layer)
+        # Until a prediction is written (state.predict_first) it says nothing: it tells the answer.
+        text = self.html(self.state.result, self.state.input_ok, self.state.layer) if self.state.revealed else ""
         self.pane.param.update(object=text, visible=bool(text))
 
     def __panel__(self):

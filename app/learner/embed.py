@@ -18,7 +18,9 @@ The page and the course page talk with ``postMessage``, only with the origins th
 - the course page may pass the learner's name and prediction in, as ``?learner=…&prediction=…``
   on the frame's address or as a message ``{type: "explorable-context", instanceId, learner,
   prediction}``; either is learner text like any other (cut to ``TEXT_LIMITS``, saying so, and
-  only ever shown as text). ``?instanceId=`` names the instance (default
+  only ever shown as text). Until a prediction is there (passed in or written in the Saved runs
+  tab) the weights, the checks and the readouts wait for it: the lesson's predict checkpoint
+  comes first. ``?instanceId=`` names the instance (default
   ``attention-workbench``); a message naming another instance is ignored.
 """
 
@@ -41,6 +43,7 @@ EVENT_TYPE, CONTEXT_TYPE, RECORDED = "explorable-event", "explorable-context", "
 HOST_FIELDS = ("learner", "prediction")
 MAP_SIZE = 176  # two maps side by side (each 140 px wider than this) in a 640 px column
 TITLE = "Self-attention workbench (embedded)"
+HIDDEN_NOTE_EMBED = "Write your prediction in the Saved runs tab to see the weights and checks."
 
 
 
@@ -114,6 +117,9 @@ class EmbedPage(pn.viewable.Viewer):
             self.page = LearnerPage(map_size=MAP_SIZE)
         p, s = self.page, self.page.state
         i = p.inputs
+        s.predict_first = True  # revealed as soon as the course page passes a prediction in
+        p.matrices.hidden_note.object = html("<p role='note' data-testid='predict-first-note'>{}</p>",
+                                             HIDDEN_NOTE_EMBED)
         self.bridge = ExplorableBridge(trusted_origins=list(self.trusted_origins),
                                        instance_id=self.instance_id, visible=False)
         self.bridge.param.watch(lambda e: self.take_host_text(e.new), "received")
@@ -151,8 +157,8 @@ class EmbedPage(pn.viewable.Viewer):
         tab = dict(scroll=True, sizing_mode="stretch_both", margin=0)
         workbench = pn.Column(p.opened, pn.Row(inputs, checks, margin=0), p.matrices, **tab)
         steps = pn.Column(pn.Row(p.item, p.row, p.row_message, margin=0), p.banner, p.readouts, p.steps,
-                          p.contributions, p.projections, **tab)
-        runs = pn.Column(self.host_note, r.prediction, pn.Row(r.learner, r.label, margin=0), p.runs, **tab)
+                          pn.Column(p.contributions, visible=s.param.revealed, margin=0), p.projections, **tab)
+        runs = pn.Column(self.host_note, p.prediction, pn.Row(r.learner, r.label, margin=0), p.runs, **tab)
         more = pn.Column(i.input_mode, pn.Row(i.d_k, i.d_v, i.d_model, margin=0), i.layer_controls,
                          pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
                          pn.FlexBox(*i.presets, margin=(0, 6)), **tab)

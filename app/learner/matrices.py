@@ -1,4 +1,5 @@
 """The ``Scores`` and ``Weights`` heat maps of the current run; a click on a row picks it.
+The weights hide while the learner has still to predict them (``state.revealed``).
 
 One sequence (or the mixed batch's one flattened map, its items' blocks marked): the two maps
 side by side. A batch: each item's maps side by side, small multiples under one colour scale.
@@ -21,6 +22,7 @@ from attention_core import ALIGNMENTS, MAX_BATCH, AttentionResult, LayerResult, 
 
 MASKED_SCORE = "masked: softmax got −∞; the score above is the one before masking"
 CHOSEN_OUTLINE = "#d62728"
+HIDDEN_NOTE = "Write your prediction above to see the weights and checks."
 
 
 def png_name(what: str, r: AttentionResult, item: int | None = None) -> str:
@@ -88,8 +90,12 @@ class MatricesView(pn.viewable.Viewer):
         # Rows hidden with their maps: a hidden map's pane still has its margins.
         self.items_row = pn.Column(margin=0, visible=False)
         self.masks_row = pn.Row(margin=0, visible=False)
+        # Where the weights would be while they wait for a prediction, saying why.
+        self.hidden_note = pn.pane.HTML(
+            html("<p role='note' data-testid='predict-first-note'>{}</p>", HIDDEN_NOTE),
+            visible=self.state.param.revealed.rx.not_(), width=self.size + 100, margin=(40, 10))
         self._layout = pn.Column(
-            pn.Row(self.scores, self.weights, margin=0), self.batch_note, self.items_row,
+            pn.Row(self.scores, self.weights, self.hidden_note, margin=0), self.batch_note, self.items_row,
             self.mask_note, self.masks_row, margin=0)
         self._update()
 
@@ -124,13 +130,14 @@ class MatricesView(pn.viewable.Viewer):
         apart = layer.B > 1 and not layer.flattened  # small multiples, one per item
         if apart and not self.item_scores:
             self._make_items()
-        self.scores.visible = self.weights.visible = not apart
+        self.scores.visible = not apart
+        self.weights.visible = not apart and self.state.revealed
         if not apart:
             show_result(self.scores, self.weights, r, blocks=layer.B if layer.flattened else None)
         span = score_range(layer.maps) if apart else None
         for b, (scores, weights) in enumerate(zip(self.item_scores, self.item_weights, strict=True)):
             shown = apart and b < layer.B
-            scores.visible = weights.visible = shown
+            scores.visible, weights.visible = shown, shown and self.state.revealed
             if shown:
                 show_result(scores, weights, layer.maps[b], item=b + 1, score_span=span)
                 # One colour scale for every item: one colour bar, beside the last item.
@@ -147,6 +154,15 @@ class MatricesView(pn.viewable.Viewer):
         self.batch_note.visible = apart or layer.flattened
         self.items_row.visible = apart
         self._update_masks(layer)
+
+    @param.depends("state.revealed", watch=True)
+    def _reveal(self) -> None:
+        # Only the weights' visibility: the maps' data is already the current run's.
+        layer = self.state.layer
+        apart = layer is not None and layer.B > 1 and not layer.flattened
+        self.weights.visible = not apart and self.state.revealed
+        for b, weights in enumerate(self.item_weights):
+            weights.visible = apart and b < layer.B and self.state.revealed
 
     def _update_masks(self, layer: LayerResult) -> None:
         masks = alignment_masks(layer)

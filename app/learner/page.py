@@ -16,7 +16,7 @@ from app.learner.contributions import ContributionsView
 from app.learner.inputs import InputsView, checked_int_input
 from app.learner.matrices import MatricesView
 from app.learner.projections import ProjectionsView
-from app.learner.record import STALE_STATUS_JS, RecordView
+from app.learner.record import STALE_STATUS_JS, PredictionView, RecordView
 from app.learner.runs import SavedRunsView
 from app.learner.state import LearnerState
 from app.learner.steps import RowStepsView
@@ -80,6 +80,7 @@ class LearnerPage(pn.viewable.Viewer):
             self.state = LearnerState(store=self.store)
         s = self.state
         self.inputs = InputsView(state=s)
+        self.prediction = PredictionView(state=s)
         self.banner = BannerView(state=s)
         self.matrices = MatricesView(state=s, size=self.map_size)
         self.projections = ProjectionsView(state=s)
@@ -108,12 +109,13 @@ class LearnerPage(pn.viewable.Viewer):
         self._make_ablation()
         self.sidebar = pn.Column(self.inputs, width=408, margin=(10, 0), stylesheets=[_SIDEBAR_CSS])
         self.main = pn.Column(
-            self.opened, self.banner, self.projections, self.matrices,
+            self.prediction, self.opened, self.banner, self.projections, self.matrices,
             pn.Row(self.item, self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "
                                                      "below.</p>", margin=(22, 0, 0, 0)), margin=0),
             self.row_message,
-            self.readouts, self.steps, self.contributions,
-            self.ablation,
+            self.readouts, self.steps,
+            pn.Column(self.contributions, self.ablation, visible=s.param.revealed, margin=0,
+                      sizing_mode="stretch_width"),
             pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
             self.record, self.runs, sizing_mode="stretch_width", margin=0)
 
@@ -135,6 +137,9 @@ class LearnerPage(pn.viewable.Viewer):
             announce_lost_connection(DISCONNECTED, STALE_STATUS_JS)
         if pn.state.curdoc is not None:
             self._keep_saved_runs_in_url()
+        args = pn.state.session_args or {}
+        if args.get("predict") == [b"first"]:  # the lesson's page: predict before the weights show
+            self.state.predict_first = True
         return self
 
     def _keep_saved_runs_in_url(self) -> None:

@@ -1,4 +1,5 @@
-"""Record a run: the lesson's prediction checkpoint, optional learner and label, Save run.
+"""Record a run: the lesson's prediction checkpoint (first on the page, with what the run then
+showed), optional learner and label, Save run.
 
 The explanation is not here: it is attached to the saved run(s) it explains, in
 :class:`app.learner.runs.SavedRunsView` (the order of the Self-attention
@@ -11,10 +12,14 @@ from __future__ import annotations
 import panel as pn
 import param
 
+from app.learner.checks import row_sum_html
 from app.learner.state import LearnerState
 from app.shared.connection import mark_stale_js
-from app.shared.html import html
+from app.shared.html import Markup, html, join
+from app.shared.numbers import format_number
 from app.shared.static import read_text
+from attention_core import AttentionResult
+from attention_core.modes import run_title
 from attention_core.records import TEXT_LIMITS
 
 PREDICT_QUESTION = ("Can token 2 attend to token 3, and what will post-softmax masking "
@@ -47,20 +52,64 @@ def status_html(message: str, ok: bool) -> str:
     return html('<div class="status {}" role="status">{}</div>', kind, message)
 
 
-class RecordView(pn.viewable.Viewer):
-    """Prediction (required to save), Learner, Label, ``Save run`` and what the save did."""
+def outcome_html(prediction: str, r: AttentionResult | None, input_ok: bool = True) -> Markup:
+    """The learner's prediction (escaped) beside what the run shows about the lesson's question:
+    row 2's weight on token 3, its future-token weight and every row sum of ``r`` (the map shown),
+    in the run's own mode; empty without a prediction. A shorter run speaks of its last row and
+    leaves out the token it does not have."""
+    if not prediction.strip():
+        return Markup("")
+    said = html("You predicted: <q>{}</q>", prediction.strip())
+    if r is None:
+        return html("<p data-testid='prediction-outcome'>{}</p>", said)
+    row = min(2, r.T)
+    facts = [html("row {}'s weight on token 3: <b>{}</b>", row, format_number(r.weights[row - 1, 2]))
+             ] if r.T_k >= 3 else []
+    facts.append(html("row {}'s future-token weight: <b>{}</b>", row, format_number(r.future_weight[row - 1])))
+    facts.append(html("row sums: {}", ", ".join(row_sum_html(x) for x in r.row_sums)))
+    stale = "" if input_ok else " (the last valid input)"
+    return html("<p data-testid='prediction-outcome'>{}. This run{}, <b>{}</b>: {}.</p>", said, stale,
+                run_title(r.mode.name, r.causal, r.T), join(facts, "; "))
+
+
+class PredictionView(pn.viewable.Viewer):
+    """The lesson's predict checkpoint, first in the main area: its prompt, the ``Prediction``
+    field (required to save) and, once written, the prediction beside the run's outcome."""
 
     state = param.ClassSelector(class_=LearnerState)
 
     def __init__(self, **params):
         super().__init__(**params)
         s = self.state
-        # The text fields' values arrive when a field is left (or on Enter), so a click on Save
-        # run sends the typed text first. Each field says its limit (TEXT_LIMITS); longer text is
-        # refused on Save run with a message naming the field, rather than cut by the browser.
+        # Its value arrives when the field is left (or on Enter), so a click on Save run sends
+        # the typed text first; longer text than TEXT_LIMITS is refused on Save run, not cut.
         self.prediction = pn.widgets.TextAreaInput.from_param(
             s.param.prediction, label="Prediction", placeholder=limited(PREDICT_QUESTION, "prediction"),
             max_length=MAX_TYPED, height=80, width=620)
+        self.prompt = pn.pane.HTML(html("<h3>Predict first</h3><p>{} Write your prediction before "
+                                        "you look at the weights.</p>", PREDICT_QUESTION), margin=(0, 10))
+        self.outcome = pn.pane.HTML(
+            pn.bind(outcome_html, s.param.prediction, s.param.result, s.param.input_ok),
+            visible=pn.bind(lambda p: bool(p.strip()), s.param.prediction), margin=(0, 10),
+            sizing_mode="stretch_width")
+        self._layout = pn.Column(self.prompt, self.prediction, self.outcome, margin=0,
+                                 sizing_mode="stretch_width")
+
+    def __panel__(self):
+        return self._layout
+
+
+class RecordView(pn.viewable.Viewer):
+    """Learner, Label, ``Save run`` and what the save did (the prediction it needs is in
+    :class:`PredictionView`)."""
+
+    state = param.ClassSelector(class_=LearnerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        s = self.state
+        # Each field says its limit (TEXT_LIMITS); longer text is refused on Save run with a
+        # message naming the field, rather than cut by the browser.
         self.learner = pn.widgets.TextInput.from_param(
             s.param.learner, label="Learner", placeholder=limited("optional", "learner"),
             max_length=MAX_TYPED, width=300)
@@ -77,7 +126,7 @@ class RecordView(pn.viewable.Viewer):
             visible=pn.bind(bool, s.param.save_message), stylesheets=[STATUS_CSS])
         self._layout = pn.Column(
             pn.pane.HTML("<h3>Record your run</h3>"),
-            self.prediction, pn.Row(self.learner, self.label), self.button, self.message)
+            pn.Row(self.learner, self.label), self.button, self.message)
 
     def __panel__(self):
         return self._layout

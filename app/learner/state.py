@@ -273,6 +273,12 @@ class LearnerState(param.Parameterized):
     learner = param.String(default="", doc="Optional learner name.")
     label = param.String(default="", doc="Optional run label.")
     prediction = param.String(default="", doc="The learner's prediction, required to save.")
+    predict_first = param.Boolean(default=False, doc=(
+        "Hide the weights, the checks and the readouts until a prediction is written "
+        "(``?predict=first``; the embed without a prediction passed in): the lesson's predict checkpoint."))
+    revealed = param.Boolean(default=True, constant=True, doc=(
+        "Whether the weights and everything derived from them show: not predict_first, or a "
+        "prediction is written."))
 
     field_errors = param.Dict(default={}, doc="Message per cell label ('Query 2') at fault.")
     tokens_error = param.String(default="", doc="Why the typed token count was not taken, if not.")
@@ -312,6 +318,11 @@ class LearnerState(param.Parameterized):
             self.failure_mode = "mask_after_softmax"
         elif self.failure_mode == "mask_after_softmax":
             self.failure_mode = "correct"
+
+    @param.depends("predict_first", "prediction", watch=True, on_init=True)
+    def _reveal(self) -> None:
+        with param.edit_constant(self):
+            self.revealed = not self.predict_first or bool(self.prediction.strip())
 
     @param.depends("use_w_o", watch=True)
     def _w_o_needs_values(self) -> None:

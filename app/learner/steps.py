@@ -152,12 +152,22 @@ def _numbers_html(text: str | list[str]) -> Markup:
     return html("<ul class='per-source'>{}</ul>", join(html("<li class='numbers'>{}</li>", line) for line in text))
 
 
-def steps_html(result: AttentionResult | None, row: int) -> Markup:
-    """The heading "Row steps" and an ordered list of the steps of ``row`` (from 1), escaped."""
+def score_steps(r: AttentionResult) -> int:
+    """How many of :func:`step_items`' first steps are about scores alone (the dot products at
+    d_k > 1, raw, scaled, masked): what a learner still to predict the weights may see."""
+    return 3 + (r.d_k > 1)
+
+
+def steps_html(result: AttentionResult | None, row: int, revealed: bool = True) -> Markup:
+    """The heading "Row steps" and an ordered list of the steps of ``row`` (from 1), escaped;
+    unless ``revealed``, only its score steps (:func:`score_steps`)."""
     if result is None:
         return Markup("<h3>Row steps</h3><p>No valid input yet.</p>")
     row = min(max(row, 1), result.T)
     intro, items = step_items(result, row)
+    if not revealed:
+        items = items[:score_steps(result)]
+        intro += " The steps after the scores show once your prediction is written."
     lis = join(html("<li>{}: {}</li>", label, _numbers_html(text)) for label, text in items)
     return html("<h3>Row steps</h3><p>{}</p><ol class='row-steps' aria-label='Row steps of row {}'>{}</ol>",
                 intro, row, lis)
@@ -174,10 +184,10 @@ class RowStepsView(pn.viewable.Viewer):
                                  sizing_mode="stretch_width")
         self._show()
 
-    @param.depends("state.result", "state.row", watch=True)
+    @param.depends("state.result", "state.row", "state.revealed", watch=True)
     def _show(self) -> None:
         # Built once per change; an unchanged text is not sent again (param compares it).
-        self.pane.object = steps_html(self.state.result, self.state.row)
+        self.pane.object = steps_html(self.state.result, self.state.row, self.state.revealed)
 
     def __panel__(self):
         return self.pane
