@@ -179,7 +179,9 @@ def box_in_frame(page: Page, locator) -> None:
 
 def test_a_trusted_course_page_frames_the_embed_and_hears_each_saved_run_once(server, hosts, page, problems):
     trusted = hosts[0]
-    frame, inner = open_host(page, trusted.page(f"{app_origin(server)}/embed"))
+    # With the lesson's prediction passed in, as the course page does: without one the embed
+    # keeps the checks and the weights back (issue 24, test_predict_first_browser.py).
+    frame, inner = open_host(page, trusted.page(f"{app_origin(server)}/embed?prediction=It%20cannot."))
     # The first tab fits the 610 px frame in a 640 px column: no scrolling, inputs to checks in view.
     sizes = inner.evaluate("() => { const d = document.documentElement; "
                            "return [d.scrollHeight, d.clientHeight, d.scrollWidth, d.clientWidth] }")
@@ -242,7 +244,7 @@ _TABS = """() => { const out = []; const walk = (root) => {
 
 @pytest.mark.parametrize("use_values", [False, True])
 def test_the_first_tab_fits_the_frame_in_every_failure_mode(server, hosts, page, problems, use_values):
-    frame, inner = open_host(page, hosts[0].page(f"{app_origin(server)}/embed"))
+    frame, inner = open_host(page, hosts[0].page(f"{app_origin(server)}/embed?prediction=It%20cannot."))
     if use_values:
         frame.get_by_label("Use values (adds output and contributions)").check()
         expect(frame.get_by_test_id("invariants").locator("[data-check='output']")).to_contain_text("pass")

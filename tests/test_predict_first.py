@@ -1,0 +1,115 @@
+"""Predict first (issue 24) without a browser: LearnerState's ``predict_first`` and ``revealed``,
+what the learner page and the embed hide until a prediction is written, and the prediction shown
+beside row 2's outcome."""
+
+from __future__ import annotations
+
+import pytest
+from store_helpers import sqlite_store
+
+from app.learner.embed import EmbedPage
+from app.learner.page import LearnerPage
+from app.learner.record import outcome_html
+from app.learner.state import LearnerState
+
+
+def hidden_parts(page: LearnerPage) -> dict[str, bool]:
+    """Whether each part derived from the weights shows now."""
+    return {"weights map": page.matrices.weights.visible, "readouts": page.readouts.pane.visible,
+            "banner": page.banner.pane.visible,
+            "contributions": next(o for o in page.main
+                                  if page.contributions.__panel__() in getattr(o, "objects", [])).visible,
+            "weight steps": "Weights of row 2" in str(page.steps.pane.object)}
+
+
+def test_revealed_follows_predict_first_and_a_written_prediction():
+    state = LearnerState()
+    assert not state.predict_first and state.revealed  # the page as it always was
+    state.predict_first = True
+    assert not state.revealed
+    state.prediction = "  \n "  # blank is no prediction
+    assert not state.revealed
+    state.prediction = "token 2 cannot read token 3"
+    assert state.revealed
+    state.prediction = ""
+    assert not state.revealed
+    state.predict_first = False
+    assert state.revealed
+
+
+def test_saving_still_needs_the_prediction_and_stores_it(tmp_path):
+    state = LearnerState(store=sqlite_store(tmp_path / "runs"), predict_first=True)
+    assert state.save_run() is None and "write your prediction first" in state.save_message
+    state.prediction = "row 2 keeps no future weight"
+    record = state.save_run()
+    assert record is not None and record.prediction == "row 2 keeps no future weight"
+    assert state.store.get(record.id).prediction == "row 2 keeps no future weight"
+
+
+def test_the_prediction_leads_the_main_area_in_one_layout_only(learner_page):
+    page = learner_page
+    assert page.main.objects[0] is page.prediction.__panel__()  # a Column holds a view's layout
+    widget = page.prediction.prediction
+    assert widget.name == "Prediction"
+    record_layout = page.record.__panel__()
+    assert list(record_layout.select(type(widget))) == [] and page.record.button in record_layout.objects
+
+
+def test_predict_first_hides_everything_derived_from_the_weights_until_a_prediction(learner_page):
+    page, state = learner_page, learner_page.state
+    state.failure_mode = "mask_after_softmax"  # the banner has something to say
+    assert all(hidden_parts(page).values())
+    assert not page.matrices.hidden_note.visible
+    state.predict_first = True
+    assert not any(hidden_parts(page).values()), hidden_parts(page)
+    assert page.matrices.hidden_note.visible and page.matrices.scores.visible  # the scores stay
+    assert "The steps after the scores show once your prediction is written." in page.steps.pane.object
+    assert "[1.000, 2.000, 9.000]" in page.steps.pane.object  # the score steps stay
+    state.prediction = "It cannot."
+    assert all(hidden_parts(page).values()), hidden_parts(page)
+    assert not page.matrices.hidden_note.visible
+
+
+def test_a_batchs_weight_maps_hide_too(learner_page):
+    page, state = learner_page, learner_page.state
+    state.apply_preset("batch_padded")
+    state.predict_first = True
+    shown = [w.visible for w in page.matrices.item_weights]
+    assert shown == [False, False, False] and [s.visible for s in page.matrices.item_scores][:2] == [True, True]
+    state.prediction = "p"
+    assert [w.visible for w in page.matrices.item_weights] == [True, True, False]
+
+
+def test_the_embed_waits_for_a_prediction_unless_one_is_passed_in(tmp_path):
+    embed = EmbedPage(page=LearnerPage(store=sqlite_store(tmp_path / "runs"), map_size=176))
+    state = embed.page.state
+    assert state.predict_first and not state.revealed
+    assert not embed.invariants.pane.visible and not embed.page.matrices.weights.visible
+    assert "Saved runs tab" in embed.page.matrices.hidden_note.object
+    embed.take_host_text({"prediction": "It cannot."})
+    assert state.revealed and embed.invariants.pane.visible and embed.page.matrices.weights.visible
+
+
+def test_the_outcome_is_row_2s_weight_on_token_3_its_future_weight_and_the_row_sums():
+    state = LearnerState()
+    assert outcome_html("", state.result) == "" and outcome_html("  ", state.result) == ""
+    text = outcome_html("<b>no</b> & never", state.result)
+    assert "You predicted: <q>&lt;b&gt;no&lt;/b&gt; &amp; never</q>" in text
+    assert ("<b>Correct, causal</b>: row 2's weight on token 3: <b>0</b>; row 2's future-token "
+            "weight: <b>0</b>; row sums: 1.000, 1.000, 1.000.") in text
+    state.param.update(causal=False)
+    assert "row 2's weight on token 3: <b>0.999</b>; row 2's future-token weight: <b>0.999</b>" in \
+        outcome_html("p", state.result)
+    state.param.update(causal=True, failure_mode="mask_after_softmax")
+    assert "row sums: 0.000335 ✗ not 1, 0.00125 ✗ not 1, 1.000" in outcome_html("p", state.result)
+    assert "(the last valid input)" in outcome_html("p", state.result, input_ok=False)
+
+
+@pytest.mark.parametrize("tokens, says, leaves_out", [
+    (2, "row 2's future-token weight: <b>0</b>", "token 3"),
+    (1, "row 1's future-token weight: <b>0</b>", "token 3"),
+])
+def test_a_shorter_run_speaks_of_the_rows_it_has(tokens, says, leaves_out):
+    state = LearnerState(tokens=tokens)
+    text = outcome_html("p", state.result)
+    assert says in text and leaves_out not in text
