@@ -87,6 +87,7 @@ def test_the_embed_waits_for_a_prediction_unless_the_course_page_passed_one_in(s
         "Write your prediction in the Saved runs tab to see the weights and checks.")
     assert drawn(page, "scores-figure") and not drawn(page, "weights-figure")
     expect(page.get_by_test_id("invariants")).to_have_count(0)
+    screenshot(page, "embed-predict-first-hidden-640x610.png", full_page=False)
     page.locator(".bk-tab", has_text="Saved runs").click()
     write_prediction(page, PREDICTION)
     expect(page.get_by_test_id("prediction-outcome")).to_contain_text("row 2's future-token weight: 0")
