@@ -63,11 +63,13 @@ def test_predict_first_hides_everything_derived_from_the_weights_until_a_predict
     state.predict_first = True
     assert not any(hidden_parts(page).values()), hidden_parts(page)
     assert page.matrices.hidden_note.visible and page.matrices.scores.visible  # the scores stay
+    assert set(page.matrices.scores.source.data["weight_text"]) == {"shown once you predict"}  # its hover
     assert "The steps after the scores show once your prediction is written." in page.steps.pane.object
     assert "[1.000, 2.000, 9.000]" in page.steps.pane.object  # the score steps stay
     state.prediction = "It cannot."
     assert all(hidden_parts(page).values()), hidden_parts(page)
     assert not page.matrices.hidden_note.visible
+    assert page.matrices.scores.source.data["weight_text"][:3] == ["0.000335", "0", "0"]
 
 
 def test_a_batchs_weight_maps_hide_too(learner_page):
@@ -76,6 +78,7 @@ def test_a_batchs_weight_maps_hide_too(learner_page):
     state.predict_first = True
     shown = [w.visible for w in page.matrices.item_weights]
     assert shown == [False, False, False] and [s.visible for s in page.matrices.item_scores][:2] == [True, True]
+    assert set(page.matrices.item_scores[1].source.data["weight_text"]) == {"shown once you predict"}
     state.prediction = "p"
     assert [w.visible for w in page.matrices.item_weights] == [True, True, False]
 

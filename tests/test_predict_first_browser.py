@@ -18,6 +18,7 @@ DRAWN_JS = """name => {
   return r.width > 0 && r.height > 0;
 }"""
 
+WEIGHT_HOVER_JS = "() => Bokeh.documents[0].get_model_by_name('scores-source').data.weight_text"
 PREDICTION = "Token 2 cannot attend to token 3; after softmax the row no longer sums to 1."
 
 
@@ -41,6 +42,7 @@ def test_predict_first_hides_the_weights_until_a_prediction_then_shows_it_beside
         'scores-figure')).canvas_view.el.getBoundingClientRect().top""")
     assert prediction_box["y"] + prediction_box["height"] <= scores_top
     assert drawn(page, "scores-figure") and not drawn(page, "weights-figure")
+    assert set(page.evaluate(WEIGHT_HOVER_JS)) == {"shown once you predict"}  # the Scores map's hover
     for hidden in (page.locator("table.readouts"), page.locator("ol.checklist"),
                    page.get_by_test_id("prediction-outcome")):
         expect(hidden).to_have_count(0)
@@ -56,6 +58,8 @@ def test_predict_first_hides_the_weights_until_a_prediction_then_shows_it_beside
     expect(note).to_be_hidden()
     wait_until(lambda: drawn(page, "weights-figure"), "the Weights map shows", page=page)
     expect(page.locator("table.readouts")).to_be_visible()
+    wait_until(lambda: page.evaluate(WEIGHT_HOVER_JS)[:3] == ["0.000335", "0", "0"],
+               "the Scores map's hover gives the weights", page=page)
     expect(page.locator("ol.checklist").locator("[data-check='row_sums']")).to_contain_text("FAIL")
     expect(page.locator("ol.row-steps")).to_contain_text("Weights of row 2")
     outcome = page.get_by_test_id("prediction-outcome")

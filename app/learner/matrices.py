@@ -23,6 +23,7 @@ from attention_core import ALIGNMENTS, MAX_BATCH, AttentionResult, LayerResult, 
 MASKED_SCORE = "masked: softmax got −∞; the score above is the one before masking"
 CHOSEN_OUTLINE = "#d62728"
 HIDDEN_NOTE = "Write your prediction above to see the weights and checks."
+HIDDEN_WEIGHT = "shown once you predict"
 
 
 def png_name(what: str, r: AttentionResult, item: int | None = None) -> str:
@@ -57,6 +58,14 @@ def show_result(scores: HeatMap, weights: HeatMap, r: AttentionResult, *, item: 
                    masked_label="zeroed" if after else "masked",
                    masked_note="zeroed after softmax" if after else "masked",
                    filename=png_name("weights", r, item), blocks=blocks)
+
+
+def hide_weights_in_hover(scores: HeatMap) -> None:
+    """Say in the Scores map's hover that its cells' weights wait for the prediction, as the
+    Weights map does (``state.revealed``): the hover would tell them."""
+    n = len(scores.source.data["weight_text"])
+    with pn.io.unlocked():
+        scores.source.patch({"weight_text": [(slice(0, n), [HIDDEN_WEIGHT] * n)]})
 
 
 def alignment_masks(layer: LayerResult) -> dict[str, np.ndarray] | None:
@@ -122,7 +131,7 @@ class MatricesView(pn.viewable.Viewer):
             self.state.item = item
         self.state.row = row
 
-    @param.depends("state.result", watch=True)
+    @param.depends("state.result", "state.revealed", watch=True)
     def _update(self) -> None:
         layer, r = self.state.layer, self.state.result
         if r is None or layer is None:
@@ -134,12 +143,16 @@ class MatricesView(pn.viewable.Viewer):
         self.weights.visible = not apart and self.state.revealed
         if not apart:
             show_result(self.scores, self.weights, r, blocks=layer.B if layer.flattened else None)
+            if not self.state.revealed:
+                hide_weights_in_hover(self.scores)
         span = score_range(layer.maps) if apart else None
         for b, (scores, weights) in enumerate(zip(self.item_scores, self.item_weights, strict=True)):
             shown = apart and b < layer.B
             scores.visible, weights.visible = shown, shown and self.state.revealed
             if shown:
                 show_result(scores, weights, layer.maps[b], item=b + 1, score_span=span)
+                if not self.state.revealed:
+                    hide_weights_in_hover(scores)
                 # One colour scale for every item: one colour bar, beside the last item.
                 with pn.io.unlocked():
                     scores.color_bar.visible = weights.color_bar.visible = b == layer.B - 1
@@ -154,15 +167,6 @@ class MatricesView(pn.viewable.Viewer):
         self.batch_note.visible = apart or layer.flattened
         self.items_row.visible = apart
         self._update_masks(layer)
-
-    @param.depends("state.revealed", watch=True)
-    def _reveal(self) -> None:
-        # Only the weights' visibility: the maps' data is already the current run's.
-        layer = self.state.layer
-        apart = layer is not None and layer.B > 1 and not layer.flattened
-        self.weights.visible = not apart and self.state.revealed
-        for b, weights in enumerate(self.item_weights):
-            weights.visible = apart and b < layer.B and self.state.revealed
 
     def _update_masks(self, layer: LayerResult) -> None:
         masks = alignment_masks(layer)
