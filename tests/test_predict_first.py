@@ -83,6 +83,17 @@ def test_a_batchs_weight_maps_hide_too(learner_page):
     assert [w.visible for w in page.matrices.item_weights] == [True, True, False]
 
 
+def test_y_made_from_the_weights_waits_too(learner_page):
+    page, state = learner_page, learner_page.state
+    state.apply_preset("output_projection")
+    table = "<caption>Y = H W_O"  # Y's shape in the list of shapes stays
+    assert table in page.projections.pane.object
+    state.predict_first = True
+    assert table not in page.projections.pane.object and "<caption>Q = X W_Q" in page.projections.pane.object
+    state.prediction = "p"
+    assert table in page.projections.pane.object
+
+
 def test_the_embed_waits_for_a_prediction_unless_one_is_passed_in(tmp_path):
     embed = EmbedPage(page=LearnerPage(store=sqlite_store(tmp_path / "runs"), map_size=176))
     state = embed.page.state

@@ -85,9 +85,10 @@ def shapes_line_html(layer: LayerResult) -> Markup:
                 "<ul class='shape-list' data-testid='shapes' aria-label='Shapes'>{}</ul>", items)
 
 
-def shapes_html(r: AttentionResult | None, layer: LayerResult | None = None) -> Markup:
-    """The projections (matrix mode), W_O and Y, every shape, and the score scaling line, for
-    the map ``r`` of ``layer`` (default ``r`` alone); empty before any result."""
+def shapes_html(r: AttentionResult | None, layer: LayerResult | None = None, revealed: bool = True) -> Markup:
+    """The projections (matrix mode), W_O and Y (made from the weights: only if ``revealed``),
+    every shape, and the score scaling line, for the map ``r`` of ``layer`` (default ``r``
+    alone); empty before any result."""
     if r is None:
         return Markup("")
     layer = layer if layer is not None else LayerResult.of(r)
@@ -108,7 +109,7 @@ def shapes_html(r: AttentionResult | None, layer: LayerResult | None = None) -> 
             tables.append(matrix_html("V", f"{source} W_V", p.values, f"{k}×d_v"))
         if p.w_o is not None:
             tables.append(matrix_html("W_O", "", p.w_o, "d_v×d_model"))
-            if r.y is not None:
+            if r.y is not None and revealed:
                 tables.append(matrix_html("Y", "H W_O", r.y, f"{q}×d_model"))
         parts.append(html("<p>Projections (the formula of Self-Attention in Matrix Form){}: {}.</p>"
                           "<div class='projections'>{}</div>",
@@ -129,7 +130,8 @@ class ProjectionsView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.pane = pn.pane.HTML(pn.bind(shapes_html, self.state.param.result, self.state.param.layer),
+        s = self.state
+        self.pane = pn.pane.HTML(pn.bind(shapes_html, s.param.result, s.param.layer, s.param.revealed),
                                  stylesheets=[_CSS],
                                  margin=(0, 10), sizing_mode="stretch_width")
 
