@@ -17,8 +17,7 @@ def hidden_parts(page: LearnerPage) -> dict[str, bool]:
     """Whether each part derived from the weights shows now."""
     return {"weights map": page.matrices.weights.visible, "readouts": page.readouts.pane.visible,
             "banner": page.banner.pane.visible,
-            "contributions": next(o for o in page.main
-                                  if page.contributions.__panel__() in getattr(o, "objects", [])).visible,
+            "contributions": page.contributions.__panel__().visible, "ablation": page.ablation.visible,
             "weight steps": "Weights of row 2" in str(page.steps.pane.object)}
 
 

@@ -329,7 +329,8 @@ class ContributionsView(pn.viewable.Viewer):
             self.text,
             pn.pane.Bokeh(BokehRow(children=[self.score_figure, self.weight_figure], margin=(0, 10)),
                           margin=0),
-            self.value_pane, margin=0, sizing_mode="stretch_width")
+            # Weights, values weighted by them: hidden while they wait for a prediction.
+            self.value_pane, margin=0, sizing_mode="stretch_width", visible=self.state.param.revealed)
         self._update()
 
     def _figure(self, title: str, name: str):

@@ -157,7 +157,7 @@ class EmbedPage(pn.viewable.Viewer):
         tab = dict(scroll=True, sizing_mode="stretch_both", margin=0)
         workbench = pn.Column(p.opened, pn.Row(inputs, checks, margin=0), p.matrices, **tab)
         steps = pn.Column(pn.Row(p.item, p.row, p.row_message, margin=0), p.banner, p.readouts, p.steps,
-                          pn.Column(p.contributions, visible=s.param.revealed, margin=0), p.projections, **tab)
+                          p.contributions, p.projections, **tab)
         runs = pn.Column(self.host_note, p.prediction, pn.Row(r.learner, r.label, margin=0), p.runs, **tab)
         more = pn.Column(i.input_mode, pn.Row(i.d_k, i.d_v, i.d_model, margin=0), i.layer_controls,
                          pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),

@@ -103,7 +103,8 @@ class LearnerPage(pn.viewable.Viewer):
         # page is in matrix mode, the only mode it works in; until then one sentence says so.
         self.ablation = pn.Column(
             pn.pane.HTML(LEAD + html("<p>{}</p>", NEEDS_MATRIX_MODE), margin=(0, 10),
-                         sizing_mode="stretch_width"), margin=0, sizing_mode="stretch_width")
+                         sizing_mode="stretch_width"), margin=0, sizing_mode="stretch_width",
+            visible=s.param.revealed)  # ablations change the weights: they wait for a prediction
         self._ablation_made = False
         s.param.watch(self._make_ablation, "input_mode")
         self._make_ablation()
@@ -113,9 +114,8 @@ class LearnerPage(pn.viewable.Viewer):
             pn.Row(self.item, self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "
                                                      "below.</p>", margin=(22, 0, 0, 0)), margin=0),
             self.row_message,
-            self.readouts, self.steps,
-            pn.Column(self.contributions, self.ablation, visible=s.param.revealed, margin=0,
-                      sizing_mode="stretch_width"),
+            self.readouts, self.steps, self.contributions,
+            self.ablation,
             pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
             self.record, self.runs, sizing_mode="stretch_width", margin=0)
 
