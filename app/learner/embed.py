@@ -31,6 +31,7 @@ import param
 from panel.custom import JSComponent
 
 from app.learner.checks import InvariantsView
+from app.learner.matrices import hidden_note_html
 from app.learner.page import LearnerPage
 from app.learner.record import STATUS_CSS
 from app.shared.html import Markup, html
@@ -118,8 +119,7 @@ class EmbedPage(pn.viewable.Viewer):
         p, s = self.page, self.page.state
         i = p.inputs
         s.predict_first = True  # revealed as soon as the course page passes a prediction in
-        p.matrices.hidden_note.object = html("<p role='note' data-testid='predict-first-note'>{}</p>",
-                                             HIDDEN_NOTE_EMBED)
+        p.matrices.hidden_note.object = hidden_note_html(HIDDEN_NOTE_EMBED)
         self.bridge = ExplorableBridge(trusted_origins=list(self.trusted_origins),
                                        instance_id=self.instance_id, visible=False)
         self.bridge.param.watch(lambda e: self.take_host_text(e.new), "received")

@@ -60,6 +60,11 @@ def show_result(scores: HeatMap, weights: HeatMap, r: AttentionResult, *, item: 
                    filename=png_name("weights", r, item), blocks=blocks)
 
 
+def hidden_note_html(text: str) -> str:
+    """The note where the weights would be while they wait for a prediction: ``text``, escaped."""
+    return html("<p role='note' data-testid='predict-first-note'>{}</p>", text)
+
+
 def hide_weights_in_hover(scores: HeatMap) -> None:
     """Say in the Scores map's hover that its cells' weights wait for the prediction, as the
     Weights map does (``state.revealed``): the hover would tell them."""
@@ -101,7 +106,7 @@ class MatricesView(pn.viewable.Viewer):
         self.masks_row = pn.Row(margin=0, visible=False)
         # Where the weights would be while they wait for a prediction, saying why.
         self.hidden_note = pn.pane.HTML(
-            html("<p role='note' data-testid='predict-first-note'>{}</p>", HIDDEN_NOTE),
+            hidden_note_html(HIDDEN_NOTE),
             visible=self.state.param.revealed.rx.not_(), width=self.size + 100, margin=(40, 10))
         self._layout = pn.Column(
             pn.Row(self.scores, self.weights, self.hidden_note, margin=0), self.batch_note, self.items_row,
