@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from playwright.sync_api import Page, expect
-from workbench_server import open_learner_page, screenshot, wait_until
+from workbench_server import blocking_violations, open_learner_page, screenshot, wait_until
 
 # Whether a heat map's canvas is drawn with a size (a hidden map's view has none, or no view).
 DRAWN_JS = """name => {
@@ -51,6 +51,7 @@ def test_predict_first_hides_the_weights_until_a_prediction_then_shows_it_beside
     page.get_by_label("Mask after softmax (broken)").check()
     expect(page.get_by_text("BROKEN MODE")).to_have_count(0)  # the banner would tell the answer
     screenshot(page, "predict-first-hidden-1280x720.png", full_page=False)
+    assert blocking_violations(page) == []  # axe-core: nothing critical or serious
     page.get_by_role("button", name="Save run").click()
     expect(page.get_by_role("status")).to_contain_text("Not saved: write your prediction first")
 
