@@ -269,7 +269,7 @@ class SelfCheckPanel(pn.viewable.Viewer):
             self.answers[q.id] = answer
             buttons = []
             for show in q.shows:
-                button = pn.widgets.Button(name=f"Show me: {show.short}", button_type="default",
+                button = pn.widgets.Button(label=f"Show me: {show.short}",
                                            margin=(0, 10, 5, 10))
                 button.on_click(lambda _e, show=show, q=q: self._show(q, show))
                 self.buttons[show.short] = button
@@ -285,13 +285,13 @@ class SelfCheckPanel(pn.viewable.Viewer):
         # A Bokeh RadioGroup, not Panel's: Panel's chooses the first option for the learner.
         self.choices = RadioGroup(labels=list(Q1_CHOICES), active=None, name="self-check-q1-choices")
         self.feedback = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
-        check = pn.widgets.Button(name="Check my answer", button_type="primary", margin=(5, 10))
+        check = pn.widgets.Button(label="Check my answer", color="primary", margin=(5, 10))
         check.on_click(self._check)
         hint = pn.pane.HTML(html("<p><b>Hint.</b> {}</p>", Q1_HINT), visible=False, margin=(0, 10))
-        show_hint = pn.widgets.Button(name="Show the hint", margin=(5, 10))
+        show_hint = pn.widgets.Button(label="Show the hint", margin=(5, 10))
         show_hint.on_click(lambda _e: setattr(hint, "visible", True))
         solution = pn.pane.HTML(html("<p><b>Solution.</b> {}</p>", Q1_SOLUTION), visible=False, margin=(0, 10))
-        show_solution = pn.widgets.Button(name="Show the solution", margin=(5, 10))
+        show_solution = pn.widgets.Button(label="Show the solution", margin=(5, 10))
         show_solution.on_click(lambda _e: setattr(solution, "visible", True))
         return pn.Column(
             pn.pane.HTML(html("<h3 id='self-check-q1'>{}</h3><p>{}</p><p>Choose one:</p>", Q1_TITLE, Q1_TEXT),
