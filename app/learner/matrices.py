@@ -22,7 +22,7 @@ from attention_core import ALIGNMENTS, MAX_BATCH, AttentionResult, LayerResult, 
 
 MASKED_SCORE = "masked: softmax got −∞; the score above is the one before masking"
 CHOSEN_OUTLINE = "#d62728"
-HIGHLIGHT_OUTLINE = "#e8590c"  # cells a Check-yourself answer points at: not the red of boundaries
+HIGHLIGHT_OUTLINE = "#e64980"  # cells a Check-yourself answer points at: not the red of boundaries
 
 
 def png_name(what: str, r: AttentionResult, item: int | None = None) -> str:
@@ -82,7 +82,7 @@ class MatricesView(pn.viewable.Viewer):
         self.weights = HeatMap("Weights", "weights", kind="weights", size=self.size, on_row_tap=pick)
         # An annotation, not a glyph: the hover and the row tap see only the cells.
         self.highlight = BoxAnnotation(name="weights-highlight", visible=False, fill_alpha=0,
-                                       line_color=HIGHLIGHT_OUTLINE, line_width=4, left=0, right=0, bottom=0, top=0)
+                                       line_color=HIGHLIGHT_OUTLINE, line_alpha=1, line_width=4, left=0, right=0, bottom=0, top=0)
         self.weights.figure.add_layout(self.highlight)
         self.batch_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
         self.mask_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
