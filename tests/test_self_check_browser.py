@@ -70,7 +70,8 @@ def test_show_me_sets_the_page_and_q1s_answer_goes_into_the_next_saved_run(serve
     outlined(page, None)
 
     save_run(page, "self-check answered", prediction="each row sums to 1")
-    wait_until(lambda: any(r["label"] == "self-check answered" for r in server.records()), "the run is stored", page=page)
+    wait_until(lambda: any(r["label"] == "self-check answered" for r in server.records()),
+               "the run is stored", page=page)
     record = next(r for r in server.records() if r["label"] == "self-check answered")
     assert record["self_check"] == {"question": "softmax_axis", "choice": wrong, "correct": False}
     save_run(page, "self-check not answered again")

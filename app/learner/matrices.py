@@ -82,7 +82,8 @@ class MatricesView(pn.viewable.Viewer):
         self.weights = HeatMap("Weights", "weights", kind="weights", size=self.size, on_row_tap=pick)
         # An annotation, not a glyph: the hover and the row tap see only the cells.
         self.highlight = BoxAnnotation(name="weights-highlight", visible=False, fill_alpha=0,
-                                       line_color=HIGHLIGHT_OUTLINE, line_alpha=1, line_width=4, left=0, right=0, bottom=0, top=0)
+                                       line_color=HIGHLIGHT_OUTLINE, line_alpha=1, line_width=4,
+                                       left=0, right=0, bottom=0, top=0)
         self.weights.figure.add_layout(self.highlight)
         self.batch_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
         self.mask_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
