@@ -83,6 +83,31 @@ def check_text(field: str, value: object) -> None:
         raise RecordError(f"{field} holds a lone surrogate, which is not text")
 
 
+SELF_CHECK_QUESTION = re.compile(r"[a-z][a-z0-9_]{0,63}")
+SELF_CHECK_CHOICE_LIMIT = 200
+
+
+def check_self_check(value: object) -> None:
+    """Refuse a ``self_check`` that is not the schema's ``selfCheck``: exactly ``question`` (an
+    id such as ``softmax_axis``), ``choice`` (1 to 200 characters of text) and ``correct`` (a bool).
+
+    Raises
+    ------
+    RecordError
+        The message names ``self_check`` and the key at fault.
+    """
+    if not isinstance(value, dict) or set(value) != {"question", "choice", "correct"}:
+        raise _fail("self_check", "an object of exactly question, choice and correct")
+    if not isinstance(value["question"], str) or not SELF_CHECK_QUESTION.fullmatch(value["question"]):
+        raise _fail("self_check.question", "a question id such as softmax_axis")
+    choice = value["choice"]
+    if (not isinstance(choice, str) or not 1 <= len(choice) <= SELF_CHECK_CHOICE_LIMIT
+            or _SURROGATE.search(choice)):
+        raise _fail("self_check.choice", f"text of 1 to {SELF_CHECK_CHOICE_LIMIT} characters")
+    if type(value["correct"]) is not bool:
+        raise _fail("self_check.correct", "true or false")
+
+
 def _fail(where: str, expected: str) -> RecordError:
     return RecordError(f"not an experiment record: {where} must be {expected}")
 
@@ -131,6 +156,8 @@ def check_record(data: Any) -> None:
         datetime.fromisoformat(data["created_at"])
     except ValueError:
         raise _fail("created_at", "a real date and time") from None
+    if "self_check" in data:  # the schema has checked its shape; this also refuses lone surrogates
+        check_self_check(data["self_check"])
     _shape_rules(data)
 
 

@@ -19,7 +19,11 @@ so every reader of version 2 keeps working; keys may have ``T_k != T`` rows (cro
 Added, always present: ``inputs.projection.W_O`` and ``.X_kv``, ``inputs.batch`` (the whole
 batch: ``X``, ``X_kv``, ``padding_mask``), ``inputs.ablation``, ``settings.causal_alignment``,
 ``results.y``, ``results.maps`` (the other maps) and ``results.ablation``. The checks and the three
-summaries of ``results`` are the layer's, over the whole batch.
+summaries of ``results`` are the layer's, over the whole batch. Optional in version 3 only:
+``self_check``, the learner's answer to one of the course's self-check questions (Self-Attention in
+Matrix Form, "Q1. Identify the softmax axis"), ``{"question", "choice", "correct"}``; a record
+without one has no such key (:meth:`ExperimentRecord.to_json` leaves it out), so every record
+written before reads and writes back byte for byte.
 
 Records are read as they were written: a version-1 record stays version 1 when shown, exported or
 updated. What a run was computed from is read back the same way for every version by
@@ -55,6 +59,7 @@ from attention_core.record_checks import (
     RecordError,
     _refuse_constant,
     check_record,
+    check_self_check,
     check_text,
     validate_record,
 )
@@ -131,6 +136,10 @@ class ExperimentRecord:
         ``batch`` (None for one sequence, else ``X`` B×T×d_model, ``X_kv`` B×T_k×d_model or None,
         ``padding_mask`` B×T_k or None) and ``ablation`` (None, or ``target``, ``change``,
         ``factor``, ``matrix``: the changed matrix).
+    self_check : dict or None
+        Version 3 only, optional: ``{"question": "softmax_axis", "choice": <the chosen answer in
+        the course's words>, "correct": bool}``, the self-check answer the learner checked since
+        the run saved before; ``None`` (no key in the JSON) without one.
     settings : dict
         ``causal``, ``mask_after_softmax``, ``failure_mode`` (a mode name); from version 3
         ``causal_alignment`` (None, ``"top_left"`` or ``"bottom_right"``).
@@ -156,13 +165,14 @@ class ExperimentRecord:
     inputs: dict
     settings: dict
     results: dict
+    self_check: dict | None = None
 
     @classmethod
     def from_result(
         cls, result: AttentionResult | LayerResult, *, ablation: Ablation | None = None,
         learner: str | None = None, label: str | None = None, prediction: str | None = None,
         explanation: str | None = None, notes: str | None = None, record_id: str | None = None,
-        created_at: datetime | None = None,
+        created_at: datetime | None = None, self_check: dict | None = None,
     ) -> ExperimentRecord:
         """Build a record from an attention result (or a whole layer) and the learner's free text.
 
@@ -180,6 +190,9 @@ class ExperimentRecord:
         learner, label, prediction, explanation, notes : str, optional
         record_id : str, optional
             Defaults to :func:`new_record_id`; must match ``[A-Za-z0-9_-]{1,64}``.
+        self_check : dict, optional
+            ``{"question": str, "choice": str, "correct": bool}``: the learner's answer to a
+            self-check question, saved with this run.
         created_at : datetime, optional
             Timezone-aware; stored in UTC. Defaults to now.
 
@@ -193,8 +206,11 @@ class ExperimentRecord:
         ------
         ValueError
             A text field is too long, not a string, or holds lone surrogates (the message names
-            the field); a bad ``record_id``; a naive ``created_at``.
+            the field); a bad ``record_id``; a naive ``created_at``; a ``self_check`` that is
+            not the schema's ``selfCheck`` (the message names ``self_check``).
         """
+        if self_check is not None:
+            check_self_check(self_check)
         now = created_at or datetime.now(UTC)
         if now.tzinfo is None:
             raise ValueError("created_at must be timezone-aware (UTC)")
@@ -249,6 +265,7 @@ class ExperimentRecord:
                               "y": _jsonable(m.y)} for m in ablation.after.maps],
                 },
             },
+            **({} if self_check is None else {"self_check": self_check}),
         }
         # Built to the schema's shape (the tests validate every mode and input kind), so not
         # validated again here: jsonschema takes up to 0.4 s on the largest run a learner saves.
@@ -287,12 +304,18 @@ class ExperimentRecord:
         return cls(**data)
 
     def to_dict(self) -> dict:
-        """The record as a fresh JSON-native dict (the schema's shape)."""
-        return asdict(self)
+        """The record as a fresh JSON-native dict (the schema's shape; no ``self_check`` key
+        without one)."""
+        data = asdict(self)
+        if data["self_check"] is None:
+            del data["self_check"]
+        return data
 
     def to_json(self, *, indent: int | None = None) -> str:
         """Strict RFC 8259 JSON; UTF-8 text is written as is (``ensure_ascii=False``)."""
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        if self.self_check is None:
+            del fields["self_check"]
         return json.dumps(fields, allow_nan=False, ensure_ascii=False, indent=indent)
 
     @property
@@ -463,4 +486,4 @@ def _run_inputs_of(record: ExperimentRecord) -> RunInputs:
 
 __all__ = ["ID_PATTERN", "READABLE_VERSIONS", "SCHEMA_PATH", "SCHEMA_VERSION", "TEXT_LIMITS",
            "ExperimentRecord", "NewerSchemaError", "RecordError", "RunInputs", "check_record",
-           "check_text", "new_record_id", "validate_record"]
+           "check_self_check", "check_text", "new_record_id", "validate_record"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 import param
+from bokeh.models import BoxAnnotation
 
 from app.learner.state import LearnerState
 from app.shared.heatmap import HeatMap, file_name
@@ -24,6 +25,7 @@ MASKED_SCORE = "masked: softmax got −∞; the score above is the one before ma
 CHOSEN_OUTLINE = "#d62728"
 HIDDEN_NOTE = "Write your prediction above to see the weights and checks."
 HIDDEN_WEIGHT = "shown once you predict"
+HIGHLIGHT_OUTLINE = "#e64980"  # cells a Check-yourself answer points at: not the red of boundaries
 
 
 def png_name(what: str, r: AttentionResult, item: int | None = None) -> str:
@@ -94,6 +96,11 @@ class MatricesView(pn.viewable.Viewer):
         pick = self._pick_row
         self.scores = HeatMap("Scores", "scores", kind="scores", size=self.size, on_row_tap=pick)
         self.weights = HeatMap("Weights", "weights", kind="weights", size=self.size, on_row_tap=pick)
+        # An annotation, not a glyph: the hover and the row tap see only the cells.
+        self.highlight = BoxAnnotation(name="weights-highlight", visible=False, fill_alpha=0,
+                                       line_color=HIGHLIGHT_OUTLINE, line_alpha=1, line_width=4,
+                                       left=0, right=0, bottom=0, top=0)
+        self.weights.figure.add_layout(self.highlight)
         self.batch_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
         self.mask_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
         # The items' small multiples and the alignments' masks are made the first time a run
@@ -172,6 +179,18 @@ class MatricesView(pn.viewable.Viewer):
         self.batch_note.visible = apart or layer.flattened
         self.items_row.visible = apart
         self._update_masks(layer)
+
+    @param.depends("state.highlight", watch=True)
+    def _show_highlight(self) -> None:
+        """Outline :attr:`LearnerState.highlight`'s cells in the one Weights map (in the synthetic
+        coordinates of its factor ranges: column j spans j-1..j, row i of T spans T-i..T-i+1)."""
+        r, cells = self.state.result, self.state.highlight
+        shown = r is not None and cells is not None and self.weights.visible
+        with pn.io.unlocked():
+            if shown:
+                row, first, last = cells
+                self.highlight.update(left=first - 1, right=last, bottom=r.T - row, top=r.T - row + 1)
+            self.highlight.visible = shown
 
     def _update_masks(self, layer: LayerResult) -> None:
         masks = alignment_masks(layer)

@@ -18,6 +18,7 @@ from app.learner.matrices import MatricesView
 from app.learner.projections import ProjectionsView
 from app.learner.record import STALE_STATUS_JS, PredictionView, RecordView
 from app.learner.runs import SavedRunsView
+from app.learner.self_check import SelfCheckPanel
 from app.learner.state import LearnerState
 from app.learner.steps import RowStepsView
 from app.shared.connection import announce_lost_connection
@@ -98,6 +99,7 @@ class LearnerPage(pn.viewable.Viewer):
         self.contributions = ContributionsView(state=s)
         self.readouts = ReadoutsView(state=s)
         self.record = RecordView(state=s)
+        self.self_check = SelfCheckPanel(state=s)
         self.runs = SavedRunsView(state=s)
         # The ablation panel (two figures, a grid and its controls) is made the first time the
         # page is in matrix mode, the only mode it works in; until then one sentence says so.
@@ -117,6 +119,7 @@ class LearnerPage(pn.viewable.Viewer):
             self.readouts, self.steps, self.contributions,
             self.ablation,
             pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
+            self.self_check,
             self.record, self.runs, sizing_mode="stretch_width", margin=0)
 
     def _make_ablation(self, *_events) -> None:

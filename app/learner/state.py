@@ -279,6 +279,12 @@ class LearnerState(param.Parameterized):
     revealed = param.Boolean(default=True, constant=True, doc=(
         "Whether the weights and everything derived from them show: not predict_first, or a "
         "prediction is written."))
+    self_check = param.Dict(default=None, allow_None=True, doc=(
+        "The learner's last checked self-check answer ({'question', 'choice', 'correct'}): saved "
+        "with the next run, then cleared (a later run records it only if checked again)."))
+    highlight = param.Tuple(default=None, allow_None=True, length=3, doc=(
+        "Cells of the Weights map a Check-yourself answer points at: (row, first column, last "
+        "column), from 1, in one row; None for none. Cleared by any change of input or row."))
 
     field_errors = param.Dict(default={}, doc="Message per cell label ('Query 2') at fault.")
     tokens_error = param.String(default="", doc="Why the typed token count was not taken, if not.")
@@ -333,6 +339,11 @@ class LearnerState(param.Parameterized):
     def _no_w_o_without_values(self) -> None:
         if not self.use_values:
             self.use_w_o = False
+
+    @param.depends(*_INPUTS, "row", "item", watch=True)
+    def _drop_highlight(self) -> None:
+        # The cells it pointed at may now hold other numbers, or not exist.
+        self.highlight = None
 
     @param.depends("tokens", "result", watch=True, on_init=True)
     def _bound_row(self) -> None:
@@ -595,7 +606,8 @@ class LearnerState(param.Parameterized):
 
     def save_run(self, ablation: Ablation | None = None) -> ExperimentRecord | None:
         """Write the current run (:attr:`layer`) to the store as an experiment record, with
-        ``ablation`` (an :class:`~attention_core.Ablation` of this layer) if given.
+        ``ablation`` (an :class:`~attention_core.Ablation` of this layer) if given, and
+        :attr:`self_check` if one was checked since the last saved run (then cleared).
 
         Returns the record, or ``None`` with :attr:`save_message` saying why nothing was saved
         (invalid input, no prediction, text too long, or a store error such as a full disk).
@@ -607,13 +619,16 @@ class LearnerState(param.Parameterized):
             return self._not_saved("write your prediction first (the Prediction field)")
         try:
             texts = {f: clean_text(getattr(self, f), f) for f in ("learner", "label", "prediction")}
-            record = ExperimentRecord.from_result(self.layer, ablation=ablation, **texts)
+            record = ExperimentRecord.from_result(self.layer, ablation=ablation, self_check=self.self_check,
+                                                  **texts)
         except ValueError as exc:
             return self._not_saved(str(exc))
-        if self.opened is not None and not self.opened_edited and _same_run(self.opened, record):
+        # A self-check answer checked since is new: it is saved, with the run it was checked on.
+        no_answer = self.self_check is None
+        if no_answer and self.opened is not None and not self.opened_edited and _same_run(self.opened, record):
             return self._not_saved(f"this is saved run {_run_name(self.opened)}, unchanged; change "
                                    "an input, a toggle or the text to save a new run")
-        if self.saved and _same_run(self.saved[-1], record):
+        if no_answer and self.saved and _same_run(self.saved[-1], record):
             return self._not_saved(f"this run is already saved as #{len(self.saved)}; change an "
                                    "input, a toggle or the text to save another")
         try:
@@ -621,7 +636,7 @@ class LearnerState(param.Parameterized):
         except StoreError as exc:  # already a sentence: "Run not saved: the store … is full."
             self.param.update(save_ok=False, save_message=str(exc))
             return None
-        self.param.update(saved=[*self.saved, record], last_saved=record)
+        self.param.update(saved=[*self.saved, record], last_saved=record, self_check=None)
         name = f"“{record.label}”" if record.label else f"#{len(self.saved)}"
         self.param.update(save_ok=True, save_message=f"Saved run {name} ({record.id}).")
         return record
