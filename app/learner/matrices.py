@@ -20,6 +20,9 @@ from app.shared.html import html
 from attention_core import ALIGNMENTS, MAX_BATCH, AttentionResult, LayerResult, causal_mask
 
 MASKED_SCORE = "masked: softmax got −∞; the score above is the one before masking"
+LEAKED_FUTURE = "a future token the causal mask should hide; the mask was not applied"
+LEAKED_ITEM = ("another batch item's token, which this item must not read; the batch was "
+               "flattened into one sequence")
 CHOSEN_OUTLINE = "#d62728"
 
 
@@ -41,20 +44,48 @@ def score_range(maps) -> tuple[float, float]:
     return (low, high) if high > low else (low - 1.0, high + 1.0)
 
 
+def cell_kinds(r: AttentionResult, blocks: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which cells of ``r``'s maps are masked, which of those for a padding key, and which leaked.
+
+    Returns
+    -------
+    masked : numpy.ndarray of bool, shape (T, T_k)
+        Cells softmax got as −∞, or (mask after softmax) zeroed after it.
+    padding : numpy.ndarray of bool, shape (T, T_k)
+        Masked cells whose key is padding.
+    leaked : numpy.ndarray of str, shape (T, T_k)
+        Why a cell the rule forbids got through anyway ("No mask": a future token; a flattened
+        batch of ``blocks`` items: another item's token), else ``""``.
+    """
+    received = ~np.isneginf(r.masked_scores)  # what softmax got: -inf where a mask came before it
+    forbidden = ~r.allowed
+    masked = forbidden if r.mode.mask == "after" else ~received
+    padding = masked & (False if r.key_is_real is None else ~r.key_is_real[np.newaxis, :])
+    leaked = np.full(r.allowed.shape, "", dtype=object)
+    through = forbidden & received & (r.mode.mask != "after")
+    if through.any():
+        T, T_k = r.allowed.shape
+        items = blocks or 1
+        row_item = np.arange(T)[:, np.newaxis] * items // T
+        column_item = np.arange(T_k)[np.newaxis, :] * items // T_k
+        leaked[through] = LEAKED_FUTURE
+        leaked[through & (row_item != column_item)] = LEAKED_ITEM
+    return masked, padding, leaked
+
+
 def show_result(scores: HeatMap, weights: HeatMap, r: AttentionResult, *, item: int | None = None,
                 score_span: tuple[float, float] | None = None, blocks: int | None = None) -> None:
     """Draw ``r``'s scores and weights into the two maps."""
-    # What softmax received: -inf where a mask was applied before it (none in "no mask").
-    received_mask = np.isneginf(r.masked_scores)
-    scores.update(r.masked_scores, received_mask, scores=r.scores, weights=r.weights,
+    masked, padding, leaked = cell_kinds(r, blocks)
+    before = np.isneginf(r.masked_scores)  # the scores map: what softmax got as -inf
+    scores.update(r.masked_scores, before, scores=r.scores, weights=r.weights,
                   masked_note=MASKED_SCORE, filename=png_name("scores", r, item),
-                  value_range=score_span, blocks=blocks)
+                  value_range=score_span, blocks=blocks, padding=padding & before, leaked=leaked)
     after = r.mode.mask == "after"
-    forbidden = ~r.allowed if r.mode.mask != "none" else received_mask
-    weights.update(r.weights, forbidden, scores=r.scores, weights=r.weights,
+    weights.update(r.weights, masked, scores=r.scores, weights=r.weights,
                    masked_label="zeroed" if after else "masked",
                    masked_note="zeroed after softmax" if after else "masked",
-                   filename=png_name("weights", r, item), blocks=blocks)
+                   filename=png_name("weights", r, item), blocks=blocks, padding=padding, leaked=leaked)
 
 
 def alignment_masks(layer: LayerResult) -> dict[str, np.ndarray] | None:
