@@ -76,6 +76,7 @@ def test_mask_after_softmax_zeroes_without_calling_it_leaked(learner_page, state
     state.failure_mode = "mask_after_softmax"
     kinds = cells(learner_page.matrices.weights.source.data, "kind")
     assert kinds[(1, 2)] == "causal" and "leaked" not in kinds.values()
+    assert "zeroed after softmax" in learner_page.matrices.legend.object
 
 
 @pytest.mark.parametrize(("x", "text"), [
@@ -133,7 +134,8 @@ def test_the_lost_mass_bars_show_the_row_sums_the_readouts_print(learner_page, s
 
 
 def test_no_scaling_shows_the_chosen_row_with_and_without_the_division_from_the_core(learner_page, state):
-    assert learner_page.matrices.scaling is None
+    state.failure_mode = "no_scaling"  # d_k = 1: one distribution, so no picture (the banner says why)
+    assert learner_page.matrices.scaling is None and not learner_page.matrices.pictures.visible
     state.apply_preset("wide_head", failure_mode="no_scaling")
     state.row = 2
     r = state.result
@@ -143,11 +145,11 @@ def test_no_scaling_shows_the_chosen_row_with_and_without_the_division_from_the_
     scaled, unscaled = (s.data["weight"] for s in pair.sources)
     assert scaled == correct.weights[1].tolist() and unscaled == r.weights[1].tolist()
     assert max(unscaled) > max(scaled)  # sharper
-    assert [f.title.text for f in pair.figures] == ["Row 2 with ÷√d_k (÷2)", "Row 2 without"]
+    assert [f.title.text for f in pair.figures] == ["Row 2 with ÷√d_k", "Row 2 without"]
     assert pair.figures[0].y_range is pair.figures[1].y_range
     figures = list(pair.figures)
     state.row = 3
-    assert pair.figures == figures and pair.figures[0].title.text == "Row 3 with ÷√d_k (÷2)"
+    assert pair.figures == figures and pair.figures[0].title.text == "Row 3 with ÷√d_k"
     assert pair.sources[1].data["weight"] == state.result.weights[2].tolist()
     assert format_number(correct.weights[2][0]) in pair.text.object  # the numbers, as text
     state.failure_mode = "correct"

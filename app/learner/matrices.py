@@ -114,14 +114,16 @@ _LEGEND = {
 }
 
 
-def legend_html(kinds) -> Markup:
+def legend_html(kinds, after: bool = False) -> Markup:
     """A legend of the kinds of cell among ``kinds`` (a heat-map source's ``kind`` column): how
-    each is drawn and what it means; empty when every cell is visible."""
+    each is drawn and what it means (``after``: masked cells were zeroed after softmax); empty
+    when every cell is visible."""
     shown = [k for k in _LEGEND if k in set(kinds)]
     if not shown:
         return Markup("")
-    items = join(html("<li data-kind='{}'><span aria-hidden='true' style='{}'></span>{}</li>", k, *_LEGEND[k])
-                 for k in shown)
+    items = join(html("<li data-kind='{}'><span aria-hidden='true' style='{}'></span>{}</li>", k, swatch,
+                      text.replace("masked", "zeroed after softmax", 1) if after else text)
+                 for k in shown for swatch, text in [_LEGEND[k]])
     return html("<ul class='cell-legend' data-testid='cell-legend' aria-label='Kinds of cell in the maps' "
                 "style='list-style: none; padding: 0; margin: 0; display: flex; flex-wrap: wrap; gap: 4px 16px;'>"
                 "{}</ul>", items)
@@ -135,13 +137,14 @@ def lost_mass_html(r: AttentionResult) -> Markup:
     for i, total in enumerate(r.row_sums):
         kept = min(max(float(total), 0.0), 1.0) if np.isfinite(total) else 0.0
         rows.append(html(
-            "<tr data-row='{n}'><th scope='row'>Row {n}</th><td style='width: 60%;'>"
+            "<tr data-row='{n}'><th scope='row' style='{cell}'>Row {n}</th><td style='width: 50%; {cell}'>"
             "<div aria-hidden='true' style='display: flex; height: 1.1em; border: 1px solid #555;'>"
             "<div style='width: {kept}%; background: #2c4f8a;'></div>"
             "<div style='width: {lost}%; background: repeating-linear-gradient(135deg, #555 0 1px, {grey} 1px 5px);'>"
-            "</div></div></td><td>visible <b class='kept'>{sum}</b></td>"
-            "<td>zeroed away <b class='lost'>{gone}</b></td></tr>",
-            n=i + 1, kept=f"{100 * kept:.2f}", lost=f"{100 * (1 - kept):.2f}", grey=MASKED_COLOR,
+            "</div></div></td><td style='{cell}'>visible <b class='kept'>{sum}</b></td>"
+            "<td style='{cell}'>zeroed away <b class='lost'>{gone}</b></td></tr>",
+            n=i + 1, cell="white-space: nowrap; padding: 2px 8px; text-align: left;",
+            kept=f"{100 * kept:.2f}", lost=f"{100 * (1 - kept):.2f}", grey=MASKED_COLOR,
             sum=row_sum_html(total), gone=format_number(1 - float(total))))
     return html(
         "<div data-testid='lost-mass'><p><b>Where each row's weight went.</b> Softmax gave every row a "
@@ -190,7 +193,7 @@ class ScalingPair:
         scaled, unscaled = scaling_pair(r, row)
         keys = [str(j) for j in range(1, r.T_k + 1)]
         n, d_k = row + 1, r.d_k
-        titles = (f"Row {n} with ÷√d_k (÷{format_number(np.sqrt(d_k), trim=True)})", f"Row {n} without")
+        titles = (f"Row {n} with ÷√d_k", f"Row {n} without")
         with pn.io.unlocked():
             self.x_range.factors = keys
             for source, fig, weights, title in zip(self.sources, self.figures, (scaled, unscaled), titles,
@@ -199,10 +202,10 @@ class ScalingPair:
                 source.data = {"key": keys, "weight": [float(w) for w in weights],
                                "label": [format_number(w, "narrow") for w in weights]}
         self.text.object = html(
-            "<p data-testid='scaling-pair'>Row {n}'s weights with the scores divided by √d_k = √{d_k}: "
+            "<p data-testid='scaling-pair'>Row {n}'s weights with the scores divided by √d_k = √{d_k} = {root}: "
             "<b class='scaled'>{a}</b>; without: <b class='unscaled'>{b}</b>. Without the division the "
             "scores are √{d_k} times as far apart, so softmax puts more of the row on its largest.</p>",
-            n=n, d_k=d_k, a=", ".join(format_number(w) for w in scaled),
+            n=n, d_k=d_k, root=format_number(np.sqrt(d_k), trim=True), a=", ".join(format_number(w) for w in scaled),
             b=", ".join(format_number(w) for w in unscaled))
 
 
@@ -303,7 +306,7 @@ class MatricesView(pn.viewable.Viewer):
         shown = [m for m in (*self.item_weights[:layer.B], *self.item_scores[:layer.B]) if apart] or \
             [self.weights, self.scores]
         kinds = {k for m in shown for k in m.source.data["kind"]}
-        self.legend.object = legend_html(kinds)
+        self.legend.object = legend_html(kinds, after=r.mode.mask == "after")
         self.legend.visible = bool(kinds - {"visible"})
         self._update_masks(layer)
         self._update_pictures()
@@ -320,7 +323,8 @@ class MatricesView(pn.viewable.Viewer):
             self.lost_mass.visible = lost
             if lost:
                 self.lost_mass.object = lost_mass_html(r)
-        sharper = not r.mode.scale and 1 <= self.state.row <= r.T
+        # At d_k = 1 the two are one distribution: the banner says why, and no picture is needed.
+        sharper = not r.mode.scale and r.d_k > 1 and 1 <= self.state.row <= r.T
         if sharper and self.scaling is None:
             self.scaling = ScalingPair(self.size)
         if self.scaling is not None:

@@ -228,7 +228,8 @@ class HeatMap(pn.viewable.Viewer):
         fig.center = [r for r in fig.center if not isinstance(r, Grid)]
         self.save_tool = SaveTool(filename=file_name(name), name=f"{name}-save")
         fig.add_tools(self.save_tool)
-        fig.add_tools(HoverTool(tooltips=[
+        # Hover the coloured cells only: the marks drawn over them would each open a copy.
+        fig.add_tools(HoverTool(renderers=[fig.renderers[0]], tooltips=[
             ("row (query)", "@row"), ("column (key)", "@column"), ("score", "@score_text"),
             ("weight", "@weight_text"), ("cell", "@state"),
         ]))
