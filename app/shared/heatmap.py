@@ -50,7 +50,19 @@ LEAKED_COLOR = "#c2185b"  # not the batch boundaries' red: a leaked cell can sit
 CELL_KINDS = ("visible", "causal", "padding", "leaked")
 """What a cell is, in the source's ``kind`` column: shown; masked by the causal (or another)
 rule; masked because its key is padding; forbidden by the rule but given weight anyway."""
-HATCHES = {"causal": "/", "padding": "-"}
+_HATCH = dict(x="column", y="row", width=1, height=1, fill_alpha=0, line_color=None,
+              hatch_color="#555555", hatch_alpha=0.6)
+_MARKS = {  # each kind of marked cell's glyph: causal diagonals, padding horizontals, leaked outline
+    "causal": dict(_HATCH, hatch_pattern="/"),
+    "padding": dict(_HATCH, hatch_pattern="-"),
+    # A leaked cell keeps its weight's colour: only an outline says the rule forbade it.
+    "leaked": dict(x="column", y="row", width=0.88, height=0.88, fill_alpha=0, line_color=LEAKED_COLOR,
+                   line_width=3, line_dash="dashed"),
+}
+
+
+def _kind_view(kind: str) -> CDSView:
+    return CDSView(filter=GroupFilter(column_name="kind", group=kind))
 # The mirrored table is for screen readers: in the accessibility tree, visually hidden. Inline,
 # so it needs no stylesheet model of its own.
 _SR_ONLY = ("position: absolute; width: 1px; height: 1px; padding: 0; margin: -1px; "
@@ -185,20 +197,9 @@ class HeatMap(pn.viewable.Viewer):
         # The hatching is a second glyph over the masked cells only, with one fixed pattern:
         # a hatch pattern given per cell costs the browser a new canvas per cell on every
         # redraw, which was most of an edit's time in the page.
-        # One hatched glyph per kind of masked cell (causal diagonals, padding horizontals).
-        for kind, pattern in HATCHES.items():
-            fig.rect(
-                x="column", y="row", width=1, height=1, source=self.source,
-                view=CDSView(filter=GroupFilter(column_name="kind", group=kind)),
-                fill_alpha=0, line_color=None,
-                hatch_pattern=pattern, hatch_color="#555555", hatch_alpha=0.6,
-            )
-        # A leaked cell keeps its weight's colour: only an outline says the rule forbade it.
-        fig.rect(
-            x="column", y="row", width=0.88, height=0.88, source=self.source,
-            view=CDSView(filter=GroupFilter(column_name="kind", group="leaked")),
-            fill_alpha=0, line_color=LEAKED_COLOR, line_width=3, line_dash="dashed",
-        )
+        # The causal hatching now; the padding hatching and the leaked outline the first time a
+        # map shows such a cell (:meth:`_mark`): most pages never need them.
+        self._marks = {"causal": fig.rect(**_MARKS["causal"], source=self.source, view=_kind_view("causal"))}
         # One text glyph per text colour, each colour a constant: BokehJS can redraw a text glyph
         # between a shrinking source's new length and its old labels, and a per-cell colour is then
         # read past its end (page error "Offset is outside the bounds of the DataView", e.g. from
@@ -218,6 +219,7 @@ class HeatMap(pn.viewable.Viewer):
         # those glyphs itself when asked for "auto"), and the invisible grid lines are not built.
         for renderer in fig.renderers:
             renderer.nonselection_glyph = renderer.muted_glyph = "auto"
+        self._tappable = on_row_tap is not None
         if on_row_tap is not None:
             # A click picks a row; the tapped cell is not drawn as selected (nothing to dim).
             for renderer in fig.renderers:
@@ -256,6 +258,21 @@ class HeatMap(pn.viewable.Viewer):
         self.model = BokehColumn(children=children, margin=(0, 10), width=size + 120,
                                  visible=self.visible)
         self._pane: pn.pane.Bokeh | None = None
+
+    def _mark(self, kind: str) -> None:
+        """Add the glyph marking ``kind`` cells ("padding", "leaked") if not there yet, drawn
+        under the cell text (the document must be unlocked)."""
+        if kind in self._marks:
+            return
+        fig = self.figure
+        renderer = fig.rect(**_MARKS[kind], source=self.source, view=_kind_view(kind))
+        renderer.nonselection_glyph = renderer.muted_glyph = "auto"
+        if self._tappable:
+            renderer.selection_glyph = renderer.nonselection_glyph = renderer.glyph
+        others = [r for r in fig.renderers if r is not renderer]
+        first_text = next(n for n, r in enumerate(others) if any(r.glyph is t for t in self._texts))
+        fig.renderers = [*others[:first_text], renderer, *others[first_text:]]
+        self._marks[kind] = renderer
 
     @staticmethod
     def _empty() -> dict:
@@ -351,6 +368,8 @@ class HeatMap(pn.viewable.Viewer):
             self.mapper.update(low=low, high=high)
             if filename is not None:
                 self.save_tool.filename = filename
+            for kind in {"padding", "leaked"} & set(data["kind"]):
+                self._mark(kind)
             for text in self._texts:
                 text.text_font_size = font_size
             if title is not None:
