@@ -107,7 +107,7 @@ _SWATCH = "display: inline-block; width: 1.2em; height: 1.2em; vertical-align: m
 _LINES = "background: repeating-linear-gradient({}, #555 0 1px, " + MASKED_COLOR + " 1px 5px); "
 _LEGEND = {
     "causal": (_SWATCH + _LINES.format("135deg"),
-               "masked (a rule forbids it: the causal mask, or another batch item)"),
+               "masked: the causal mask hides a later token"),
     "padding": (_SWATCH + _LINES.format("0deg"), "masked: its key is padding"),
     "leaked": (_SWATCH + f"border: 3px dashed {LEAKED_COLOR}; box-sizing: border-box; ",
                "leaked: the rule forbids it, but it got weight (a mask was not applied)"),
