@@ -66,9 +66,10 @@ def test_a_padded_batch_of_two_stays_independent_until_its_items_are_mixed(serve
     assert boundaries["x0"] == [3.0, 0.0] and boundaries["y0"] == [0.0, 3.0]
     # Item 2's first token reads item 1's tokens: weight across the boundary.
     flat = source(page, "weights-source")
-    across = [v for r, c, v in zip(flat["row"], flat["column"], flat["value"], strict=True)
+    across = [(v, k) for r, c, v, k in zip(flat["row"], flat["column"], flat["value"], flat["kind"], strict=True)
               if int(r) == 4 and int(c) <= 3]
-    assert across == [None, None, None]  # forbidden cells: drawn hatched, not coloured
+    # Forbidden cells that got weight: coloured by it and marked leaked, not hatched as masked.
+    assert all(v is not None and k == "leaked" for v, k in across), across
     assert sum(float(t.split("\n")[0]) for r, c, t in zip(flat["row"], flat["column"], flat["text"], strict=True)
                if int(r) == 4 and int(c) <= 3) > 0
 

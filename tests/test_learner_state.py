@@ -173,16 +173,16 @@ def test_each_mode_is_described_and_exposed_by_a_preset_or_said_to_be_unexposabl
     note = layer_exposure(state.layer)
     if note is None:
         assert set(state.layer.failed_checks) == set(mode.breaks)
-        assert html_of(learner_page.inputs.exposure_note) == "" and not learner_page.inputs.expose.visible
+        assert html_of(learner_page.banner.exposure_note) == "" and not learner_page.banner.expose.visible
         return
-    assert note in unescape(html_of(learner_page.inputs.exposure_note))
+    assert note in unescape(html_of(learner_page.banner.exposure_note))
     if name == "no_scaling":  # d_k = 1 cannot show it; the wide-head preset (d_k = 4) does
         assert "d_k = 1" in note and state.layer.failed_checks == ()
-    assert learner_page.inputs.expose.visible
-    learner_page.inputs._load_exposing_preset(None)
+    assert learner_page.banner.expose.visible
+    learner_page.banner.expose.clicks += 1
     assert state.failure_mode == name and layer_exposure(state.layer) is None
     assert set(state.layer.failed_checks) == set(mode.breaks)
-    assert not learner_page.inputs.expose.visible
+    assert not learner_page.banner.expose.visible
 
 
 def test_every_mode_either_shows_on_the_default_input_or_has_an_exposing_preset(state):

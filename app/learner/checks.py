@@ -1,4 +1,5 @@
-"""What the current result says: the broken-mode banner, the run's name, each row's sum and
+"""What the current result says: the broken-mode banner (or why this input cannot show the
+chosen mode, with the preset that does), the run's name, each row's sum and
 future-token weight, the totals, the output, and the core's checks in audit order.
 
 All HTML here is built from numbers and the core's own messages, escaped. Left out: the heat
@@ -13,7 +14,7 @@ import numpy as np
 import panel as pn
 import param
 
-from app.learner.state import LearnerState
+from app.learner.state import EXPOSING_PRESETS, PRESETS, LearnerState, layer_exposure
 from app.shared.compare import TABLE_CSS
 from app.shared.html import Markup, html, join
 from app.shared.numbers import MINUS, format_number
@@ -44,6 +45,27 @@ def banner_html(r: AttentionResult | LayerResult | None) -> Markup:
         return Markup("")
     name = "mask after softmax" if r.mode.name == "mask_after_softmax" else r.mode.title.lower()
     return html("<div class='notice danger'><b>BROKEN MODE: {}.</b> {}</div>", name, r.mode.description)
+
+
+def exposing_preset(mode: str) -> str:
+    """The preset whose input shows ``mode`` (:data:`EXPOSING_PRESETS`), else ``"reset"``: the
+    starting input shows every other mode."""
+    return EXPOSING_PRESETS.get(mode, "reset")
+
+
+def preset_label(key: str) -> str:
+    """A preset's button label (``"reset"``: the starting input)."""
+    return PRESETS[key]["label"] if key in PRESETS else "Reset (the starting input)"
+
+
+def exposure_html(layer: LayerResult | None) -> Markup:
+    """Why this input cannot show the failure of the mode it ran in (:func:`layer_exposure`), said
+    over the heat maps, where the learner looks for the mode's effect; empty if it shows."""
+    note = layer_exposure(layer) if layer is not None else None
+    if note is None:
+        return Markup("")
+    return html("<div class='notice warning'><p data-testid='exposure-note' role='note' style='margin: 0;'>"
+                "<b>{}: this input cannot show it.</b> {}</p></div>", layer.mode.title, note)
 
 
 def _words(message: str) -> str:
@@ -218,13 +240,41 @@ class InvariantsView(ResultView):
 
 
 class BannerView(ResultView):
-    """The broken-mode warning, shown above the heat maps while a broken mode shows."""
+    """Above the heat maps: the broken-mode warning while a broken mode shows; while the input
+    cannot show the chosen mode, why, and a button (``expose``) loading a preset that does."""
 
     stylesheets = (NOTICE_CSS,)
+
+    def __init__(self, **params):
+        # The warning (``pane``), the exposure note and its button are apart, so that the embed
+        # can put the note beside its checks.
+        self.exposure_note = pn.pane.HTML(stylesheets=[NOTICE_CSS], sizing_mode="stretch_width", margin=(0, 10))
+        self.expose = pn.widgets.Button(label="", visible=False, margin=(0, 10, 10, 10))
+        super().__init__(**params)
+        self.expose.on_click(self._load_exposing_preset)
+        self._layout = pn.Column(self.pane, self.exposure_note, self.expose, margin=0, sizing_mode="stretch_width")
 
     @staticmethod
     def html(r: AttentionResult | None, input_ok: bool, layer: LayerResult | None = None) -> str:
         return banner_html(layer or r)
+
+    @param.depends("state.result", "state.input_ok", watch=True)
+    def _show(self) -> None:
+        super()._show()
+        layer = self.state.layer
+        note = exposure_html(layer)
+        self.exposure_note.param.update(object=note, visible=bool(note))
+        needed = layer is not None and layer_exposure(layer) is not None
+        if needed:
+            self.expose.label = f"Load a preset that shows it: {preset_label(exposing_preset(layer.mode.name))}"
+        self.expose.visible = needed
+
+    def _load_exposing_preset(self, _event) -> None:
+        mode = self.state.layer.mode.name
+        self.state.apply_preset(exposing_preset(mode), failure_mode=mode)
+
+    def __panel__(self):
+        return self._layout
 
 
 class ReadoutsView(ResultView):

@@ -151,12 +151,12 @@ class EmbedPage(pn.viewable.Viewer):
             i.toggles, i.mask_note, margin=0)
         # Why no check fails in a broken mode on this input, and the preset that shows it: beside
         # the checks it explains.
-        checks = pn.Column(self.invariants, i.exposure_note, i.expose, pn.Row(r.button, margin=(5, 0)),
+        checks = pn.Column(self.invariants, p.banner.exposure_note, p.banner.expose, pn.Row(r.button, margin=(5, 0)),
                            r.message, self.passed_in, sizing_mode="stretch_width", margin=0)
         # Each tab fills the frame and scrolls within it, under tab headers that stay in view.
         tab = dict(scroll=True, sizing_mode="stretch_both", margin=0)
         workbench = pn.Column(p.opened, pn.Row(inputs, checks, margin=0), p.matrices, **tab)
-        steps = pn.Column(pn.Row(p.item, p.row, p.row_message, margin=0), p.banner, p.readouts, p.steps,
+        steps = pn.Column(pn.Row(p.item, p.row, p.row_message, margin=0), p.banner.pane, p.readouts, p.steps,
                           p.contributions, p.projections, **tab)
         runs = pn.Column(self.host_note, p.prediction, pn.Row(r.learner, r.label, margin=0), p.runs, **tab)
         more = pn.Column(i.input_mode, pn.Row(i.d_k, i.d_v, i.d_model, margin=0), i.layer_controls,

@@ -1,5 +1,6 @@
 """What the learner sets: token count, each token's query/key/value and padding, the masks,
-the failure mode (what it breaks, and a preset that shows it), and the presets.
+the failure mode (what it breaks), and the presets (a preset that shows the chosen mode is
+offered over the heat maps: :class:`app.learner.checks.BannerView`).
 
 Every widget is bound to :class:`app.learner.state.LearnerState`; the views only show the
 state's messages. Left out: what the inputs compute (the heat maps, readouts and checks).
@@ -11,7 +12,6 @@ import panel as pn
 import param
 
 from app.learner.state import (
-    EXPOSING_PRESETS,
     GRID_FIELDS,
     INPUT_MODES,
     KV_FIELDS,
@@ -21,7 +21,6 @@ from app.learner.state import (
     X_FIELDS,
     LearnerState,
     item_of,
-    layer_exposure,
     padding_label,
 )
 from app.shared.grid import MatrixGrid
@@ -33,7 +32,7 @@ from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES
 
 ERROR_CSS = read_text(__package__, "inputs_error.css")
-# In the Presets row; the other presets are offered beside the failure mode they expose.
+# In the Presets row; the other presets are offered over the maps, beside the mode they expose.
 _SHOWN_PRESETS = ("worked_row", "large_scores", "all_equal", "four_token_trace", "wide_head")
 # Review, "The Complete Layer": offered with the matrix inputs they need (the default page, in
 # vector mode, keeps its inputs and both heat maps in one 1280×720 screen).
@@ -243,12 +242,6 @@ class InputsView(pn.viewable.Viewer):
             margin=(5, 10))
         self.mode_note = pn.pane.HTML(pn.bind(mode_html, s.param.failure_mode),
                                       stylesheets=[_NOTE_CSS], margin=(0, 10), sizing_mode="stretch_width")
-        self.exposure_note = pn.pane.HTML(
-            pn.bind(self._exposure_html, s.param.layer), stylesheets=[_NOTE_CSS, ":host { color: #664d03; }"],
-            margin=(0, 10), sizing_mode="stretch_width")
-        self.expose = pn.widgets.Button(label="", visible=False, margin=(0, 10))
-        self.expose.on_click(self._load_exposing_preset)
-        s.param.watch(self._sync_expose, ["layer", "failure_mode"])
         self.presets = []
         for key in (*_SHOWN_PRESETS, *_LAYER_PRESETS, "reset"):
             button = pn.widgets.Button(label=PRESETS[key]["label"] if key in PRESETS else "Reset",
@@ -258,12 +251,11 @@ class InputsView(pn.viewable.Viewer):
         self._layout = pn.Column(
             pn.Row(self.tokens, self.failure_mode, margin=0), self.mode_note, self.tokens_message,
             self.input_mode, pn.Row(self.d_k, self.d_v, self.d_model, margin=0), self.layer_controls,
-            self._grid_column, self.toggles, self.mask_note, self.exposure_note,
-            self.expose, pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
+            self._grid_column, self.toggles, self.mask_note,
+            pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
             pn.FlexBox(*self.presets, margin=(0, 6)),
             margin=0, sizing_mode="stretch_width")
         self._sync_grids()
-        self._sync_expose()
 
     def _sync_grids(self, *events) -> None:
         s = self.state
@@ -314,26 +306,6 @@ class InputsView(pn.viewable.Viewer):
             return
         for i, ticked in enumerate(checks[:s.key_tokens]):
             s.set_padding(i, bool(ticked), item)
-
-    def _exposure_html(self, layer) -> str:
-        note = layer_exposure(layer) if layer is not None else None
-        if note is None:
-            return ""
-        if self.state.failure_mode not in EXPOSING_PRESETS:
-            note += " No input on this page can show it."
-        return html("<p data-testid='exposure-note' role='note'>{}</p>", note)
-
-    def _sync_expose(self, *events) -> None:
-        s = self.state
-        key = EXPOSING_PRESETS.get(s.failure_mode)
-        needed = s.layer is not None and key is not None and layer_exposure(s.layer) is not None
-        if needed:
-            self.expose.label = f"Load a preset that shows it: {PRESETS[key]['label']}"
-        self.expose.visible = needed
-
-    def _load_exposing_preset(self, _event) -> None:
-        s = self.state
-        s.apply_preset(EXPOSING_PRESETS[s.failure_mode], failure_mode=s.failure_mode)
 
     def __panel__(self):
         return self._layout

@@ -5,7 +5,10 @@ the hover, as in Bokeh's ``heatmap_unemployment.py`` example. Rows are query tok
 1 on top, columns are key tokens (``T_k`` of them: as many as the queries, except in
 cross-attention). Lines can mark blocks of cells, such as the batch items of a flattened map.
 Masked cells are grey, hatched and labelled, so they differ by
-more than colour. Updates replace ``source.data`` and the factor lists; the figure is built once.
+more than colour: a causal (or any other rule's) masked cell hatched with diagonals, a padding
+key's with horizontal lines, and a cell the rule forbids that received weight anyway ("leaked")
+keeps its colour inside a dashed outline. A masked cell's label sits on a plain patch, not on the
+hatching. Updates replace ``source.data`` and the factor lists; the figure is built once.
 Cell text shrinks with the token count so that eight tokens' numbers still fit their cells.
 """
 
@@ -39,10 +42,27 @@ from bokeh.plotting import figure
 from bokeh.transform import transform
 
 from app.shared.html import html, join
-from app.shared.numbers import format_number
+from app.shared.numbers import MINUS, format_number
 from app.shared.static import read_text
 
 MASKED_COLOR = "#d0d0d0"
+LEAKED_COLOR = "#c2185b"  # not the batch boundaries' red: a leaked cell can sit beside one
+CELL_KINDS = ("visible", "causal", "padding", "leaked")
+"""What a cell is, in the source's ``kind`` column: shown; masked by the causal (or another)
+rule; masked because its key is padding; forbidden by the rule but given weight anyway."""
+_HATCH = dict(x="column", y="row", width=1, height=1, fill_alpha=0, line_color=None,
+              hatch_color="#555555", hatch_alpha=0.6)
+_MARKS = {  # each kind of marked cell's glyph: causal diagonals, padding horizontals, leaked outline
+    "causal": dict(_HATCH, hatch_pattern="/"),
+    "padding": dict(_HATCH, hatch_pattern="-"),
+    # A leaked cell keeps its weight's colour: only an outline says the rule forbade it.
+    "leaked": dict(x="column", y="row", width=0.88, height=0.88, fill_alpha=0, line_color=LEAKED_COLOR,
+                   line_width=3, line_dash="dashed"),
+}
+
+
+def _kind_view(kind: str) -> CDSView:
+    return CDSView(filter=GroupFilter(column_name="kind", group=kind))
 # The mirrored table is for screen readers: in the accessibility tree, visually hidden. Inline,
 # so it needs no stylesheet model of its own.
 _SR_ONLY = ("position: absolute; width: 1px; height: 1px; padding: 0; margin: -1px; "
@@ -63,6 +83,18 @@ _TEXT_SIZES = ((4, "12px", True), (6, "10px", False), (8, "9px", False), (12, "7
 # hidden. A Bokeh button in the figure's own layout, not a Panel one: Panel's JS links are not
 # attached to widgets added after the page loaded, as the comparison's maps are.
 _SAVE_JS = read_text(__package__, "heatmap_save.js")
+
+
+def cell_text(x: float, style: str) -> str:
+    """A cell's printed number: :func:`format_number` in ``style``, except that a narrow cell
+    prints fixed decimals where they fit in 6 characters (``0.004``, ``0.0003``, not ``4e−03``);
+    the hover keeps the exact value."""
+    a = abs(float(x))
+    if style == "narrow" and np.isfinite(a) and 1e-4 <= a < 0.01:
+        text = f"{x:.3f}" if a >= 1e-3 else f"{x:.4f}"
+        if len(text) <= 6 and float(text) != 0:
+            return text.replace("-", MINUS)
+    return format_number(x, style)
 
 
 def file_name(*parts: object) -> str:
@@ -165,28 +197,29 @@ class HeatMap(pn.viewable.Viewer):
         # The hatching is a second glyph over the masked cells only, with one fixed pattern:
         # a hatch pattern given per cell costs the browser a new canvas per cell on every
         # redraw, which was most of an edit's time in the page.
-        fig.rect(
-            x="column", y="row", width=1, height=1, source=self.source,
-            view=CDSView(filter=GroupFilter(column_name="hatch", group="/")),
-            fill_alpha=0, line_color=None,
-            hatch_pattern="/", hatch_color="#555555", hatch_alpha=0.6,
-        )
+        # The causal hatching now; the padding hatching and the leaked outline the first time a
+        # map shows such a cell (:meth:`_mark`): most pages never need them.
+        self._marks = {"causal": fig.rect(**_MARKS["causal"], source=self.source, view=_kind_view("causal"))}
         # One text glyph per text colour, each colour a constant: BokehJS can redraw a text glyph
         # between a shrinking source's new length and its old labels, and a per-cell colour is then
         # read past its end (page error "Offset is outside the bounds of the DataView", e.g. from
         # 4 tokens to 3); constant colours are read at any index.
+        # A masked cell's label ("masked" group) is drawn on a plain patch over its hatching.
         self._texts = [
             fig.text(
                 x="column", y="row", text="text", source=self.source, text_align="center",
-                text_baseline="middle", text_color=colour, text_font_size="12px",
-                view=CDSView(filter=GroupFilter(column_name="text_color", group=colour)),
+                text_baseline="middle", text_color="black" if group == "masked" else group,
+                text_font_size="12px",
+                view=CDSView(filter=GroupFilter(column_name="text_color", group=group)),
+                **({"background_fill_color": MASKED_COLOR, "padding": 1} if group == "masked" else {}),
             ).glyph
-            for colour in ("black", "white")
+            for group in ("black", "white", "masked")
         ]
         # The figure holds only what it draws: nothing is ever selected or muted (BokehJS derives
         # those glyphs itself when asked for "auto"), and the invisible grid lines are not built.
         for renderer in fig.renderers:
             renderer.nonselection_glyph = renderer.muted_glyph = "auto"
+        self._tappable = on_row_tap is not None
         if on_row_tap is not None:
             # A click picks a row; the tapped cell is not drawn as selected (nothing to dim).
             for renderer in fig.renderers:
@@ -197,7 +230,8 @@ class HeatMap(pn.viewable.Viewer):
         fig.center = [r for r in fig.center if not isinstance(r, Grid)]
         self.save_tool = SaveTool(filename=file_name(name), name=f"{name}-save")
         fig.add_tools(self.save_tool)
-        fig.add_tools(HoverTool(tooltips=[
+        # Hover the coloured cells only: the marks drawn over them would each open a copy.
+        fig.add_tools(HoverTool(renderers=[fig.renderers[0]], tooltips=[
             ("row (query)", "@row"), ("column (key)", "@column"), ("score", "@score_text"),
             ("weight", "@weight_text"), ("cell", "@state"),
         ]))
@@ -225,9 +259,24 @@ class HeatMap(pn.viewable.Viewer):
                                  visible=self.visible)
         self._pane: pn.pane.Bokeh | None = None
 
+    def _mark(self, kind: str) -> None:
+        """Add the glyph marking ``kind`` cells ("padding", "leaked") if not there yet, drawn
+        under the cell text (the document must be unlocked)."""
+        if kind in self._marks:
+            return
+        fig = self.figure
+        renderer = fig.rect(**_MARKS[kind], source=self.source, view=_kind_view(kind))
+        renderer.nonselection_glyph = renderer.muted_glyph = "auto"
+        if self._tappable:
+            renderer.selection_glyph = renderer.nonselection_glyph = renderer.glyph
+        others = [r for r in fig.renderers if r is not renderer]
+        first_text = next(n for n, r in enumerate(others) if any(r.glyph is t for t in self._texts))
+        fig.renderers = [*others[:first_text], renderer, *others[first_text:]]
+        self._marks[kind] = renderer
+
     @staticmethod
     def _empty() -> dict:
-        keys = ("row", "column", "value", "text", "text_color", "hatch", "score_text",
+        keys = ("row", "column", "value", "text", "text_color", "hatch", "kind", "score_text",
                 "weight_text", "state")
         return {k: [] for k in keys}
 
@@ -250,6 +299,8 @@ class HeatMap(pn.viewable.Viewer):
         value_range: tuple[float, float] | None = None,
         blocks: int | None = None,
         title: str | None = None,
+        padding: np.ndarray | None = None,
+        leaked: np.ndarray | None = None,
     ) -> None:
         """Show a new matrix.
 
@@ -274,6 +325,11 @@ class HeatMap(pn.viewable.Viewer):
             Draw lines between ``blocks`` equal blocks of rows and of columns (batch items).
         title : str, optional
             A new title for the figure; kept if not given.
+        padding : numpy.ndarray of bool, shape (T, T), optional
+            Masked cells whose key is padding: hatched apart, their hover says so.
+        leaked : numpy.ndarray of str, shape (T, T), optional
+            Per unmasked cell, why the rule forbids it although it got through (its hover, after
+            "leaked: "), or ``""`` for a cell that may be read: outlined, kind ``"leaked"``.
         """
         T, T_k = values.shape
         factors = [str(i) for i in range(1, T + 1)]
@@ -289,23 +345,31 @@ class HeatMap(pn.viewable.Viewer):
             for j in range(T_k):
                 v = float(values[i, j])
                 is_masked = bool(masked[i, j])
-                text = format_number(v, style)
+                why = "" if leaked is None or is_masked else str(leaked[i, j])
+                kind = ("padding" if padding is not None and padding[i, j] else "causal") if is_masked \
+                    else "leaked" if why else "visible"
+                text = cell_text(v, style)
                 data["row"].append(factors[i])
                 data["column"].append(columns[j])
                 data["value"].append(v if np.isfinite(v) and not is_masked else np.nan)
                 data["text"].append(f"{text}\n{masked_label}" if is_masked and label_masked else text)
                 drawn = self._colour(v, low, high) if np.isfinite(v) and not is_masked else MASKED_COLOR
-                data["text_color"].append(contrasting_text(drawn))
+                data["text_color"].append("masked" if is_masked else contrasting_text(drawn))
                 data["hatch"].append("/" if is_masked else " ")
+                data["kind"].append(kind)
                 data["score_text"].append(self._hover(scores, i, j, v))
                 data["weight_text"].append(self._hover(weights, i, j, v))
-                data["state"].append((masked_note or masked_label) if is_masked else "visible")
+                note = masked_note or masked_label
+                data["state"].append(f"{note} (padding key)" if kind == "padding" else note if is_masked
+                                     else f"leaked: {why}" if why else "visible")
         # Raw Bokeh models changed from a Panel callback need Panel's unlocked() to reach the
         # browser (the session does not hold the document lock here).
         with pn.io.unlocked():
             self.mapper.update(low=low, high=high)
             if filename is not None:
                 self.save_tool.filename = filename
+            for kind in {"padding", "leaked"} & set(data["kind"]):
+                self._mark(kind)
             for text in self._texts:
                 text.text_font_size = font_size
             if title is not None:

@@ -1,0 +1,172 @@
+"""Issue 24's pictures, without a browser: the heat maps' kinds of cell (causal-masked,
+padding-masked, leaked) and their hover, the cells' printed numbers, the lost-mass bars of
+"Mask after softmax", the no-scaling pair from the core, and the banner's exposure note.
+"""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+
+import numpy as np
+import pytest
+
+from app.learner.checks import readouts_html, row_sum_html
+from app.learner.matrices import LEAKED_FUTURE, LEAKED_ITEM
+from app.shared.heatmap import MASKED_COLOR, cell_text
+from app.shared.numbers import format_number
+from attention_core import scaled_dot_product_attention
+
+
+@pytest.fixture
+def state(learner_page):
+    return learner_page.state
+
+
+def cells(data: dict, key: str) -> dict[tuple[int, int], str]:
+    return {(int(r), int(c)): v for r, c, v in zip(data["row"], data["column"], data[key], strict=True)}
+
+
+def test_no_mask_marks_the_future_cells_as_leaked_and_their_hover_says_the_mask_was_not_applied(learner_page, state):
+    state.failure_mode = "no_mask"
+    assert state.causal  # the box stays ticked: the mode forgets the mask
+    for view in (learner_page.matrices.weights, learner_page.matrices.scores):
+        kinds, hover = cells(view.source.data, "kind"), cells(view.source.data, "state")
+        future = {(1, 2), (1, 3), (2, 3)}
+        assert {k for k, v in kinds.items() if v == "leaked"} == future
+        assert all(kinds[k] == "visible" for k in kinds if k not in future)
+        assert all(hover[k] == f"leaked: {LEAKED_FUTURE}" for k in future)
+        assert "the mask was not applied" in LEAKED_FUTURE and "visible" not in {hover[k] for k in future}
+    weights = learner_page.matrices.weights.source.data
+    assert cells(weights, "hatch")[(1, 2)] == " "  # coloured by its weight, not hatched
+    assert not np.isnan(cells(weights, "value")[(1, 2)])
+    legend = learner_page.matrices.legend
+    assert legend.visible and "data-kind='leaked'" in legend.object and "data-kind='causal'" not in legend.object
+    assert "leaked" in learner_page.matrices.weights.table.text  # the screen reader's table says it too
+
+
+def test_causal_and_padding_masked_cells_are_kinds_apart_with_their_own_hover_and_legend(learner_page, state):
+    state.set_padding(0, True)  # key 1 is padding
+    view = learner_page.matrices.weights
+    kinds, hover = cells(view.source.data, "kind"), cells(view.source.data, "state")
+    assert [kinds[(r, 1)] for r in (1, 2, 3)] == ["padding"] * 3
+    assert kinds[(2, 3)] == kinds[(1, 2)] == "causal" and kinds[(3, 2)] == "visible"
+    assert hover[(2, 3)] == "masked" and hover[(2, 1)] == "masked (padding key)"
+    assert cells(learner_page.matrices.scores.source.data, "kind")[(3, 1)] == "padding"
+    legend = learner_page.matrices.legend.object
+    assert "data-kind='causal'" in legend and "data-kind='padding'" in legend and "leaked" not in legend
+    # Two hatch patterns, one per kind of masked cell.
+    patterns = {r.view.filter.group: r.glyph.hatch_pattern for r in view.figure.renderers
+                if getattr(r.glyph, "hatch_pattern", None) not in (None, "")}
+    assert patterns["causal"] != patterns["padding"]
+
+
+def test_a_mixed_batch_marks_the_other_items_cells_as_leaked(learner_page, state):
+    state.apply_preset("batch_padded", failure_mode="batch_items_mixed")
+    data = learner_page.matrices.weights.source.data
+    kinds, hover = cells(data, "kind"), cells(data, "state")
+    assert len(kinds) == 36
+    across = [(4, c) for c in (1, 2, 3)]  # item 2's first token reads item 1's tokens
+    assert [kinds[k] for k in across] == ["leaked"] * 3
+    assert all(hover[k] == f"leaked: {LEAKED_ITEM}" for k in across)
+    assert kinds[(1, 2)] == "causal"  # within item 1, the future is still masked
+
+
+def test_mask_after_softmax_zeroes_without_calling_it_leaked(learner_page, state):
+    state.failure_mode = "mask_after_softmax"
+    kinds = cells(learner_page.matrices.weights.source.data, "kind")
+    assert kinds[(1, 2)] == "causal" and "leaked" not in kinds.values()
+    assert "zeroed after softmax" in learner_page.matrices.legend.object
+
+
+@pytest.mark.parametrize(("x", "text"), [
+    (0.004, "0.004"), (0.00125, "0.001"), (0.0003, "0.0003"), (-0.004, "−0.004"), (-0.0003, "−3e−04"),
+    (0.00003, "3e−05"), (0.27, "0.27"), (0.0, "0"),
+])
+def test_a_narrow_cell_prints_fixed_decimals_where_they_fit(x, text):
+    assert cell_text(x, "narrow") == text and len(text) <= 6
+
+
+def test_eight_tokens_d_k_4_cells_print_fixed_decimals_and_masked_labels_sit_on_a_patch(learner_page, state):
+    state.tokens, state.d_k = 8, 4
+    state.set_token_text("queries", 7, "1.5", 0)  # row 8: weights of 0.001 to 0.005 beside its largest
+    for view in (learner_page.matrices.weights, learner_page.matrices.scores):
+        data = view.source.data
+        assert len(data["row"]) == 64 and all(len(t) <= 6 for t in data["text"])
+        small = [(v, t) for v, t in zip(data["value"], data["text"], strict=True)
+                 if np.isfinite(v) and 1e-4 <= abs(v) < 0.01]
+        assert all("e" not in t for v, t in small if v > 0), small
+        if view is learner_page.matrices.weights:
+            assert len(small) >= 3
+        masked = [n for n, k in enumerate(data["kind"]) if k in ("causal", "padding")]
+        assert masked and all(data["text_color"][n] == "masked" for n in masked)
+        patch = [t for t in view._texts if t.background_fill_color == MASKED_COLOR]
+        assert len(patch) == 1  # the masked cells' text glyph: its own plain background
+    weights = learner_page.matrices.weights.source.data
+    r = state.result
+    n = next(n for n in range(64) if 0 < r.weights.flat[n] < 0.01)
+    assert weights["weight_text"][n] == format_number(r.weights.flat[n])  # the hover keeps its digits
+
+
+def readout_sums(html_text: str) -> list[str]:
+    rows = re.findall(r"<tr><th scope='row'>\d+</th><td>(.*?)</td>", html_text)
+    return [unescape(re.sub(r" \(no visible key.*", "", row)) for row in rows]
+
+
+def test_the_lost_mass_bars_show_the_row_sums_the_readouts_print(learner_page, state):
+    assert learner_page.matrices.lost_mass is None  # made only once its mode shows
+    state.failure_mode = "mask_after_softmax"
+    r = state.result
+    bars = learner_page.matrices.lost_mass
+    assert bars.visible and learner_page.matrices.pictures.visible
+    kept = [unescape(k) for k in re.findall(r"<b class='kept'>(.*?)</b>", bars.object)]
+    lost = [unescape(k) for k in re.findall(r"<b class='lost'>(.*?)</b>", bars.object)]
+    assert kept == [row_sum_html(x) for x in r.row_sums] == readout_sums(str(readouts_html(r, True)))
+    assert lost == [format_number(1 - x) for x in r.row_sums]
+    widths = [float(w) for w in re.findall(r"width: ([\d.]+)%; background: #2c4f8a", bars.object)]
+    assert widths == pytest.approx([100 * x for x in r.row_sums], abs=0.01)
+    assert any("not 1" in k for k in kept)
+    made = bars
+    state.failure_mode = "correct"
+    assert not learner_page.matrices.pictures.visible
+    state.failure_mode = "mask_after_softmax"
+    assert learner_page.matrices.lost_mass is made  # updated, not made again
+
+
+def test_no_scaling_shows_the_chosen_row_with_and_without_the_division_from_the_core(learner_page, state):
+    state.failure_mode = "no_scaling"  # d_k = 1: one distribution, so no picture (the banner says why)
+    assert learner_page.matrices.scaling is None and not learner_page.matrices.pictures.visible
+    state.apply_preset("wide_head", failure_mode="no_scaling")
+    state.row = 2
+    r = state.result
+    pair = learner_page.matrices.scaling
+    correct = scaled_dot_product_attention(r.queries, r.keys, r.values, causal=r.causal,
+                                           padding_mask=r.key_is_real, failure_mode="correct")
+    scaled, unscaled = (s.data["weight"] for s in pair.sources)
+    assert scaled == correct.weights[1].tolist() and unscaled == r.weights[1].tolist()
+    assert max(unscaled) > max(scaled)  # sharper
+    assert [f.title.text for f in pair.figures] == ["Row 2 with ÷√d_k", "Row 2 without"]
+    assert pair.figures[0].y_range is pair.figures[1].y_range
+    figures = list(pair.figures)
+    state.row = 3
+    assert pair.figures == figures and pair.figures[0].title.text == "Row 3 with ÷√d_k"
+    assert pair.sources[1].data["weight"] == state.result.weights[2].tolist()
+    assert format_number(correct.weights[2][0]) in pair.text.object  # the numbers, as text
+    state.failure_mode = "correct"
+    assert not pair.layout.visible
+
+
+def test_a_mode_this_input_cannot_show_says_so_over_the_maps_with_its_preset(learner_page, state):
+    banner = learner_page.banner
+    state.failure_mode = "no_scaling"  # scalar tokens: d_k = 1
+    assert banner.exposure_note.visible and "d_k = 1" in banner.exposure_note.object
+    assert banner.expose.visible and banner.expose.label == "Load a preset that shows it: Wide head, d_k = 4"
+    assert "exposure-note" not in str(learner_page.inputs._layout)  # not in the sidebar any more
+    banner.expose.clicks += 1
+    assert state.failure_mode == "no_scaling" and state.d_k == 4 and not banner.exposure_note.visible
+    state.apply_preset("reset")
+    state.set_tokens(1)
+    state.failure_mode = "mask_after_softmax"  # one token: nothing to mask
+    assert banner.exposure_note.visible and banner.expose.label.endswith("Reset (the starting input)")
+    banner.expose.clicks += 1
+    assert state.tokens == 3 and state.failure_mode == "mask_after_softmax" and state.result.failed_checks
