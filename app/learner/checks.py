@@ -258,7 +258,7 @@ class BannerView(ResultView):
     def html(r: AttentionResult | None, input_ok: bool, layer: LayerResult | None = None) -> str:
         return banner_html(layer or r)
 
-    @param.depends("state.result", "state.input_ok", watch=True)
+    @param.depends("state.result", "state.input_ok", "state.revealed", watch=True)
     def _show(self) -> None:
         super()._show()
         layer = self.state.layer
