@@ -138,7 +138,8 @@ def test_w_o_cells_are_named_take_typing_and_refuse_bad_input_naming_the_cell(se
 
 def test_the_embed_runs_a_batch_and_cross_attention(server, page, watch):
     page.set_viewport_size({"width": 640, "height": 610})  # the course page's frame
-    page.goto(f"{server.url}embed")
+    # A prediction passed in, as the course page does: without one the embed hides the weights.
+    page.goto(f"{server.url}embed?prediction=Each%20item%20reads%20only%20itself.")
     expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
     page.locator(".bk-tab", has_text="Input mode and presets").click()
     load(page, "batch_padded")
