@@ -192,9 +192,9 @@ def test_a_wide_head_divides_by_2_and_no_scaling_fails_only_its_check(learner):
 def test_no_scaling_at_d_k_1_offers_the_wide_head_preset(learner):
     s = learner.state
     s.failure_mode = "no_scaling"
-    assert exposure(s.result) is not None and learner.inputs.expose.visible
-    assert learner.inputs.expose.label == "Load a preset that shows it: Wide head, d_k = 4"
-    learner.inputs._load_exposing_preset(None)
+    assert exposure(s.result) is not None and learner.banner.expose.visible
+    assert learner.banner.expose.label == "Load a preset that shows it: Wide head, d_k = 4"
+    learner.banner._load_exposing_preset(None)
     assert EXPOSING_PRESETS["no_scaling"] == "wide_head"
     assert s.failure_mode == "no_scaling" and s.d_k == 4 and s.result.failed_checks == ("score_scale",)
 
