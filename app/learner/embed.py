@@ -34,6 +34,7 @@ from app.learner.record import STATUS_CSS
 from app.shared.html import Markup, html
 from app.shared.parsing import displayable
 from app.shared.static import read_text
+from app.shared.widgets import Reflowing
 from attention_core.records import TEXT_LIMITS, ExperimentRecord
 
 DEFAULT_INSTANCE = "attention-workbench"  # the Self-attention lesson's explorable id
@@ -142,7 +143,7 @@ class EmbedPage(pn.viewable.Viewer):
             note.param.update(sizing_mode="fixed", width=320)
         inputs = pn.Column(
             pn.Row(i.tokens, i.failure_mode, margin=0), i.tokens_message, i.mode_note, *i.grids,
-            i.toggles, i.mask_note, margin=0)
+            i.toggles, i.mask_note, margin=0, styles={"min-width": "340px"})
         # Why no check fails in a broken mode on this input, and the preset that shows it: beside
         # the checks it explains.
         checks = pn.Column(self.invariants, i.exposure_note, i.expose, pn.Row(r.button, margin=(5, 0)),
@@ -201,5 +202,6 @@ class EmbedPage(pn.viewable.Viewer):
 
 def create_embed(store=None, trusted_origins: list[str] | None = None) -> EmbedPage:
     """One session's embedded learner page over ``store``, talking to ``trusted_origins``."""
+    pn.config.design = Reflowing  # this session's: focus rings and rows that wrap
     page = LearnerPage(store=store, map_size=MAP_SIZE)
     return EmbedPage(page=page, trusted_origins=list(trusted_origins or [])).serve_session()
