@@ -6,9 +6,7 @@ The learner page's one custom component, the input grid, is in :mod:`app.shared.
 from __future__ import annotations
 
 import panel as pn
-from panel.io.resources import CDN_DIST
 from panel.theme import Inherit, Native
-from panel.viewable import Viewable
 
 # Bokeh's spinner buttons have no accessible name (axe: critical); the field keeps the arrow keys.
 NO_SPIN_BUTTONS = ":host .bk-spin-btn { display: none !important; }"
@@ -23,8 +21,9 @@ def like_the_first_paint():
     return pn.config.set(design=None)
 
 
-# WCAG 2.4.7: Bokeh's own focus ring is a 1 px dotted line in a pale blue, easy to miss. Every
-# control's shadow root gets this one (a stylesheet does not reach into other shadow roots).
+# WCAG 2.4.7: Bokeh's own focus ring is a 1 px dotted line in a pale blue, easy to miss. A
+# stylesheet does not reach into shadow roots: the learner page adopts this one into each
+# (app/learner/page_keyboard.js), Bokeh's own models included.
 FOCUS_CSS = """
 :focus-visible, :host(:focus-visible) {
   outline: 3px solid #1a56db !important; outline-offset: 2px !important;
@@ -36,13 +35,10 @@ WRAPPING_ROW_CSS = ":host { flex-wrap: wrap; }"
 
 
 class Reflowing(Native):
-    """Panel's default design, with a visible focus ring on every part and rows that wrap.
+    """Panel's default design, with rows that wrap.
 
     Set for a session (``pn.config.design = Reflowing`` before its page is built), so parts
     made later in the session (a grid, a panel made on demand) have it too.
     """
 
-    modifiers = {
-        Viewable: {"stylesheets": [Inherit, f"{CDN_DIST}bundled/theme/native.css", FOCUS_CSS]},
-        pn.Row: {"stylesheets": [Inherit, WRAPPING_ROW_CSS]},
-    }
+    modifiers = {pn.Row: {"stylesheets": [Inherit, WRAPPING_ROW_CSS]}}
