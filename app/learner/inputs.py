@@ -246,7 +246,10 @@ class InputsView(pn.viewable.Viewer):
         self.exposure_note = pn.pane.HTML(
             pn.bind(self._exposure_html, s.param.layer), stylesheets=[_NOTE_CSS, ":host { color: #664d03; }"],
             margin=(0, 10), sizing_mode="stretch_width")
-        self.expose = pn.widgets.Button(label="", visible=False, margin=(0, 10))
+        # Its label names a preset and can be longer than a narrow column: it wraps.
+        self.expose = pn.widgets.Button(label="", visible=False, margin=(0, 10),
+                                        stylesheets=[":host { max-width: calc(100% - 20px); } "
+                                                     ".bk-btn { white-space: normal; text-align: left; }"])
         self.expose.on_click(self._load_exposing_preset)
         s.param.watch(self._sync_expose, ["layer", "failure_mode"])
         self.presets = []
