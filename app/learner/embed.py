@@ -139,6 +139,10 @@ class EmbedPage(pn.viewable.Viewer):
         # The inputs column is as wide as its widest grid, at least 340 px: the notes in it wrap
         # at 320 px rather than stretch it, so a wide head's grid pushes the checks right instead
         # of running under them.
+        # The preset button's label takes two lines in the checks' column: tighter, so the
+        # first tab still fits the frame's height.
+        i.expose.stylesheets = [*i.expose.stylesheets,
+                                ".bk-btn { font-size: 12px; line-height: 1.2; padding: 2px 8px; }"]
         for note in (i.tokens_message, i.mode_note, i.mask_note):
             note.param.update(sizing_mode="fixed", width=320)
         inputs = pn.Column(
@@ -146,7 +150,7 @@ class EmbedPage(pn.viewable.Viewer):
             i.toggles, i.mask_note, margin=0, styles={"min-width": "340px"})
         # Why no check fails in a broken mode on this input, and the preset that shows it: beside
         # the checks it explains.
-        checks = pn.Column(self.invariants, i.exposure_note, i.expose, pn.Row(r.button, margin=(5, 0)),
+        checks = pn.Column(self.invariants, i.exposure_note, i.expose, pn.Row(r.button, margin=(0, 0)),
                            r.message, self.passed_in, sizing_mode="stretch_width", margin=0)
         # Each tab fills the frame and scrolls within it, under tab headers that stay in view.
         tab = dict(scroll=True, sizing_mode="stretch_both", margin=0)
