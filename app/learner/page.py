@@ -45,12 +45,13 @@ _HEADER = html("<header><h1 style='margin: 0; font-size: 1.6em; font-weight: nor
 _PACKAGE = "app.learner"
 _OPENED_CSS = read_text(_PACKAGE, "page_opened.css")
 _SIDEBAR_CSS = ":host { border-right: 1px solid #dee2e6; }"
-# WCAG 1.4.10 (reflow): the sidebar keeps its 396 px beside a main area of at least 480 px; in a
+# WCAG 1.4.10 (reflow): the sidebar keeps its 399 px beside a main area of at least 480 px; in a
 # narrower window (640 px, or 1280 px at 200 % zoom) it goes above the main area, full width.
-# 396: at 1280 px the main area then holds the two widest heat maps side by side.
+# 399: the widest input grid still fits, and at 1280 px the main area (taking almost all the
+# free width) holds the two widest heat maps side by side.
 # min-width 0: a flex item is otherwise never narrower than its widest content.
-_SIDEBAR_FLEX = {"flex": "1 1 396px", "min-width": "0"}
-_MAIN_FLEX = {"flex": "999 1 480px", "min-width": "0"}
+_SIDEBAR_FLEX = {"flex": "1 1 399px", "min-width": "0"}
+_MAIN_FLEX = {"flex": "99999 1 480px", "min-width": "0"}
 
 DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is saved. "
                 "Reload the page once the server is back; your saved runs are kept.")
