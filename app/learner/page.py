@@ -44,7 +44,10 @@ _HEADER = html("<header><h1 style='margin: 0; font-size: 1.6em; font-weight: nor
 # Named, not __package__: `panel serve app/learner/page.py` runs this file as a script, without a package.
 _PACKAGE = "app.learner"
 _OPENED_CSS = read_text(_PACKAGE, "page_opened.css")
-_SIDEBAR_CSS = ":host { border-right: 1px solid #dee2e6; }"
+# Its line on the side it meets the main area: the right beside it, the bottom above it (the
+# window is then narrower than the two bases, 399 + 480 px).
+_SIDEBAR_CSS = (":host { border-right: 1px solid #dee2e6; } @media (max-width: 878px) { "
+                ":host { border-right: none; border-bottom: 1px solid #dee2e6; } }")
 # WCAG 1.4.10 (reflow): the sidebar keeps its 399 px beside a main area of at least 480 px; in a
 # narrower window (640 px, or 1280 px at 200 % zoom) it goes above the main area, full width.
 # 399: the widest input grid still fits, and at 1280 px the main area (taking almost all the
