@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import panel as pn
 import param
-from bokeh.models import CustomJS
 
 from app.learner.ablation import LEAD, NEEDS_MATRIX_MODE, AblationPanel
 from app.learner.checks import BannerView, ReadoutsView
@@ -24,7 +23,7 @@ from app.learner.steps import RowStepsView
 from app.shared.connection import announce_lost_connection
 from app.shared.html import html
 from app.shared.static import read_text
-from app.shared.widgets import FOCUS_CSS, Reflowing
+from app.shared.widgets import Reflowing, keyboard_callback
 from app.store import RunStore, resolve_store_url
 
 TITLE = "Self-attention workbench"
@@ -62,7 +61,6 @@ DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is 
 # Panel's corner (bottom right) it covered Saved runs' Open links at the page's end. Notyf's
 # ripple paints a toast only as wide as it is high, so the wide one gets its own background.
 NOTICE_IN_HEADER_CSS = read_text(_PACKAGE, "page_notice_in_header.css")
-KEYBOARD_JS = read_text(_PACKAGE, "page_keyboard.js")
 
 
 def opened_html(message: str, ok: bool, edited: bool) -> str:
@@ -149,7 +147,7 @@ class LearnerPage(pn.viewable.Viewer):
             announce_lost_connection(DISCONNECTED, STALE_STATUS_JS)
         if pn.state.curdoc is not None:
             self._keep_saved_runs_in_url()
-            pn.state.curdoc.js_on_event("document_ready", CustomJS(args={"css": FOCUS_CSS}, code=KEYBOARD_JS))
+            pn.state.curdoc.js_on_event("document_ready", keyboard_callback())
         return self
 
     def _keep_saved_runs_in_url(self) -> None:
