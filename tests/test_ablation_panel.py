@@ -262,3 +262,9 @@ def test_a_layer_the_core_refuses_is_said_and_the_last_valid_ablation_stays():
     panel.factor = "1e200"
     assert panel.message.startswith("The ablated layer cannot be computed: Q = X W_Q overflows float64")
     assert panel.ablation is last
+
+
+def test_the_vector_mode_page_says_the_panel_needs_matrix_mode_as_html_not_escaped_text(learner_page):
+    """Before the panel is made, its heading and lead are markup: not "&lt;h3&gt;" shown as text."""
+    text = str(learner_page.ablation[0].object)
+    assert "<h3>Projection ablations</h3>" in text and "&lt;" not in text and NEEDS_MATRIX_MODE in text

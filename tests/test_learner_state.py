@@ -584,3 +584,12 @@ def test_the_empty_row_note_comes_right_after_the_table_its_row_points_to(learne
     html = readouts_html(learner_page.state.result, True)
     assert "(no visible key: see the note under this table)" in html
     assert html.index("</table>") < html.index("empty-row-note") < html.index("Total future-token weight")
+
+
+@pytest.mark.parametrize("d_model", [2, 4])
+@pytest.mark.parametrize("d_v", [3, 4])
+def test_the_default_w_v_gives_no_all_zero_column_of_v_when_d_v_passes_d_model(state, d_v, d_model):
+    state.param.update(input_mode="matrices", use_values=True, d_model=d_model, d_v=d_v)
+    values = np.asarray(state.result.values)  # V = X W_V, T × d_v
+    assert values.shape == (state.tokens, d_v)
+    assert np.abs(values).sum(axis=0).min() > 0, values

@@ -25,7 +25,7 @@ from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
 from app.shared.html import html
 from app.shared.static import read_text
-from app.shared.widgets import like_the_first_paint
+from app.shared.widgets import keyboard_callback, like_the_first_paint
 from app.store import RunStore, resolve_store_url
 
 REFRESH_MS = 2000
@@ -208,6 +208,7 @@ class InstructorPage(pn.viewable.Viewer):
         if pn.state.curdoc is not None:
             pn.state.curdoc.js_on_event("document_ready", CustomJS(code=PAGE_ARIA_JS))
             pn.state.curdoc.js_on_event("document_ready", CustomJS(code=TABLE_RESYNC_JS))
+            pn.state.curdoc.js_on_event("document_ready", keyboard_callback())  # as the learner page
         return self
 
     def template(self) -> pn.template.BootstrapTemplate:

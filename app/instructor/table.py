@@ -86,7 +86,7 @@ _DETAILS_CSS = read_text(__package__, "table_details.css")
 # column is as wide in the rows as in the header (the Bootstrap theme's cell padding, which beats
 # Panel's own rule for it, made rows 9 px wider than the table).
 _TABLE_CSS = read_text(__package__, "table.css")
-# Run in the browser once the page is ready: two fixes of third-party markup that axe-core rates
+# Run in the browser once the page is ready: three fixes of third-party markup that axe-core rates
 # critical, applied whenever the widget (re)draws (each one's shadow root is watched; Tabulator
 # builds its table after the document is ready and rebuilds its rows with every page).
 # - Tabulator's root has role="grid" but holds its focusable scroll box (.tabulator-tableholder,
@@ -95,6 +95,8 @@ _TABLE_CSS = read_text(__package__, "table.css")
 #   row group (the row group inside it presentational).
 # - Bokeh's date pickers show the field flatpickr adds (altInput), which their <label for> does
 #   not name (label): it gets the label's text as its aria-label.
+# - Every row's tick box is named "Select Row" by Tabulator: each gets its run's learner, mode
+#   and time ("Select run: Ada, No mask, 2025-01-31 10:32:00").
 # Nothing moves and nothing else changes.
 PAGE_ARIA_JS = read_text(__package__, "page_aria.js")
 # Run in the browser once the page is ready. Two table updates in quick succession (an upload of
@@ -249,6 +251,7 @@ class RunsTableView(pn.viewable.Viewer):
             },
             # Numbers come as text (runs_frame), right-aligned as numbers are.
             text_align=dict.fromkeys(_NUMBER_COLUMNS, "right"),
+            header_align=dict.fromkeys(_NUMBER_COLUMNS, "right"),  # over their numbers
             # No widths: the shown columns share the width equally (fitColumns) and their text
             # wraps, so choosing columns changes only which are hidden. A change of widths
             # rebuilds Tabulator in the browser, and a second change arriving mid-build threw.

@@ -43,10 +43,11 @@ OUTCOMES = {True: ("✓", "holds", "pass"), False: ("✗", "fails", "fail"),
 NEEDS_MATRIX_MODE = ("Ablations change a projection matrix (W_Q, W_K, W_V or W_O), so they need "
                      "matrix mode: set Input mode to X and projections.")
 
-LEAD = ("<h3>Projection ablations</h3><p class='ablation-lead'>Change one projection matrix and "
-        "compare one forward pass before and after (Review, <em>What the Projection Ablations "
-        "Establish</em>). The chapter's statements are checked live below; they say what one "
-        "forward pass does, not how a trained network would compensate.</p>")
+# Markup: our own HTML, so that joining it to an escaped html(...) keeps it markup.
+LEAD = Markup("<h3>Projection ablations</h3><p class='ablation-lead'>Change one projection matrix and "
+               "compare one forward pass before and after (Review, <em>What the Projection Ablations "
+               "Establish</em>). The chapter's statements are checked live below; they say what one "
+               "forward pass does, not how a trained network would compensate.</p>")
 
 _CSS = read_text(__package__, "ablation.css")
 

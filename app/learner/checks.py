@@ -249,7 +249,10 @@ class BannerView(ResultView):
         # The warning (``pane``), the exposure note and its button are apart, so that the embed
         # can put the note beside its checks.
         self.exposure_note = pn.pane.HTML(stylesheets=[NOTICE_CSS], sizing_mode="stretch_width", margin=(0, 10))
-        self.expose = pn.widgets.Button(label="", visible=False, margin=(0, 10, 10, 10))
+        # Its label names a preset and can be longer than a narrow column: it wraps.
+        self.expose = pn.widgets.Button(label="", visible=False, margin=(0, 10, 10, 10),
+                                        stylesheets=[":host { max-width: calc(100% - 20px); } "
+                                                     ".bk-btn { white-space: normal; text-align: left; }"])
         super().__init__(**params)
         self.expose.on_click(self._load_exposing_preset)
         self._layout = pn.Column(self.pane, self.exposure_note, self.expose, margin=0, sizing_mode="stretch_width")

@@ -33,6 +33,7 @@ from app.shared.compare import TABLE_CSS
 from app.shared.html import Markup, html, join
 from app.shared.numbers import format_number
 from app.shared.static import read_text
+from app.shared.widgets import WRAPPING_ROW_CSS
 from attention_core import AttentionResult
 
 # One dark colour per quantity (each at least 3:1 against white), grey for a masked score.
@@ -323,12 +324,13 @@ class ContributionsView(pn.viewable.Viewer):
                                  margin=(0, 10), sizing_mode="stretch_width")
         # Values and contributions in a pane of their own, which Panel hides without values.
         self.value_pane = pn.pane.Bokeh(
-            BokehRow(children=[self.value_figure, self.contribution_figure], margin=(0, 10)),
+            BokehRow(children=[self.value_figure, self.contribution_figure], margin=(0, 10),
+                     stylesheets=[WRAPPING_ROW_CSS]),
             margin=0)
         self._layout = pn.Column(
             self.text,
-            pn.pane.Bokeh(BokehRow(children=[self.score_figure, self.weight_figure], margin=(0, 10)),
-                          margin=0),
+            pn.pane.Bokeh(BokehRow(children=[self.score_figure, self.weight_figure], margin=(0, 10),
+                                   stylesheets=[WRAPPING_ROW_CSS]), margin=0),
             # Weights, values weighted by them: hidden while they wait for a prediction.
             self.value_pane, margin=0, sizing_mode="stretch_width", visible=self.state.param.revealed)
         self._update()

@@ -37,6 +37,7 @@ from app.learner.record import STATUS_CSS
 from app.shared.html import Markup, html
 from app.shared.parsing import displayable
 from app.shared.static import read_text
+from app.shared.widgets import Reflowing
 from attention_core.records import TEXT_LIMITS, ExperimentRecord
 
 DEFAULT_INSTANCE = "attention-workbench"  # the Self-attention lesson's explorable id
@@ -144,14 +145,19 @@ class EmbedPage(pn.viewable.Viewer):
         # The inputs column is as wide as its widest grid, at least 340 px: the notes in it wrap
         # at 320 px rather than stretch it, so a wide head's grid pushes the checks right instead
         # of running under them.
+        # The preset button's label takes two lines in the checks' column: tighter, so the
+        # first tab still fits the frame's height.
+        expose = p.banner.expose
+        expose.stylesheets = [*expose.stylesheets,
+                              ".bk-btn { font-size: 12px; line-height: 1.2; padding: 2px 8px; }"]
         for note in (i.tokens_message, i.mode_note, i.mask_note):
             note.param.update(sizing_mode="fixed", width=320)
         inputs = pn.Column(
             pn.Row(i.tokens, i.failure_mode, margin=0), i.tokens_message, i.mode_note, *i.grids,
-            i.toggles, i.mask_note, margin=0)
+            i.toggles, i.mask_note, margin=0, styles={"min-width": "340px"})
         # Why no check fails in a broken mode on this input, and the preset that shows it: beside
         # the checks it explains.
-        checks = pn.Column(self.invariants, p.banner.exposure_note, p.banner.expose, pn.Row(r.button, margin=(5, 0)),
+        checks = pn.Column(self.invariants, p.banner.exposure_note, expose, pn.Row(r.button, margin=0),
                            r.message, self.passed_in, sizing_mode="stretch_width", margin=0)
         # Each tab fills the frame and scrolls within it, under tab headers that stay in view.
         tab = dict(scroll=True, sizing_mode="stretch_both", margin=0)
@@ -207,5 +213,6 @@ class EmbedPage(pn.viewable.Viewer):
 
 def create_embed(store=None, trusted_origins: list[str] | None = None) -> EmbedPage:
     """One session's embedded learner page over ``store``, talking to ``trusted_origins``."""
+    pn.config.design = Reflowing  # this session's: focus rings and rows that wrap
     page = LearnerPage(store=store, map_size=MAP_SIZE)
     return EmbedPage(page=page, trusted_origins=list(trusted_origins or [])).serve_session()

@@ -261,7 +261,8 @@ class InputsView(pn.viewable.Viewer):
         s = self.state
         layout = grid_layout(s)
         for n in range(len(self.grids), len(layout)):
-            grid = MatrixGrid(margin=(5, 10), sizing_mode="stretch_width")
+            # A small right margin: the widest grid (d_k = 4 and padding) fits the sidebar.
+            grid = MatrixGrid(margin=(5, 2, 5, 10), sizing_mode="stretch_width")
             grid.param.watch(lambda e, n=n: self._grid_edited(self._grid_fields[n], e.new), "value")
             grid.param.watch(lambda e, n=n: self._padding_ticked(self._grid_fields[n], e.new), "checks")
             self.grids.append(grid)

@@ -24,6 +24,7 @@ from app.learner.steps import RowStepsView
 from app.shared.connection import announce_lost_connection
 from app.shared.html import html
 from app.shared.static import read_text
+from app.shared.widgets import Reflowing, keyboard_callback
 from app.store import RunStore, resolve_store_url
 
 TITLE = "Self-attention workbench"
@@ -43,7 +44,17 @@ _HEADER = html("<header><h1 style='margin: 0; font-size: 1.6em; font-weight: nor
 # Named, not __package__: `panel serve app/learner/page.py` runs this file as a script, without a package.
 _PACKAGE = "app.learner"
 _OPENED_CSS = read_text(_PACKAGE, "page_opened.css")
-_SIDEBAR_CSS = ":host { border-right: 1px solid #dee2e6; }"
+# Its line on the side it meets the main area: the right beside it, the bottom above it (the
+# window is then narrower than the two bases, 399 + 480 px).
+_SIDEBAR_CSS = (":host { border-right: 1px solid #dee2e6; } @media (max-width: 878px) { "
+                ":host { border-right: none; border-bottom: 1px solid #dee2e6; } }")
+# WCAG 1.4.10 (reflow): the sidebar keeps its 399 px beside a main area of at least 480 px; in a
+# narrower window (640 px, or 1280 px at 200 % zoom) it goes above the main area, full width.
+# 399: the widest input grid still fits, and at 1280 px the main area (taking almost all the
+# free width) holds the two widest heat maps side by side.
+# min-width 0: a flex item is otherwise never narrower than its widest content.
+_SIDEBAR_FLEX = {"flex": "1 1 399px", "min-width": "0"}
+_MAIN_FLEX = {"flex": "99999 1 480px", "min-width": "0"}
 
 DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is saved. "
                 "Reload the page once the server is back; your saved runs are kept.")
@@ -110,7 +121,8 @@ class LearnerPage(pn.viewable.Viewer):
         self._ablation_made = False
         s.param.watch(self._make_ablation, "input_mode")
         self._make_ablation()
-        self.sidebar = pn.Column(self.inputs, width=408, margin=(10, 0), stylesheets=[_SIDEBAR_CSS])
+        self.sidebar = pn.Column(self.inputs, margin=(10, 0), stylesheets=[_SIDEBAR_CSS],
+                                 sizing_mode="stretch_width", styles=_SIDEBAR_FLEX)
         self.main = pn.Column(
             self.prediction, self.opened, self.banner, self.projections, self.matrices,
             pn.Row(self.item, self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "
@@ -120,7 +132,7 @@ class LearnerPage(pn.viewable.Viewer):
             self.ablation,
             pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
             self.self_check,
-            self.record, self.runs, sizing_mode="stretch_width", margin=0)
+            self.record, self.runs, sizing_mode="stretch_width", margin=0, styles=_MAIN_FLEX)
 
     def _make_ablation(self, *_events) -> None:
         if self.state.input_mode == "matrices" and not self._ablation_made:
@@ -140,6 +152,7 @@ class LearnerPage(pn.viewable.Viewer):
             announce_lost_connection(DISCONNECTED, STALE_STATUS_JS)
         if pn.state.curdoc is not None:
             self._keep_saved_runs_in_url()
+            pn.state.curdoc.js_on_event("document_ready", keyboard_callback())
         args = pn.state.session_args or {}
         if args.get("predict") == [b"first"]:  # the lesson's page: predict before the weights show
             self.state.predict_first = True
@@ -163,12 +176,14 @@ class LearnerPage(pn.viewable.Viewer):
         # violation); a plain header, sidebar and main area read the same.
         header = pn.pane.HTML(_HEADER, sizing_mode="stretch_width", margin=0,
                               styles={"background": "#37474f", "padding": "14px 24px"})
-        return pn.Column(header, pn.Row(self.sidebar, self.main, sizing_mode="stretch_width", margin=0),
-                         sizing_mode="stretch_width", margin=0)
+        body = pn.FlexBox(self.sidebar, self.main, flex_wrap="wrap", align_items="flex-start",
+                          sizing_mode="stretch_width", margin=0)
+        return pn.Column(header, body, sizing_mode="stretch_width", margin=0)
 
 
 def create_page(store: RunStore | None = None) -> LearnerPage:
     """One session's learner page over ``store`` (default: ``--store``'s default, :func:`resolve_store_url`)."""
+    pn.config.design = Reflowing  # this session's: see there
     return LearnerPage(store=store).serve_session()
 
 

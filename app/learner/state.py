@@ -121,6 +121,10 @@ def number_text(x: float | None) -> str:
 
 
 _IDENTITY = [["1" if i == j else "0" for j in range(MAX_WIDTH)] for i in range(MAX_WIDTH)]
+# The seed's W_V in its first two columns; at d_v > d_model = 2 the columns after them copy X's
+# two columns, so no column of V is all zeros for want of a typed weight.
+_DEFAULT_W_V = [[*_FOUR_TOKEN_TRACE["w_v"][0], "1", "0"], [*_FOUR_TOKEN_TRACE["w_v"][1], "0", "1"],
+                ["0", "0", "1", "0"], ["0", "0", "0", "1"]]
 _TWO_BY_TWO = {"w_q": [["1", "0"], ["0", "1"]], "w_k": [["1", "0"], ["0", "1"]],
                "w_v": [["1", "1"], ["1", "-1"]]}
 # Review, "The Complete Layer": a W_O that is not its own transpose, so H W_Oᵀ ≠ H W_O shows.
@@ -233,7 +237,7 @@ class LearnerState(param.Parameterized):
     x = _grid_param(grid_texts(_FOUR_TOKEN_TRACE["x"], MAX_UI_TOKENS), "Typed X, one row per token.")
     w_q = _grid_param(grid_texts(_IDENTITY, MAX_WIDTH), "Typed W_Q (d_model × d_k).")
     w_k = _grid_param(grid_texts(_IDENTITY, MAX_WIDTH), "Typed W_K (d_model × d_k).")
-    w_v = _grid_param(grid_texts(_FOUR_TOKEN_TRACE["w_v"], MAX_WIDTH), "Typed W_V (d_model × d_v).")
+    w_v = _grid_param(_DEFAULT_W_V, "Typed W_V (d_model × d_v).")
     w_o = _grid_param(grid_texts(_W_O, MAX_WIDTH), "Typed W_O (d_v × d_model).")
     x_2 = _grid_param(grid_texts(_SECOND_ITEM, MAX_UI_TOKENS), "Typed X of batch item 2.")
     x_3 = _grid_param(grid_texts(_FOUR_TOKEN_TRACE["x"][::-1], MAX_UI_TOKENS), "Typed X of batch item 3.")

@@ -6,6 +6,10 @@ The learner page's one custom component, the input grid, is in :mod:`app.shared.
 from __future__ import annotations
 
 import panel as pn
+from bokeh.models import CustomJS
+from panel.theme import Inherit, Native
+
+from app.shared.static import read_text
 
 # Bokeh's spinner buttons have no accessible name (axe: critical); the field keeps the arrow keys.
 NO_SPIN_BUTTONS = ":host .bk-spin-btn { display: none !important; }"
@@ -18,3 +22,34 @@ def like_the_first_paint():
     design, a part takes Bootstrap's larger headings and table fonts.
     """
     return pn.config.set(design=None)
+
+
+# WCAG 2.4.7: Bokeh's own focus ring is a 1 px dotted line in a pale blue, easy to miss. A
+# stylesheet does not reach into shadow roots: KEYBOARD_JS adopts this one into each, Bokeh's
+# own models included.
+FOCUS_CSS = """
+:focus-visible, :host(:focus-visible) {
+  outline: 3px solid #1a56db !important; outline-offset: 2px !important;
+}
+"""
+KEYBOARD_JS = read_text(__package__, "keyboard.js")
+
+
+def keyboard_callback() -> CustomJS:
+    """A new callback (a Bokeh model belongs to one session's document) for
+    ``curdoc.js_on_event("document_ready", …)``: the focus ring :data:`FOCUS_CSS` in every
+    shadow root, and no plot's canvas a Tab stop that does nothing (see keyboard.js)."""
+    return CustomJS(args={"css": FOCUS_CSS}, code=KEYBOARD_JS)
+# WCAG 1.4.10 (reflow): a row of parts that does not fit the window goes on below, instead of
+# widening the page.
+WRAPPING_ROW_CSS = ":host { flex-wrap: wrap; }"
+
+
+class Reflowing(Native):
+    """Panel's default design, with rows that wrap.
+
+    Set for a session (``pn.config.design = Reflowing`` before its page is built), so parts
+    made later in the session (a grid, a panel made on demand) have it too.
+    """
+
+    modifiers = {pn.Row: {"stylesheets": [Inherit, WRAPPING_ROW_CSS]}}

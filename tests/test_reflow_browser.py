@@ -1,0 +1,170 @@
+"""The page fits the window (issue 24, "A layout that fits"): WCAG 2.1 reflow (1.4.10) at 640 px
+and at 1280 px with 200 % zoom, the 700 px embed, visible focus and no Tab stop that does
+nothing, and the instructor table's tick boxes named for their runs.
+
+One shared server (conftest's ``server``); each test walks every case it covers in one page,
+so the module costs a few page loads.
+"""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+from workbench_server import (
+    blocking_violations,
+    open_instructor,
+    open_learner_page,
+    save_run,
+    type_number,
+    wait_for_weights,
+)
+
+from attention_core.modes import FAILURE_MODES
+
+WIDTH_JS = "() => document.documentElement.scrollWidth"
+# The element that has focus, inside the shadow roots Panel and Bokeh draw in, and its outline.
+FOCUSED_JS = """() => {
+  let a = document.activeElement
+  while (a && a.shadowRoot && a.shadowRoot.activeElement) a = a.shadowRoot.activeElement
+  const s = getComputedStyle(a)
+  return {name: a.getAttribute('aria-label') || a.textContent.trim().slice(0, 40),
+          width: parseFloat(s.outlineWidth), style: s.outlineStyle,
+          events: a.classList.contains('bk-events')}
+}"""
+# Parts that scroll sideways inside the page (a tab's scroll box, a table's).
+SCROLLING_SIDEWAYS_JS = """() => {
+  const out = []
+  const walk = (root) => {
+    for (const el of root.querySelectorAll('*')) {
+      // The exercise's code keeps its lines whole: its text area scrolls sideways, by design.
+      if (el.tagName !== 'TEXTAREA' && el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1
+          && ['auto', 'scroll'].includes(getComputedStyle(el).overflowX))
+        out.push(`${el.tagName}.${String(el.className).slice(0, 40)}: ${el.scrollWidth} in ${el.clientWidth}`)
+      if (el.shadowRoot) walk(el.shadowRoot)
+    }
+  }
+  walk(document)
+  return out
+}"""
+
+
+def assert_fits(page, width: int, where: str) -> None:
+    scroll = page.evaluate(WIDTH_JS)
+    assert scroll <= width, f"{where}: the page is {scroll} px wide in a {width} px window"
+
+
+def walk_failure_modes(page, width: int, where: str) -> None:
+    for mode in FAILURE_MODES.values():
+        page.get_by_label("Failure mode").select_option(label=mode.title)
+        expect(page.get_by_test_id("mode-description")).to_have_text(mode.description)
+        assert_fits(page, width, f"{where}, {mode.title}")
+
+
+def test_at_640_px_the_page_is_one_column_in_every_mode_and_at_the_largest_inputs(server, page, watch):
+    page.set_viewport_size({"width": 640, "height": 720})
+    open_learner_page(page, server.url)
+    assert_fits(page, 640, "the first page")
+    # One column: the sidebar's inputs above the main area's maps, both from the left edge.
+    tokens = page.get_by_label("Tokens", exact=True).bounding_box()
+    scores = page.get_by_role("button", name=re.compile("Save Scores as PNG")).bounding_box()
+    assert tokens["y"] < scores["y"] and scores["x"] < 100, (tokens, scores)
+    assert blocking_violations(page) == []
+    walk_failure_modes(page, 640, "vectors")
+    page.get_by_label("Failure mode").select_option(label=FAILURE_MODES["correct"].title)
+    # 8 tokens, d_k = d_v = 4 with values: the widest grid, row steps of four-wide vectors.
+    page.get_by_label("Use values (adds output and contributions)", exact=True).check()
+    type_number(page, "Tokens", "8")
+    page.get_by_label("Head width d_k").select_option("4")
+    page.get_by_label("Value width d_v").select_option("4")
+    expect(page.get_by_label("Value 8, component 4", exact=True)).to_be_visible()
+    wait_for_weights(page, 64)
+    expect(page.locator("ol.row-steps")).to_contain_text("v_8")
+    walk_failure_modes(page, 640, "8 tokens, d_k = 4")
+    # Matrix mode with a batch of three: X per item, W_Q, W_K, W_V, a map per item.
+    page.get_by_label("Input mode").select_option(label="X and projections (W_Q, W_K, W_V)")
+    page.get_by_label("Batch size").select_option("3")
+    page.get_by_label("Model width d_model").select_option("4")
+    expect(page.get_by_label("W_V row 4, column 4", exact=True)).to_be_visible()
+    walk_failure_modes(page, 640, "matrix mode, batch of 3")
+    assert blocking_violations(page) == []
+
+
+def test_at_1280_px_with_200_percent_zoom_the_page_is_one_column(browser, server):
+    # 200 % zoom of a 1280×720 window: a 640×360 CSS-pixel viewport at two device pixels each.
+    context = browser.new_context(viewport={"width": 640, "height": 360}, device_scale_factor=2)
+    try:
+        page = context.new_page()
+        open_learner_page(page, server.url)
+        assert_fits(page, 640, "1280 px at 200 %")
+        tokens = page.get_by_label("Tokens", exact=True).bounding_box()
+        scores = page.get_by_role("button", name=re.compile("Save Scores as PNG")).bounding_box()
+        assert tokens["y"] < scores["y"] and scores["x"] < 100, (tokens, scores)
+    finally:
+        context.close()
+
+
+def test_the_700_px_embed_does_not_scroll_sideways_with_saved_runs_and_their_comparison(server, page, watch):
+    page.set_viewport_size({"width": 700, "height": 610})
+    page.goto(server.url + "embed?learner=Reflow")
+    expect(page.get_by_label("Query 1", exact=True)).to_be_visible(timeout=30_000)
+    for mode in FAILURE_MODES.values():
+        page.get_by_label("Failure mode").select_option(label=mode.title)
+        expect(page.get_by_test_id("mode-description")).to_have_text(mode.description)
+        assert_fits(page, 700, f"embed, {mode.title}")
+        assert page.evaluate(SCROLLING_SIDEWAYS_JS) == [], mode.title
+    page.get_by_label("Failure mode").select_option(label=FAILURE_MODES["correct"].title)
+    page.locator(".bk-tab", has_text="Saved runs").click()
+    page.get_by_label("Prediction").fill("row 2 reads key 2")
+    for label in ("correct", "broken"):
+        if label == "broken":
+            page.locator(".bk-tab", has_text="Workbench").click()
+            page.get_by_label("Mask after softmax (broken)").check()
+        page.locator(".bk-tab", has_text="Workbench").click()
+        page.get_by_role("button", name="Save run").click()
+        expect(page.get_by_role("status").filter(has_text="Saved run")).to_have_count(1)
+    page.locator(".bk-tab", has_text="Saved runs").click()
+    for n in (1, 2):
+        page.get_by_role("checkbox", name=re.compile(rf"^Run {n}\b")).check()
+    expect(page.get_by_text("Comparing run 1 (A) with run 2 (B).")).to_be_visible()
+    assert_fits(page, 700, "embed, Saved runs compared")
+    assert page.evaluate(SCROLLING_SIDEWAYS_JS) == []
+
+
+def test_focus_is_a_clear_ring_on_every_tab_stop_and_no_stop_does_nothing(server, page, watch):
+    open_learner_page(page, server.url, at_1280=True)
+    page.get_by_label("Tokens", exact=True).focus()
+    seen = []
+    for _ in range(30):  # the sidebar, both maps' PNG buttons, Row, the record form
+        page.keyboard.press("Tab")
+        focused = page.evaluate(FOCUSED_JS)
+        seen.append(focused["name"])
+        assert not focused["events"], f"a heat map's canvas is a Tab stop, after {seen}"
+        assert focused["width"] >= 2 and focused["style"] == "solid", focused
+    assert "Save Scores as PNG" in seen and "Save run" in seen, seen
+
+
+def test_each_tick_box_of_the_instructor_table_is_named_for_its_run(server, page, watch):
+    open_learner_page(page, server.url, at_1280=True)
+    page.get_by_label("Learner", exact=True).fill("Reflow Ada")
+    save_run(page, "named tick", prediction="p")
+    open_instructor(page, server)
+    page.get_by_label("Learner contains").fill("Reflow Ada")
+    page.get_by_label("Learner contains").press("Enter")
+    box = page.get_by_role("checkbox", name=re.compile(
+        r"^Select run: Reflow Ada, Correct, causal, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d$"))
+    expect(box).to_have_count(1)
+    expect(page.get_by_role("checkbox", name="Select Row")).to_have_count(0)
+    for width in (1280, 640):
+        page.set_viewport_size({"width": width, "height": 720})
+        assert_fits(page, width, "the instructor page")
+        cut = page.evaluate("""() => { const out = []
+          const walk = (root) => { for (const el of root.querySelectorAll('.tabulator')) {
+              const right = el.getBoundingClientRect().right
+              // Panel's 1 px filler column clips its own content: not a column to read.
+              for (const c of el.querySelectorAll('.tabulator-col:not(.empty), .tabulator-col:not(.empty) *'))
+                if (c.getBoundingClientRect().width > 0 && c.getBoundingClientRect().right > right + 0.5)
+                  out.push(c.className) }
+            for (const el of root.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot) }
+          walk(document); return out }""")
+        assert cut == [], f"at {width} px, header parts past the table's right edge: {cut}"
