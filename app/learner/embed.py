@@ -43,7 +43,7 @@ from attention_core.records import TEXT_LIMITS, ExperimentRecord
 DEFAULT_INSTANCE = "attention-workbench"  # the Self-attention lesson's explorable id
 EVENT_TYPE, CONTEXT_TYPE, RECORDED = "explorable-event", "explorable-context", "experiment-recorded"
 HOST_FIELDS = ("learner", "prediction")
-MAP_SIZE = 176  # two maps side by side (each 140 px wider than this) in a 640 px column
+MAP_SIZE = 160  # two maps side by side (each 140 px wider than this) in a 640 px column
 TITLE = "Self-attention workbench (embedded)"
 HIDDEN_NOTE_EMBED = "Write your prediction in the Saved runs tab to see the weights and checks."
 
@@ -148,21 +148,31 @@ class EmbedPage(pn.viewable.Viewer):
         # The preset button's label takes two lines in the checks' column: tighter, so the
         # first tab still fits the frame's height.
         expose = p.banner.expose
+        p.banner.exposure_note.stylesheets = [*p.banner.exposure_note.stylesheets,
+                                              ".notice { padding: 4px 8px; font-size: 12px; line-height: 1.3; }"]
         expose.stylesheets = [*expose.stylesheets,
                               ".bk-btn { font-size: 12px; line-height: 1.2; padding: 2px 8px; }"]
         for note in (i.tokens_message, i.mode_note, i.mask_note):
             note.param.update(sizing_mode="fixed", width=320)
         inputs = pn.Column(
             pn.Row(i.tokens, i.failure_mode, margin=0), i.tokens_message, i.mode_note, *i.grids,
-            i.toggles, i.mask_note, margin=0, styles={"min-width": "340px"})
+            i.toggles, i.mask_note,
+            # Save run and the prediction it stores under the toggles: the checks' column beside
+            # is the taller one (a mode this input cannot show adds its note and preset there).
+            pn.Row(r.button, self.passed_in, margin=0), r.message,
+            margin=0, styles={"min-width": "340px"})
         # Why no check fails in a broken mode on this input, and the preset that shows it: beside
         # the checks it explains.
-        checks = pn.Column(self.invariants, p.banner.exposure_note, expose, pn.Row(r.button, margin=0),
-                           r.message, self.passed_in, sizing_mode="stretch_width", margin=0)
+        checks = pn.Column(self.invariants, p.banner.exposure_note, expose, sizing_mode="stretch_width", margin=0)
         # Each tab fills the frame and scrolls within it, under tab headers that stay in view.
         tab = dict(scroll=True, sizing_mode="stretch_both", margin=0)
+        # The failure modes' pictures (lost mass, the scaling pair) go with the readouts they draw:
+        # under the maps they would push the first tab past the frame's height.
+        m._layout.remove(m.pictures)
+        m.legend.stylesheets = [*m.legend.stylesheets, ".cell-legend { font-size: 12px; }"]
         workbench = pn.Column(p.opened, pn.Row(inputs, checks, margin=0), p.matrices, **tab)
-        steps = pn.Column(pn.Row(p.item, p.row, p.row_message, margin=0), p.banner.pane, p.readouts, p.steps,
+        steps = pn.Column(pn.Row(p.item, p.row, p.row_message, margin=0), p.banner.pane, m.pictures,
+                          p.readouts, p.steps,
                           p.contributions, p.projections, **tab)
         runs = pn.Column(self.host_note, p.prediction, pn.Row(r.learner, r.label, margin=0), p.runs, **tab)
         more = pn.Column(i.input_mode, pn.Row(i.d_k, i.d_v, i.d_model, margin=0), i.layer_controls,
