@@ -155,3 +155,20 @@ def test_q1s_checked_answer_is_saved_with_the_next_run_only(learner_page):
     assert third is not None and third.self_check is None
     assert [r.self_check for r in learner_page.store.iter_records()][-3:] == [check_answer(1), check_answer(0), None]
     assert np.isfinite(third.results["row_sums"]).all()
+
+
+def test_with_predict_first_show_me_sets_the_page_up_but_keeps_the_weights_answer_for_after(learner_page):
+    """?predict=first: an answer quoting the weights would give the prediction away."""
+    state, panel = learner_page.state, learner_page.self_check
+    state.predict_first = True
+    panel.card.collapsed = False
+    panel.buttons["why causal rows sum to 1"].clicks += 1
+    answer = str(panel.answers["causal_rows_sum_to_1"].object)
+    assert "Write your prediction at the top first" in answer and "0.731" not in answer
+    assert state.failure_mode == "correct" and state.row == 2  # the page is set up all the same
+    state.prediction = "Token 2 cannot attend to token 3."
+    assert not panel.answers["causal_rows_sum_to_1"].visible  # the note is out of date
+    panel.buttons["why causal rows sum to 1"].clicks += 1
+    assert "0.731" in str(panel.answers["causal_rows_sum_to_1"].object)
+    state.prediction = ""
+    assert not panel.answers["causal_rows_sum_to_1"].visible

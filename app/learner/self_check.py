@@ -43,6 +43,10 @@ LEFT_OUT = ("Not asked here: the Review's questions on the direct-path benefit w
             "numbers cannot answer them.")
 
 
+PREDICT_FIRST = ("The page is set up for this question. Write your prediction at the top first: the "
+                 "answer quotes the weights, which wait for it.")
+
+
 def _n(x: float) -> str:
     """A number as the readouts print it, without trailing zeros ("1", "0.731")."""
     return format_number(float(x), trim=True)
@@ -308,10 +312,19 @@ class SelfCheckPanel(pn.viewable.Viewer):
 
     def _show(self, question: Question, show: Show) -> None:
         text = show.run(self.state)
+        if not self.state.revealed:  # ?predict=first: the answers quote the weights, which wait
+            text = PREDICT_FIRST
         pane = self.answers[question.id]
         pane.object = html("<p class='self-check-answer' role='status' data-testid='answer-{}'>{}</p>",
                            question.id, text)
         pane.visible = True
+
+    @param.depends("state.revealed", watch=True)
+    def _hide_answers(self) -> None:
+        # An answer given before the reveal says to predict; one given after tells the weights:
+        # either is out of date once the prediction is written or cleared.
+        for pane in self.answers.values():
+            pane.visible = False
 
     def __panel__(self):
         return self.card
