@@ -126,3 +126,12 @@ def test_a_shorter_run_speaks_of_the_rows_it_has(tokens, says, leaves_out):
     state = LearnerState(tokens=tokens)
     text = outcome_html("p", state.result)
     assert says in text and leaves_out not in text
+
+
+def test_a_long_prediction_is_repeated_cut_wrapping_and_said_to_be_over_the_limit():
+    state = LearnerState()
+    text = outcome_html("https://example.org/" + "a" * 3000, state.result)
+    assert "overflow-wrap: anywhere" in text and "a" * 400 not in text and "…</q>" in text
+    assert "(it is 3020 characters long; Save run takes up to 2000)" in text
+    assert "characters long" not in outcome_html("It cannot.", state.result)
+    assert "<q>It cannot.</q><br>This run" in outcome_html("It cannot.", state.result)

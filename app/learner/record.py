@@ -52,6 +52,10 @@ def status_html(message: str, ok: bool) -> str:
     return html('<div class="status {}" role="status">{}</div>', kind, message)
 
 
+SHOWN_PREDICTION = 300  # characters of the prediction repeated beside the outcome
+_WRAP = "overflow-wrap: anywhere;"  # a long unbroken word (a URL) wraps instead of widening the page
+
+
 def outcome_html(prediction: str, r: AttentionResult | None, input_ok: bool = True) -> Markup:
     """The learner's prediction (escaped) beside what the run shows about the lesson's question:
     row 2's weight on token 3, its future-token weight and every row sum of ``r`` (the map shown),
@@ -59,17 +63,23 @@ def outcome_html(prediction: str, r: AttentionResult | None, input_ok: bool = Tr
     leaves out the token it does not have."""
     if not prediction.strip():
         return Markup("")
-    said = html("You predicted: <q>{}</q>", prediction.strip())
+    text, limit = prediction.strip(), TEXT_LIMITS["prediction"]
+    # Shown whole up to a few lines; a longer one is cut here (the field keeps it) and one over
+    # the record's limit is said to be, before Save run refuses it.
+    shown = text if len(text) <= SHOWN_PREDICTION else text[:SHOWN_PREDICTION - 1] + "…"
+    said = html("You predicted: <q>{}</q>", shown)
+    if len(text) > limit:
+        said = html("{} (it is {} characters long; Save run takes up to {})", said, len(text), limit)
     if r is None:
-        return html("<p data-testid='prediction-outcome'>{}</p>", said)
+        return html("<p data-testid='prediction-outcome' style='{}'>{}</p>", _WRAP, said)
     row = min(2, r.T)
     facts = [html("row {}'s weight on token 3: <b>{}</b>", row, format_number(r.weights[row - 1, 2]))
              ] if r.T_k >= 3 else []
     facts.append(html("row {}'s future-token weight: <b>{}</b>", row, format_number(r.future_weight[row - 1])))
     facts.append(html("row sums: {}", ", ".join(row_sum_html(x) for x in r.row_sums)))
     stale = "" if input_ok else " (the last valid input)"
-    return html("<p data-testid='prediction-outcome'>{}. This run{}, <b>{}</b>: {}.</p>", said, stale,
-                run_title(r.mode.name, r.causal, r.T), join(facts, "; "))
+    return html("<p data-testid='prediction-outcome' style='{}'>{}<br>This run{}, <b>{}</b>: {}.</p>", _WRAP,
+                said, stale, run_title(r.mode.name, r.causal, r.T), join(facts, "; "))
 
 
 class PredictionView(pn.viewable.Viewer):
