@@ -90,6 +90,20 @@ def test_at_640_px_the_page_is_one_column_in_every_mode_and_at_the_largest_input
     assert blocking_violations(page) == []
 
 
+def test_at_640_px_long_unbroken_learner_text_wraps_or_scrolls_in_its_own_box(server, page, watch):
+    """A URL as the prediction, 100-letter learner and label: repeated beside the outcome, in the
+    save message and in Saved runs, they wrap (or the table scrolls in its box), not the page."""
+    page.set_viewport_size({"width": 640, "height": 720})
+    open_learner_page(page, server.url + "?predict=first")
+    page.get_by_label("Prediction").fill("https://example.org/" + "a" * 100)
+    page.get_by_label("Prediction").press("Tab")
+    expect(page.get_by_test_id("prediction-outcome")).to_contain_text("example.org")
+    assert_fits(page, 640, "a long prediction")
+    page.get_by_label("Learner", exact=True).fill("L" * 100)
+    save_run(page, "B" * 100)
+    assert_fits(page, 640, "a long learner and label saved")
+
+
 def test_at_1280_px_with_200_percent_zoom_the_page_is_one_column(browser, server):
     # 200 % zoom of a 1280×720 window: a 640×360 CSS-pixel viewport at two device pixels each.
     context = browser.new_context(viewport={"width": 640, "height": 360}, device_scale_factor=2)
