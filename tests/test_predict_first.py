@@ -135,3 +135,16 @@ def test_a_long_prediction_is_repeated_cut_wrapping_and_said_to_be_over_the_limi
     assert "(it is 3020 characters long; Save run takes up to 2000)" in text
     assert "characters long" not in outcome_html("It cannot.", state.result)
     assert "<q>It cannot.</q><br>This run" in outcome_html("It cannot.", state.result)
+
+
+def test_a_reloaded_page_gets_its_runs_prediction_back_and_stays_revealed(tmp_path):
+    store = sqlite_store(tmp_path / "runs")
+    first = LearnerState(store=store, predict_first=True, prediction="Row 2 keeps no future weight.")
+    record = first.save_run()
+    reloaded = LearnerState(store=store, predict_first=True)
+    assert not reloaded.revealed
+    reloaded.restore_runs([record.id])
+    assert reloaded.prediction == "Row 2 keeps no future weight." and reloaded.revealed
+    written = LearnerState(store=store, prediction="A newer one.")
+    written.restore_runs([record.id])
+    assert written.prediction == "A newer one."  # one already written is kept

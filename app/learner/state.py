@@ -667,6 +667,10 @@ class LearnerState(param.Parameterized):
             f"{'was' if missing == 1 else 'were'} not found in the store, so "
             f"{'they are' if missing > 1 else 'it is'} not listed below.")
         self.saved = restored
+        # The prediction those runs were saved with comes back too: a reload is not a new
+        # prediction, and under ?predict=first the page would hide what Saved runs compares.
+        if restored and not self.prediction.strip():
+            self.prediction = restored[-1].prediction or ""
 
     def open_record(self, record: ExperimentRecord) -> bool:
         """Show saved run ``record`` in the workbench exactly as it was saved: input mode, sizes,
