@@ -173,7 +173,7 @@ def test_what_the_host_passed_is_shown_as_text_never_html():
     shown = passed_in_html("<b>x</b>", "<img src=x onerror=alert(1)>")
     assert "<b>x</b>" not in shown and "&lt;b&gt;x&lt;/b&gt;" in shown
     assert "<img" not in shown and "&lt;img src=x onerror=alert(1)&gt;" in shown
-    assert "Saved runs" in passed_in_html("", "  ")
+    assert "Prediction and saved runs" in passed_in_html("", "  ")
 
 
 def test_open_links_keep_the_query_parameters_they_are_given(embed):

@@ -98,7 +98,7 @@ def test_the_embed_waits_for_a_prediction_unless_one_is_passed_in(tmp_path):
     state = embed.page.state
     assert state.predict_first and not state.revealed
     assert not embed.invariants.pane.visible and not embed.page.matrices.weights.visible
-    assert "Saved runs tab" in embed.page.matrices.hidden_note.object
+    assert "Prediction and saved runs tab" in embed.page.matrices.hidden_note.object
     embed.take_host_text({"prediction": "It cannot."})
     assert state.revealed and embed.invariants.pane.visible and embed.page.matrices.weights.visible
 

@@ -89,7 +89,7 @@ def test_the_embed_waits_for_a_prediction_unless_the_course_page_passed_one_in(s
     page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
                            "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
     expect(page.get_by_test_id("predict-first-note")).to_have_text(
-        "Write your prediction in the Saved runs tab to see the weights and checks.")
+        "Write your prediction in the Prediction and saved runs tab to see the weights and checks.")
     assert drawn(page, "scores-figure") and not drawn(page, "weights-figure")
     expect(page.get_by_test_id("invariants")).to_have_count(0)
     screenshot(page, "embed-predict-first-hidden-640x610.png", full_page=False)

@@ -45,7 +45,8 @@ EVENT_TYPE, CONTEXT_TYPE, RECORDED = "explorable-event", "explorable-context", "
 HOST_FIELDS = ("learner", "prediction")
 MAP_SIZE = 160  # two maps side by side (each 140 px wider than this) in a 640 px column
 TITLE = "Self-attention workbench (embedded)"
-HIDDEN_NOTE_EMBED = "Write your prediction in the Saved runs tab to see the weights and checks."
+PREDICTION_TAB = "Prediction and saved runs"  # where the embed asks for the prediction and keeps the runs
+HIDDEN_NOTE_EMBED = f"Write your prediction in the {PREDICTION_TAB} tab to see the weights and checks."
 
 
 
@@ -93,11 +94,11 @@ def host_text(text: str, field: str) -> tuple[str, str]:
 
 
 def passed_in_html(learner: str, prediction: str) -> Markup:
-    """What the first tab says about the record fields (in the Saved runs tab): whose runs these
+    """What the first tab says about the record fields (in the Prediction and saved runs tab): whose runs these
     are and the prediction Save run will store, escaped, or where to write the prediction."""
     who = html("Learner: <b data-testid='embed-learner'>{}</b>. ", learner) if learner else ""
     if not prediction.strip():
-        return html("<p>{}Save run needs your prediction: write it in the <b>Saved runs</b> tab.</p>", who)
+        return html("<p>{}Save run needs your prediction: write it in the <b>{}</b> tab.</p>", who, PREDICTION_TAB)
     shown = prediction if len(prediction) <= 120 else prediction[:119] + "…"
     return html("<p>{}Prediction: <q data-testid='embed-prediction'>{}</q></p>", who, shown)
 
@@ -178,7 +179,7 @@ class EmbedPage(pn.viewable.Viewer):
                          pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
                          pn.FlexBox(*i.presets, margin=(0, 6)), **tab)
         self.tabs = pn.Tabs(("Workbench", workbench), ("Row steps and readouts", steps),
-                            ("Saved runs", runs), ("Input mode and presets", more),
+                            (PREDICTION_TAB, runs), ("Input mode and presets", more),
                             sizing_mode="stretch_both", margin=0)
 
     def _post(self, event) -> None:
