@@ -236,13 +236,15 @@ class HeatMap(pn.viewable.Viewer):
         # between a shrinking source's new length and its old labels, and a per-cell colour is then
         # read past its end (page error "Offset is outside the bounds of the DataView", e.g. from
         # 4 tokens to 3); constant colours are read at any index.
-        # A masked cell's label ("masked" group) is drawn on a plain patch over its hatching.
+        # A masked cell's label ("masked" group), where it fits, is drawn on a plain patch over its hatching.
         self._texts = [
             fig.text(
                 x="column", y="row", text="label", source=self.source, text_align="center",
                 text_baseline="middle", text_color="black" if group == "masked" else group,
                 text_font_size="12px",
-                view=CDSView(filter=GroupFilter(column_name="text_color", group=group)),
+                # A cell with no label is left out: an empty text still draws its patch's padding.
+                view=CDSView(filter=GroupFilter(column_name="text_color", group=group)
+                             & ~GroupFilter(column_name="label", group="")),
                 **({"background_fill_color": MASKED_COLOR, "padding": 1} if group == "masked" else {}),
             ).glyph
             for group in ("black", "white", "masked")
