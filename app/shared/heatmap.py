@@ -83,9 +83,10 @@ _TEXT_SIZES = ((4, 12, True), (6, 10, False), (8, 9, False), (12, 7, False),
 _MIN_FONT = 7  # px: below it a label is not drawn (the hover, the table and the legend tell it)
 # What the figure spends outside its cells, in px, as BokehJS lays it out: the title and the axis
 # above with its label (and the bottom border); the y axis with its label on the left, the colour
-# bar with its tick labels and the right border (a two-digit token count widens the y ticks).
+# bar with its tick labels and the right border (a two-digit token count widens the y ticks;
+# weights' colour bar ticks, 0 to 1, are narrower than scores' or differences').
 _FRAME_OUTSIDE_Y = 75
-_FRAME_OUTSIDE_X = {True: 110, False: 60}
+_FRAME_OUTSIDE_X = {"unit": 100, "span": 110, "symmetric": 110, None: 60}  # None: no colour bar
 _WIDE_TICKS = 8
 _LINE_HEIGHT = 1.2  # Bokeh's text_line_height
 _PATCH_PADDING = 1  # px around a masked cell's label, on its plain patch
@@ -420,7 +421,8 @@ class HeatMap(pn.viewable.Viewer):
         """The estimated width and height in px of one cell of a ``T`` × ``T_k`` map at the
         figure's size (its frame is what the title, the axes and the colour bar leave)."""
         fig = self.figure
-        outside_x = _FRAME_OUTSIDE_X[bool(self.color_bar.visible)] + (_WIDE_TICKS if T >= 10 else 0)
+        bar = self._range_kind if self.color_bar.visible else None
+        outside_x = _FRAME_OUTSIDE_X[bar] + (_WIDE_TICKS if T >= 10 else 0)
         return max(fig.width - outside_x, 0) / T_k, max(fig.height - _FRAME_OUTSIDE_Y, 0) / T
 
     @staticmethod
