@@ -348,8 +348,8 @@ class HeatMap(pn.viewable.Viewer):
         scores, weights : numpy.ndarray, shape (T, T), optional
             Shown in the hover (defaults to ``values``).
         masked_label : str
-            The word under a masked cell's number (up to 4 tokens; beyond, the hatching and
-            the hover say it).
+            The word under a masked cell's number (up to 4 tokens, where the cell is high
+            enough; elsewhere the hatching and the hover say it).
         masked_note : str, optional
             What the hover and table say about a masked cell (default ``masked_label``).
         filename : str, optional
