@@ -13,7 +13,7 @@ import pytest
 
 from app.learner.checks import readouts_html, row_sum_html
 from app.learner.matrices import LEAKED_FUTURE, LEAKED_ITEM
-from app.shared.heatmap import MASKED_COLOR, cell_text
+from app.shared.heatmap import MASKED_COLOR, HeatMap, cell_text
 from app.shared.numbers import format_number
 from attention_core import scaled_dot_product_attention
 
@@ -170,3 +170,55 @@ def test_a_mode_this_input_cannot_show_says_so_over_the_maps_with_its_preset(lea
     assert banner.exposure_note.visible and banner.expose.label.endswith("Reset (the starting input)")
     banner.expose.clicks += 1
     assert state.tokens == 3 and state.failure_mode == "mask_after_softmax" and state.result.failed_checks
+
+
+def _causal_map(size: int, T: int, label_masked: bool = True) -> HeatMap:
+    heatmap = HeatMap("Scores", "fit", kind="scores", size=size, label_masked=label_masked)
+    values = np.round(np.random.default_rng(0).normal(size=(T, T)), 3)
+    masked = np.triu(np.ones((T, T), bool), 1)
+    values[masked] = -np.inf
+    heatmap.update(values, masked, masked_label="masked")
+    return heatmap
+
+
+@pytest.mark.parametrize("size", [150, 160])  # a batch's small multiples; the embed's maps
+def test_in_a_small_map_no_label_or_masked_patch_crosses_its_cells_border(size):
+    heatmap = _causal_map(size, 8, label_masked=False)
+    # The figure's frame is what BokehJS leaves of its height: 75 px at 150, 85 at 160.
+    row_height = (size - 75) / 8
+    font = float(heatmap._texts[0].text_font_size.removesuffix("px"))
+    data = heatmap.source.data
+    masked = [n for n, c in enumerate(data["text_color"]) if c == "masked"]
+    # A masked label would need a line and its patch (1 px each side), a pixel clear of the border.
+    assert font * 1.2 + 2 > row_height - 1
+    assert masked and all(data["label"][n] == "" for n in masked)
+    assert all(data["text"][n].startswith("−∞") for n in masked)  # still in the table and hover
+    assert heatmap.table.text.count("masked") >= len(masked)
+    cell_width = (size + 100 - 110) / 8
+    for text, label in zip(data["text"], data["label"], strict=True):
+        assert label in ("", text)
+        if label:  # drawn: a glyph-high line no wider than its cell (at least 0.55 em a character)
+            assert font <= row_height and 0.55 * font * len(label.replace(".", "")) <= cell_width, label
+
+
+def test_a_map_of_usual_size_labels_every_cell_as_before():
+    eight = _causal_map(300, 8)  # the main maps at 8 tokens: cells about 28 px high
+    assert {t.text_font_size for t in eight._texts} == {"9px"}
+    assert eight.source.data["label"] == eight.source.data["text"]
+    three = _causal_map(300, 3)
+    assert {t.text_font_size for t in three._texts} == {"12px"}
+    assert three.source.data["label"] == three.source.data["text"]
+    assert "−∞\nmasked" in three.source.data["label"]
+
+
+def test_a_cross_attention_batchs_small_multiples_draw_no_masked_patch_at_eight_tokens(learner_page, state):
+    state.tokens, state.d_k = 8, 4
+    state.input_mode = "matrices"
+    state.batch_size, state.cross_attention, state.use_w_o = 3, True, True
+    layer = state.layer
+    assert layer.B == 3 and layer.cross and not layer.flattened
+    for heatmap in learner_page.matrices.item_scores + learner_page.matrices.item_weights:
+        data = heatmap.source.data
+        masked = [n for n, c in enumerate(data["text_color"]) if c == "masked"]
+        assert masked and all(data["label"][n] == "" for n in masked)
+        assert all(data["text"][n] for n in masked)

@@ -9,7 +9,9 @@ more than colour: a causal (or any other rule's) masked cell hatched with diagon
 key's with horizontal lines, and a cell the rule forbids that received weight anyway ("leaked")
 keeps its colour inside a dashed outline. A masked cell's label sits on a plain patch, not on the
 hatching. Updates replace ``source.data`` and the factor lists; the figure is built once.
-Cell text shrinks with the token count so that eight tokens' numbers still fit their cells.
+Cell text shrinks with the token count and the figure's size; a label (and its patch) is drawn
+only where it fits inside its cell (``label`` column, ``""`` elsewhere), so small maps show the
+colours and hatching alone and the hover and the mirror table tell the values.
 """
 
 from __future__ import annotations
@@ -74,10 +76,41 @@ _KINDS = {
     "scores": (Viridis256, "span"),
     "difference": (tuple(reversed(PuOr11)), "symmetric"),
 }
-# (largest T or T_k, font size, masked cells say so in their text): beyond 4 tokens a cell is too
-# narrow for a second line, and masked cells are told by their hatching and their hover.
-_TEXT_SIZES = ((4, "12px", True), (6, "10px", False), (8, "9px", False), (12, "7px", False),
-               (math.inf, "0px", False))  # a flattened batch of 24 tokens: numbers in the hover
+# (largest T or T_k, largest font size, masked cells say so in their text): beyond 4 tokens a
+# cell is too narrow for a second line, and masked cells are told by their hatching and their hover.
+_TEXT_SIZES = ((4, 12, True), (6, 10, False), (8, 9, False), (12, 7, False),
+               (math.inf, 0, False))  # a flattened batch of 24 tokens: numbers in the hover
+_MIN_FONT = 7  # px: below it a label is not drawn (the hover, the table and the legend tell it)
+# What the figure spends outside its cells, in px, as BokehJS lays it out: the title and the axis
+# above with its label (and the bottom border); the y axis with its label on the left, the colour
+# bar with its tick labels and the right border (a two-digit token count widens the y ticks;
+# weights' colour bar ticks, 0 to 1, are narrower than scores' or differences').
+_FRAME_OUTSIDE_Y = 75
+_FRAME_OUTSIDE_X = {"unit": 100, "span": 110, "symmetric": 110, None: 60}  # None: no colour bar
+_WIDE_TICKS = 8
+_LINE_HEIGHT = 1.2  # Bokeh's text_line_height
+_PATCH_PADDING = 1  # px around a masked cell's label, on its plain patch
+
+
+def text_width(text: str, font_px: float) -> float:
+    """A generous estimate of the width in px of one line of ``text`` in Bokeh's sans-serif
+    cell font at ``font_px``: wide glyphs (``m``, ``−``, ``∞``) count a full em, narrow ones
+    (``.``, ``i``) a third, the rest 0.6 em."""
+    em = sum(1.0 if c in "mwMW−∞" else 0.35 if c in ".,:;ilj!| " else 0.6 for c in text)
+    return em * font_px
+
+
+def label_fits(text: str, font_px: float, cell_width: float, cell_height: float, padding: float = 0) -> bool:
+    """Whether ``text`` (lines split on ``\n``) drawn at ``font_px`` with ``padding`` px of
+    patch around it stays inside a ``cell_width`` × ``cell_height`` px cell, a pixel clear of its
+    white border."""
+    lines = text.split("\n")
+    width = max(text_width(line, font_px) for line in lines) + 2 * padding
+    # A patch spans whole lines; bare text only its glyphs (about an em), not the last leading.
+    height = (len(lines) * _LINE_HEIGHT - (0 if padding else _LINE_HEIGHT - 1)) * font_px + 2 * padding
+    return width <= cell_width - 2 and height <= cell_height - 1
+
+
 # A <button> under the figure runs its SaveTool in the browser: the toolbar's own Save is a
 # titled <div> without a button role (a screen reader announces no button), so the toolbar stays
 # hidden. A Bokeh button in the figure's own layout, not a Panel one: Panel's JS links are not
@@ -204,13 +237,15 @@ class HeatMap(pn.viewable.Viewer):
         # between a shrinking source's new length and its old labels, and a per-cell colour is then
         # read past its end (page error "Offset is outside the bounds of the DataView", e.g. from
         # 4 tokens to 3); constant colours are read at any index.
-        # A masked cell's label ("masked" group) is drawn on a plain patch over its hatching.
+        # A masked cell's label ("masked" group), where it fits, is drawn on a plain patch over its hatching.
         self._texts = [
             fig.text(
-                x="column", y="row", text="text", source=self.source, text_align="center",
+                x="column", y="row", text="label", source=self.source, text_align="center",
                 text_baseline="middle", text_color="black" if group == "masked" else group,
                 text_font_size="12px",
-                view=CDSView(filter=GroupFilter(column_name="text_color", group=group)),
+                # A cell with no label is left out: an empty text still draws its patch's padding.
+                view=CDSView(filter=GroupFilter(column_name="text_color", group=group)
+                             & ~GroupFilter(column_name="label", group="")),
                 **({"background_fill_color": MASKED_COLOR, "padding": 1} if group == "masked" else {}),
             ).glyph
             for group in ("black", "white", "masked")
@@ -276,7 +311,7 @@ class HeatMap(pn.viewable.Viewer):
 
     @staticmethod
     def _empty() -> dict:
-        keys = ("row", "column", "value", "text", "text_color", "hatch", "kind", "score_text",
+        keys = ("row", "column", "value", "text", "label", "text_color", "hatch", "kind", "score_text",
                 "weight_text", "state")
         return {k: [] for k in keys}
 
@@ -313,8 +348,8 @@ class HeatMap(pn.viewable.Viewer):
         scores, weights : numpy.ndarray, shape (T, T), optional
             Shown in the hover (defaults to ``values``).
         masked_label : str
-            The word under a masked cell's number (up to 4 tokens; beyond, the hatching and
-            the hover say it).
+            The word under a masked cell's number (up to 4 tokens, where the cell is high
+            enough; elsewhere the hatching and the hover say it).
         masked_note : str, optional
             What the hover and table say about a masked cell (default ``masked_label``).
         filename : str, optional
@@ -334,8 +369,8 @@ class HeatMap(pn.viewable.Viewer):
         T, T_k = values.shape
         factors = [str(i) for i in range(1, T + 1)]
         columns = [str(j) for j in range(1, T_k + 1)]
-        font_size, label_masked = next((size, label) for top, size, label in _TEXT_SIZES
-                                       if max(T, T_k) <= top)
+        largest_font, label_masked = next((size, label) for top, size, label in _TEXT_SIZES
+                                          if max(T, T_k) <= top)
         label_masked = label_masked and self._label_masked
         style = "cell" if max(T, T_k) <= 4 else "narrow"
         finite = np.isfinite(values)
@@ -362,6 +397,8 @@ class HeatMap(pn.viewable.Viewer):
                 note = masked_note or masked_label
                 data["state"].append(f"{note} (padding key)" if kind == "padding" else note if is_masked
                                      else f"leaked: {why}" if why else "visible")
+        font = self._fit_labels(data, largest_font, *self.cell_size(T, T_k))
+        font_size = f"{font}px"
         # Raw Bokeh models changed from a Panel callback need Panel's unlocked() to reach the
         # browser (the session does not hold the document lock here).
         with pn.io.unlocked():
@@ -379,6 +416,34 @@ class HeatMap(pn.viewable.Viewer):
             self.table.text = self._table_html(data, T, T_k)
             self.source.data = data
             self.boundaries.data = self._boundaries(T, T_k, blocks)
+
+    def cell_size(self, T: int, T_k: int) -> tuple[float, float]:
+        """The estimated width and height in px of one cell of a ``T`` × ``T_k`` map at the
+        figure's size (its frame is what the title, the axes and the colour bar leave)."""
+        fig = self.figure
+        bar = self._range_kind if self.color_bar.visible else None
+        outside_x = _FRAME_OUTSIDE_X[bar] + (_WIDE_TICKS if T >= 10 else 0)
+        return max(fig.width - outside_x, 0) / T_k, max(fig.height - _FRAME_OUTSIDE_Y, 0) / T
+
+    @staticmethod
+    def _fit_labels(data: dict, largest_font: int, cell_width: float, cell_height: float) -> int:
+        """Fill ``data["label"]``, the text drawn in each cell, and return its font size in px.
+
+        The font is the largest from ``largest_font`` down to ``_MIN_FONT`` at which every shown
+        cell's number fits its cell (else ``_MIN_FONT``). A label that does not fit at it (with
+        its patch, for a masked cell; without the second line first) is ``""``: the cell's
+        colour or hatching, its hover and the mirror table still tell it.
+        """
+        shown = [t for t, c in zip(data["text"], data["text_color"], strict=True) if c != "masked"]
+        font = next((f for f in range(largest_font, _MIN_FONT - 1, -1)
+                     if all(label_fits(t, f, cell_width, cell_height) for t in shown)),
+                    largest_font if largest_font < _MIN_FONT else _MIN_FONT)
+        for text, colour in zip(data["text"], data["text_color"], strict=True):
+            padding = _PATCH_PADDING if colour == "masked" else 0
+            fits = [t for t in (text, text.split("\n")[0])
+                    if font >= _MIN_FONT and label_fits(t, font, cell_width, cell_height, padding)]
+            data["label"].append(fits[0] if fits else "")
+        return font
 
     def _colour(self, v: float, low: float, high: float) -> str:
         """The palette entry BokehJS's ``LinearColorMapper`` draws ``v`` in over [low, high]."""
