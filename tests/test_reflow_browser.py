@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from playwright.sync_api import expect
+from store_helpers import make_record
 from workbench_server import (
     blocking_violations,
     open_instructor,
@@ -148,7 +149,13 @@ def test_each_tick_box_of_the_instructor_table_is_named_for_its_run(server, page
     open_learner_page(page, server.url, at_1280=True)
     page.get_by_label("Learner", exact=True).fill("Reflow Ada")
     save_run(page, "named tick", prediction="p")
+    # A 100-character learner name and label without a break point: the Learners table once
+    # widened the main column to 1,029 px at 640 px, so everything scrolled sideways together.
+    long_name = "Reflow Ada" + "L" * 90
+    with server.store() as store:
+        store.import_records([make_record(learner=long_name, label="X" * 100)])
     open_instructor(page, server)
+    expect(page.get_by_role("table", name="Learners and their checkpoints")).to_contain_text(long_name)
     page.get_by_label("Learner contains").fill("Reflow Ada")
     page.get_by_label("Learner contains").press("Enter")
     box = page.get_by_role("checkbox", name=re.compile(
@@ -158,6 +165,12 @@ def test_each_tick_box_of_the_instructor_table_is_named_for_its_run(server, page
     for width in (1280, 640):
         page.set_viewport_size({"width": width, "height": 720})
         assert_fits(page, width, "the instructor page")
+        assert page.evaluate(SCROLLING_SIDEWAYS_JS) == [], f"at {width} px"
+        name = page.get_by_role("table", name="Learners and their checkpoints").get_by_text(long_name)
+        assert name.bounding_box()["x"] + name.bounding_box()["width"] <= width, f"at {width} px"
+        for figure in page.locator(".bk-Figure").all():  # the class picture, axis titles and all
+            box = figure.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width, (width, box)
         cut = page.evaluate("""() => { const out = []
           const walk = (root) => { for (const el of root.querySelectorAll('.tabulator')) {
               const right = el.getBoundingClientRect().right
