@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 from store_helpers import make_record
 from workbench_server import (
@@ -165,6 +166,11 @@ def test_each_tick_box_of_the_instructor_table_is_named_for_its_run(server, page
     for width in (1280, 640):
         page.set_viewport_size({"width": width, "height": 720})
         assert_fits(page, width, "the instructor page")
+        # Tabulator fits its columns to the new width a moment after the window changed.
+        try:
+            page.wait_for_function(f"() => ({SCROLLING_SIDEWAYS_JS})().length === 0", timeout=10_000)
+        except PlaywrightTimeoutError:
+            pass
         assert page.evaluate(SCROLLING_SIDEWAYS_JS) == [], f"at {width} px"
         name = page.get_by_role("table", name="Learners and their checkpoints").get_by_text(long_name)
         assert name.bounding_box()["x"] + name.bounding_box()["width"] <= width, f"at {width} px"
