@@ -452,6 +452,15 @@ def test_every_place_names_a_run_by_its_title(tmp_path):
     assert "B: broken (Mask after softmax (broken))" in compare.summary.object
 
 
+def test_the_class_pictures_figures_narrow_to_the_window_up_to_their_width(store):
+    # Fixed 520 px figures stuck out of a window narrower than about 580 px (reflow, issue 24).
+    chart = ClassChartView(state=InstructorState(store=store))
+    for fig in chart.figures:
+        assert fig.sizing_mode == "stretch_width" and fig.max_width == 520 and fig.min_width <= 300
+    panes = chart.__panel__().objects[3].objects
+    assert [(p.sizing_mode, p.max_width) for p in panes] == [("stretch_width", 520)] * 2
+
+
 def test_the_class_pictures_key_counts_runs_with_thousands_separators():
     from app.instructor.chart import mode_key
 

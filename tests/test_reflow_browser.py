@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
+from store_helpers import make_record
 from workbench_server import (
     blocking_violations,
     open_instructor,
@@ -32,13 +34,15 @@ FOCUSED_JS = """() => {
           width: parseFloat(s.outlineWidth), style: s.outlineStyle,
           events: a.classList.contains('bk-events')}
 }"""
-# Parts that scroll sideways inside the page (a tab's scroll box, a table's).
-SCROLLING_SIDEWAYS_JS = """() => {
+# Parts that scroll sideways inside the page (a tab's scroll box, a table's), but for those
+# matching the selector passed in (the boxes meant to scroll).
+SCROLLING_SIDEWAYS_JS = """(designated) => {
   const out = []
   const walk = (root) => {
     for (const el of root.querySelectorAll('*')) {
       // The exercise's code keeps its lines whole: its text area scrolls sideways, by design.
       if (el.tagName !== 'TEXTAREA' && el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1
+          && !(designated && el.matches(designated))
           && ['auto', 'scroll'].includes(getComputedStyle(el).overflowX))
         out.push(`${el.tagName}.${String(el.className).slice(0, 40)}: ${el.scrollWidth} in ${el.clientWidth}`)
       if (el.shadowRoot) walk(el.shadowRoot)
@@ -162,16 +166,46 @@ def test_each_tick_box_of_the_instructor_table_is_named_for_its_run(server, page
     open_learner_page(page, server.url, at_1280=True)
     page.get_by_label("Learner", exact=True).fill("Reflow Ada")
     save_run(page, "named tick", prediction="p")
+    # A 100-character learner name and label without a break point: the Learners table once
+    # widened the main column to 1,029 px at 640 px, so everything scrolled sideways together.
+    long_name = "Reflow Ada" + "L" * 90
+    with server.store() as store:
+        store.import_records([make_record(learner=long_name, label="X" * 100)])
     open_instructor(page, server)
+    expect(page.get_by_role("table", name="Learners and their checkpoints")).to_contain_text(long_name)
     page.get_by_label("Learner contains").fill("Reflow Ada")
     page.get_by_label("Learner contains").press("Enter")
     box = page.get_by_role("checkbox", name=re.compile(
         r"^Select run: Reflow Ada, Correct, causal, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d$"))
     expect(box).to_have_count(1)
     expect(page.get_by_role("checkbox", name="Select Row")).to_have_count(0)
+    # The long name everywhere it shows: the class picture's key, the comparison, the table.
+    box.check()
+    # The server has the first tick (its run's full text is shown) before the second is made.
+    expect(page.get_by_label(re.compile("Full text of run"))).to_have_count(1)
+    page.get_by_role("checkbox", name=re.compile(r"^Select run: Reflow AdaL")).check()
+    expect(page.get_by_label(re.compile("Full text of run"))).to_have_count(2)
+    expect(page.get_by_role("table", name="Comparison of row sums and future-token weight")).to_contain_text(
+        long_name)
+    page.get_by_role("button", name="Learner", exact=True).click()
+    expect(page.get_by_role("list", name="Groups of the class picture")).to_contain_text(long_name)
+    # Only the comparison's maps (two side by side) may scroll, in their own box.
+    designated = ".scroll-box, .learners-scroll"
     for width in (1280, 640):
         page.set_viewport_size({"width": width, "height": 720})
         assert_fits(page, width, "the instructor page")
+        # Tabulator fits its columns to the new width a moment after the window changed.
+        try:
+            page.wait_for_function(f"d => ({SCROLLING_SIDEWAYS_JS})(d).length === 0", arg=designated,
+                                   timeout=10_000)
+        except PlaywrightTimeoutError:
+            pass
+        assert page.evaluate(SCROLLING_SIDEWAYS_JS, designated) == [], f"at {width} px"
+        name = page.get_by_role("table", name="Learners and their checkpoints").get_by_text(long_name)
+        assert name.bounding_box()["x"] + name.bounding_box()["width"] <= width, f"at {width} px"
+        for figure in page.locator(".bk-Figure").all()[:2]:  # the class picture, axis titles and all
+            box = figure.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width, (width, box)
         cut = page.evaluate("""() => { const out = []
           const walk = (root) => { for (const el of root.querySelectorAll('.tabulator')) {
               const right = el.getBoundingClientRect().right

@@ -27,6 +27,7 @@ CHART_HEIGHT = 460  # px: the class picture's heading, one row of its two figure
 # The picture draws at most this many runs, the newest passing the filters: a class's runs fit
 # many times over, and a store of years of classes is not read and sent whole on every change.
 CHART_RUNS = 5_000
+FIGURE_WIDTH, FIGURE_MIN_WIDTH = 520, 280  # px
 
 
 _KEY_CSS = read_text(__package__, "chart_key.css")
@@ -95,7 +96,10 @@ class ClassChartView(pn.viewable.Viewer):
         self._update()
 
     def _figure(self, title: str, column: str, name: str) -> figure:
-        fig = figure(title=title, name=f"{name}-figure", height=300, width=520, tools="", x_range=self.x_range,
+        # As wide as the window allows up to 520 px: side by side at 1280 px, stacked and whole
+        # (axis titles inside the canvas) on a narrow screen.
+        fig = figure(title=title, name=f"{name}-figure", height=300, sizing_mode="stretch_width",
+                     min_width=FIGURE_MIN_WIDTH, max_width=FIGURE_WIDTH, tools="", x_range=self.x_range,
                      toolbar_location=None, x_axis_label=self._axis_label(),
                      y_axis_label=title.split(" per")[0])
         color = {"field": "group", "transform": self.colors}
@@ -217,7 +221,8 @@ class ClassChartView(pn.viewable.Viewer):
                          "mode or by learner. Click a point to select that run for comparison.</p>"),
             pn.widgets.RadioButtonGroup.from_param(self.param.group_by),
             self.note,
-            pn.FlexBox(*(pn.pane.Bokeh(f) for f in self.figures)),
+            pn.FlexBox(*(pn.pane.Bokeh(f, sizing_mode="stretch_width", min_width=FIGURE_MIN_WIDTH,
+                                       max_width=FIGURE_WIDTH) for f in self.figures)),
             self.key,
             sizing_mode="stretch_width",
         )

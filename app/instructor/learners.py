@@ -194,8 +194,8 @@ def learners_table(rows: list[dict]) -> Markup:
         html("<tr><th scope='row'>{}</th>{}</tr>", row["learner"], join(
             html("<td class='{}'>{}</td>", "missing" if str(row[c]).startswith("missing") else "", row[c])
             for c in COLUMNS[1:])) for row in rows)
-    return html("<table class='learners' aria-label='Learners and their checkpoints'><thead><tr>{}</tr></thead>"
-                "<tbody>{}</tbody></table>", head, body)
+    return html("<div class='learners-scroll'><table class='learners' aria-label='Learners and their checkpoints'>"
+                "<thead><tr>{}</tr></thead><tbody>{}</tbody></table></div>", head, body)
 
 
 _TABLE_CSS = read_text(__package__, "learners_table.css")
@@ -245,7 +245,8 @@ class LearnersView(pn.viewable.Viewer):
                          "learner: predict (a prediction written), experiment (a correct causal "
                          "run and a mask-after-softmax run saved), explain (an explanation "
                          "attached).</p>"),
-            pn.Row(pn.widgets.TextAreaInput.from_param(
-                       self.param.class_list, label="Class list (one name per line)", height=90),
-                   pn.widgets.Select.from_param(self.param.show, label="Show learners")),
+            # A FlexBox, not a Row: at 640 px the two inputs wrap instead of widening the page.
+            pn.FlexBox(pn.widgets.TextAreaInput.from_param(
+                           self.param.class_list, label="Class list (one name per line)", height=90),
+                       pn.widgets.Select.from_param(self.param.show, label="Show learners")),
             self.summary, self.table, self.download, sizing_mode="stretch_width")

@@ -135,7 +135,9 @@ class ComparisonPanel(pn.viewable.Viewer):
         self.compare.show(compared, names=comparison_names(compared[:2], self.state.timezone))
 
     def __panel__(self):
-        return pn.Column(self.hint, self.compare, sizing_mode="stretch_width")
+        # Two maps side by side are wider than a 640 px window: they scroll in this box, not the page.
+        return pn.Column(self.hint, self.compare, sizing_mode="stretch_width",
+                         styles={"overflow-x": "auto"}, css_classes=["scroll-box"])
 
 
 class InstructorPage(pn.viewable.Viewer):
