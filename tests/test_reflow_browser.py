@@ -18,8 +18,7 @@ from workbench_server import (
     open_instructor,
     open_learner_page,
     save_run,
-    type_number,
-    wait_for_weights,
+    set_largest_vector_inputs,
 )
 
 from attention_core.modes import FAILURE_MODES
@@ -77,12 +76,7 @@ def test_at_640_px_the_page_is_one_column_in_every_mode_and_at_the_largest_input
     walk_failure_modes(page, 640, "vectors")
     page.get_by_label("Failure mode").select_option(label=FAILURE_MODES["correct"].title)
     # 8 tokens, d_k = d_v = 4 with values: the widest grid, row steps of four-wide vectors.
-    page.get_by_label("Use values (adds output and contributions)", exact=True).check()
-    type_number(page, "Tokens", "8")
-    page.get_by_label("Head width d_k").select_option("4")
-    page.get_by_label("Value width d_v").select_option("4")
-    expect(page.get_by_label("Value 8, component 4", exact=True)).to_be_visible()
-    wait_for_weights(page, 64)
+    set_largest_vector_inputs(page)
     expect(page.locator("ol.row-steps")).to_contain_text("v_8")
     walk_failure_modes(page, 640, "8 tokens, d_k = 4")
     # Matrix mode with a batch of three: X per item, W_Q, W_K, W_V, a map per item.

@@ -14,6 +14,7 @@ from workbench_server import (
     row_of,
     save_run,
     screenshot,
+    set_largest_vector_inputs,
     source,
     type_number,
     wait_for_row,
@@ -238,12 +239,7 @@ def test_the_grid_works_by_keyboard_alone(server, page, watch):
 def test_at_1280_by_720_the_largest_inputs_and_both_heat_maps_fit_the_width(server, page, watch):
     page.set_viewport_size({"width": 1280, "height": 720})
     open_learner_page(page, server.url)
-    page.get_by_label("Use values (adds output and contributions)", exact=True).check()
-    type_number(page, "Tokens", "8")
-    page.get_by_label("Head width d_k").select_option("4")
-    page.get_by_label("Value width d_v").select_option("4")
-    expect(page.get_by_label("Value 8, component 4", exact=True)).to_be_visible()
-    wait_for_weights(page, 64)
+    set_largest_vector_inputs(page)
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280  # no sideways scrolling
     widest = max(page.get_by_label(f"Key 1, component {c}", exact=True).bounding_box()["x"] for c in range(1, 5))
     padding = page.get_by_label("Padding 8", exact=True).bounding_box()

@@ -294,6 +294,19 @@ def wait_for_weights(page, cells: int) -> None:
         "n => Bokeh.documents[0].get_model_by_name('weights-source').data.row.length === n", arg=cells)
 
 
+def set_largest_vector_inputs(page) -> None:
+    """With values on, 8 tokens and d_k = d_v = 4 (the widest grid and maps of vector mode); waits
+    until the 64-cell weights map is drawn."""
+    from playwright.sync_api import expect
+
+    page.get_by_label("Use values (adds output and contributions)", exact=True).check()
+    type_number(page, "Tokens", "8")
+    page.get_by_label("Head width d_k").select_option("4")
+    page.get_by_label("Value width d_v").select_option("4")
+    expect(page.get_by_label("Value 8, component 4", exact=True)).to_be_visible()
+    wait_for_weights(page, 64)
+
+
 def type_number(page, label: str, text: str) -> None:
     """Type ``text`` into the field named ``label`` and send it with Enter, as a learner does."""
     box = page.get_by_label(label, exact=True)
