@@ -21,11 +21,14 @@ from __future__ import annotations
 import ipaddress
 import os
 import stat
+from collections.abc import Sequence
 from importlib.resources import files
 from pathlib import Path
 
 PASSWORD_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD"
 PASSWORD_FILE_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD_FILE"
+# The login cookie's signing secret, shared by every server process behind one balancer.
+COOKIE_SECRET_FILE_ENV = "ATTENTION_WORKBENCH_COOKIE_SECRET_FILE"
 INSTRUCTOR_USER = "instructor"
 INSTRUCTOR_PATH = "/instructor"
 LOGOUT_PATH = "/logout"
@@ -39,8 +42,21 @@ GUEST_ENDPOINTS = ["/", "/embed"]
 GUEST_PATHS = frozenset({"/", "/ws", "/autoload.js", "/embed", "/embed/ws", "/embed/autoload.js"})
 
 
-def read_password_file(path: str | os.PathLike) -> str:
-    """The instructor password kept in the file ``path``: its text without the final line end.
+def read_cookie_secret_file(path: str | os.PathLike) -> str:
+    """The login cookie secret kept in the file ``path`` (:func:`read_password_file`'s checks).
+
+    Raises
+    ------
+    ValueError
+        As :func:`read_password_file`, the file named a cookie secret file.
+    """
+    return read_password_file(path, what="cookie secret", noun="secret")
+
+
+def read_password_file(path: str | os.PathLike, what: str = "instructor password",
+                       noun: str = "password") -> str:
+    """The instructor password (or another secret: ``what``, one ``noun``) kept in the file
+    ``path``: its text without the final line end.
 
     Raises
     ------
@@ -49,7 +65,7 @@ def read_password_file(path: str | os.PathLike) -> str:
         or (on POSIX) readable or writable by its group or by others: the message names the file
         and says what to do.
     """
-    where = f"instructor password file {os.fspath(path)}"
+    where = f"{what} file {os.fspath(path)}"
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
@@ -70,11 +86,11 @@ def read_password_file(path: str | os.PathLike) -> str:
         raise ValueError(f"{where} is not UTF-8 text") from None
     password = text.removesuffix("\n").removesuffix("\r")  # the line end an editor adds
     if not password.strip():
-        raise ValueError(f"{where} is empty: write the password in it")
+        raise ValueError(f"{where} is empty: write the {noun} in it")
     if len(data) > 64 * 1024:
-        raise ValueError(f"{where} is larger than 64 KiB: write only the password in it")
+        raise ValueError(f"{where} is larger than 64 KiB: write only the {noun} in it")
     if "\n" in password or "\r" in password:
-        raise ValueError(f"{where} holds more than one line: write only the password in it")
+        raise ValueError(f"{where} holds more than one line: write only the {noun} in it")
     return password
 
 
@@ -90,14 +106,22 @@ def password_looks_like_a_file(password: str) -> bool:
         return False
 
 
-def is_guest_path(uri: str) -> bool:
+def is_guest_path(uri: str, prefix: str = "") -> bool:
     """True when a request for ``uri`` (path and query string) needs no login.
 
     Only the path counts, split off the query string as Tornado splits ``request.path``, so a
     query string never turns the learner page into a protected one, nor ``/instructor`` into an
-    open one.
+    open one. Under a URL ``prefix`` (``/class``) the pages are ``/class/``, ``/class/embed``…;
+    ``/class`` itself is the learner page (Panel sends it on to ``/class/``).
     """
-    return uri.partition("?")[0] in GUEST_PATHS
+    path = uri.partition("?")[0]
+    if prefix:
+        if path == prefix:
+            return True
+        if not path.startswith(prefix + "/"):
+            return False
+        path = path[len(prefix):]
+    return path in GUEST_PATHS
 
 
 def credentials_match(password: str, username: str, typed: str) -> bool:
@@ -110,7 +134,7 @@ def credentials_match(password: str, username: str, typed: str) -> bool:
     return username == INSTRUCTOR_USER and hmac.compare_digest(typed.encode("utf-8"), password.encode("utf-8"))
 
 
-def _provider(password: str):
+def _provider(password: str, prefix: str = ""):
     """Panel's basic-auth provider for ``password``, guests told apart by path (see
     :func:`is_guest_path`); what it changes in Panel is listed in :mod:`app.upstream`.
 
@@ -126,7 +150,7 @@ def _provider(password: str):
     # that login.html and logout.html extend (auth_page.html) is not found: loaded here.
     pages = Environment(loader=PackageLoader("app", "instructor"), trim_blocks=True, lstrip_blocks=True)
     return instructor_auth_provider(
-        credentials_match=partial(credentials_match, password), is_guest=is_guest_path,
+        credentials_match=partial(credentials_match, password), is_guest=partial(is_guest_path, prefix=prefix),
         login_template=pages.get_template(LOGIN_TEMPLATE.name),
         logout_template=pages.get_template(LOGOUT_TEMPLATE.name),
         logout_endpoint=LOGOUT_PATH, guest_endpoints=list(GUEST_ENDPOINTS))
@@ -155,17 +179,18 @@ def url_host(address: str) -> str:
         return address
 
 
-def websocket_origins(address: str, port: int) -> list[str]:
+def websocket_origins(address: str, port: int, extra: Sequence[str] = ()) -> list[str]:
     """The ``host:port`` values a page's WebSocket may come from (its ``Origin`` header).
 
-    Every name the server answers to on this machine; ``*`` when it listens on every interface
-    (learners use names the server cannot know). An IPv6 address is bracketed, as a browser
-    sends it (``[::1]:5006``).
+    Every name the server answers to on this machine, then the ``extra`` ones (a proxy's public
+    name, ``--allow-websocket-origin``); ``*`` when it listens on every interface (learners use
+    names the server cannot know). An IPv6 address is bracketed, as a browser sends it
+    (``[::1]:5006``).
     """
     if address in ("0.0.0.0", "::"):
         return ["*"]
     return list(dict.fromkeys([f"{url_host(address)}:{port}", f"localhost:{port}",
-                               f"127.0.0.1:{port}"]))
+                               f"127.0.0.1:{port}", *extra]))
 
 
 def exposure_problem(address: str, password: str | None, no_instructor_auth: bool) -> str | None:
@@ -191,14 +216,16 @@ def exposure_problem(address: str, password: str | None, no_instructor_auth: boo
     )
 
 
-def serve_options(password: str | None) -> dict:
+def serve_options(password: str | None, cookie_secret: str | None = None, prefix: str = "") -> dict:
     """Keyword arguments for :func:`panel.serve` that put ``/instructor`` behind ``password``.
 
     Empty when there is no password (every page open). Otherwise Panel's basic auth with the one
     user ``instructor`` (given as a dict, so a password that happens to be a file path is not
-    read as a credentials file), a fresh random cookie secret per server start (forked
+    read as a credentials file), the login cookie signed with ``cookie_secret`` (shared by every
+    server process behind one balancer) or else a fresh random secret per server start (forked
     ``--num-procs`` workers inherit it, so a login holds on every worker; restarting the server
-    logs the instructor out), and the learner page as a guest endpoint. The provider is Panel's
+    logs the instructor out), and the learner page as a guest endpoint, under the URL ``prefix``
+    (``/class``, or empty). The provider is Panel's
     own, passed ready-made (``auth_provider``, which :func:`panel.serve` hands to Bokeh) because
     ``basic_auth`` would make Panel build one that matches guests by their whole URI; its login
     form checks the one user and the password itself (never a credentials file). ``/logout``
@@ -209,12 +236,13 @@ def serve_options(password: str | None) -> dict:
     import secrets  # here: only a server with a password needs it
 
     return {
-        "auth_provider": _provider(password),
-        "cookie_secret": secrets.token_urlsafe(32),
+        "auth_provider": _provider(password, prefix),
+        "cookie_secret": cookie_secret or secrets.token_urlsafe(32),
         "oauth_guest_endpoints": list(GUEST_ENDPOINTS),
     }
 
 
-__all__ = ["INSTRUCTOR_PATH", "INSTRUCTOR_USER", "LOGOUT_PATH", "PASSWORD_ENV", "PASSWORD_FILE_ENV",
-           "credentials_match", "exposure_problem", "is_guest_path", "is_loopback", "password_looks_like_a_file",
-           "read_password_file", "serve_options", "url_host", "websocket_origins"]
+__all__ = ["COOKIE_SECRET_FILE_ENV", "INSTRUCTOR_PATH", "INSTRUCTOR_USER", "LOGOUT_PATH", "PASSWORD_ENV",
+           "PASSWORD_FILE_ENV", "credentials_match", "exposure_problem", "is_guest_path", "is_loopback",
+           "password_looks_like_a_file",
+           "read_cookie_secret_file", "read_password_file", "serve_options", "url_host", "websocket_origins"]

@@ -21,10 +21,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from app.auth import (
+    COOKIE_SECRET_FILE_ENV,
     PASSWORD_ENV,
     PASSWORD_FILE_ENV,
     exposure_problem,
     password_looks_like_a_file,
+    read_cookie_secret_file,
     read_password_file,
 )
 from app.framing import EMBED_ORIGINS_ENV, origins_from_env, parse_origins
@@ -79,6 +81,20 @@ def build_parser() -> argparse.ArgumentParser:
                                f"(default: ${PASSWORD_FILE_ENV})")
     serve.add_argument("--no-instructor-auth", action="store_true",
                        help="serve /instructor without a password on a non-loopback address")
+    serve.add_argument("--cookie-secret-file", metavar="FILE",
+                       help="sign instructor logins with the secret in FILE, readable by you alone: "
+                            "the same file for every server process behind one proxy keeps a login "
+                            f"valid on each and across restarts (default: ${COOKIE_SECRET_FILE_ENV}, "
+                            "else a new secret at each start)")
+    serve.add_argument("--allow-websocket-origin", action="append", default=[], metavar="HOST[:PORT]",
+                       help="a host (as the browser sees it: a proxy's name) whose pages may open "
+                            "the server's websocket, besides this machine's own names (repeatable)")
+    serve.add_argument("--use-xheaders", action="store_true",
+                       help="behind a proxy: take the client's address from X-Forwarded-For / "
+                            "X-Real-IP and the scheme from X-Forwarded-Proto")
+    serve.add_argument("--prefix", default="", metavar="PATH",
+                       help="serve the pages under /PATH/ (/PATH/embed, /PATH/instructor), as a "
+                            "proxy forwards them")
     serve.add_argument("--embed-origin", action="append", default=[], metavar="ORIGIN",
                        help="a course site that may frame the learner pages and receive the "
                             "embed's messages, e.g. https://course.example (repeatable; default: "
@@ -119,7 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     not be written, or ``import`` could read no file at all; 2 bad usage, a store that cannot be
     opened (missing for ``export`` and ``test-case``, corrupt, foreign, newer, unreachable),
     (``test-case``) no such run, an unreadable one or one with padding (no test made), or
-    (``serve``) an instructor password file that is missing, empty or readable by others, a
+    (``serve``) an instructor password file or a cookie secret file that is missing, empty or
+    readable by others, a ``--prefix`` or ``--allow-websocket-origin`` that cannot be one, a
     non-loopback address without an instructor password or ``--no-instructor-auth``,
     an ``--embed-origin`` that is not an origin, a runs directory that is a file or cannot be
     created, a port already in use.
@@ -204,6 +221,40 @@ def _instructor_password(args: argparse.Namespace) -> tuple[str | None, str | No
     return None, None
 
 
+def _cookie_secret(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The login cookie secret and None, or None and why it cannot be had (None, None: none
+    given). ``--cookie-secret-file`` beats ``$ATTENTION_WORKBENCH_COOKIE_SECRET_FILE``."""
+    for value, source in ((args.cookie_secret_file, "--cookie-secret-file"),
+                          (os.environ.get(COOKIE_SECRET_FILE_ENV), COOKIE_SECRET_FILE_ENV)):
+        if value:
+            try:
+                return read_cookie_secret_file(value), None
+            except ValueError as error:
+                return None, f"{error} (from {source})"
+    return None, None
+
+
+def _url_prefix(text: str) -> str:
+    """``--prefix`` as Bokeh keeps it: ``/class`` for ``class``, ``/class/`` or ``/class``; empty
+    for none. ``ValueError`` for a prefix that is not a plain path."""
+    bare = text.strip("/")
+    if not bare:
+        return ""
+    if any(c in bare for c in "?#%\\") or any(c.isspace() for c in bare) or "//" in bare:
+        raise ValueError(f"--prefix {text!r} is not a URL path (write it as /class)")
+    return "/" + bare
+
+
+def _websocket_origin(text: str) -> str:
+    """``--allow-websocket-origin`` checked: a host with an optional port, no scheme nor path."""
+    host, _, port = text.partition(":")
+    if (not host or "/" in text or ":" in port or any(c.isspace() for c in text)
+            or (port and not port.isdigit())):
+        raise ValueError(f"--allow-websocket-origin {text!r} is not HOST[:PORT] (e.g. class.example.org "
+                         "or class.example.org:443, without http://)")
+    return text
+
+
 def _serve(args: argparse.Namespace, url: str, runs_dir: Path | None) -> int:
     password, problem = _instructor_password(args)
     if problem:
@@ -216,6 +267,20 @@ def _serve(args: argparse.Namespace, url: str, runs_dir: Path | None) -> int:
     if args.num_procs < 0:
         print("attention-workbench serve: error: --num-procs must be 0 or more", file=sys.stderr)
         return EXIT_USAGE
+    cookie_secret, problem = _cookie_secret(args)
+    if problem:
+        print(f"attention-workbench serve: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        prefix = _url_prefix(args.prefix)
+        ws_origins = [_websocket_origin(text) for text in args.allow_websocket_origin]
+    except ValueError as error:
+        print(f"attention-workbench serve: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if password and cookie_secret is None:
+        print("attention-workbench serve: note: no --cookie-secret-file: instructor logins end when this "
+              "server restarts, and a login on one server process does not hold on another",
+              file=sys.stderr)
     try:
         embed_origins = parse_origins(args.embed_origin or origins_from_env(os.environ.get(EMBED_ORIGINS_ENV)))
     except ValueError as error:
@@ -239,7 +304,9 @@ def _serve(args: argparse.Namespace, url: str, runs_dir: Path | None) -> int:
         server = importlib.import_module("app.server")
         server.serve(store=store, port=args.port, address=args.address,
                      num_procs=args.num_procs, instructor_password=password,
-                     no_instructor_auth=args.no_instructor_auth, embed_origins=embed_origins)
+                     no_instructor_auth=args.no_instructor_auth, embed_origins=embed_origins,
+                     cookie_secret=cookie_secret, allow_websocket_origin=ws_origins,
+                     use_xheaders=args.use_xheaders, prefix=prefix)
     except OSError as error:
         # Start-up problems only: the port is taken (or not ours to bind), the address is not
         # one of this machine's. Anything else is a bug.

@@ -31,7 +31,7 @@ UNUSED_SESSION_LIFETIME_MS = 60_000
 CHECK_UNUSED_SESSIONS_MS = 10_000
 
 
-def _served_locally(factory):
+def _served_locally(factory, prefix: str = ""):
     """Wrap a page factory so its stylesheets and scripts always come from this server, never a
     CDN, on a relative path that also holds for the page asked for with a trailing slash.
 
@@ -41,6 +41,7 @@ def _served_locally(factory):
     Every route sits at the top level, so the relative static path is the same for each; but
     Bokeh also answers ``/embed/`` with the ``/embed`` page, one folder deeper, while Panel counts
     the relative path from the route, so there every Panel script missed and nothing rendered.
+    Under a URL ``prefix`` the route is the path after it (``/class/`` is the top level).
     """
     from panel.io.resources import LOCAL_DIST
 
@@ -48,6 +49,8 @@ def _served_locally(factory):
         doc = pn.state.curdoc
         page = factory()  # first: the page's Location resets the relative path as it syncs
         path = getattr(doc.session_context and doc.session_context.request, "path", None) or ""
+        if prefix and path.startswith(prefix + "/"):
+            path = path[len(prefix):]
         if path != "/" and path.endswith("/"):
             pn.state.rel_path = ".."
         doc.template_variables["dist_url"] = (f"{pn.state.rel_path}/" if pn.state.rel_path else "") + LOCAL_DIST
@@ -95,7 +98,9 @@ class InstructorSlashRedirect(OutputTransform):
 
 def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", show: bool = False,
           num_procs: int = 1, instructor_password: str | None = None,
-          no_instructor_auth: bool = False, embed_origins: Sequence[str] = ()) -> None:
+          no_instructor_auth: bool = False, embed_origins: Sequence[str] = (),
+          cookie_secret: str | None = None, allow_websocket_origin: Sequence[str] = (),
+          use_xheaders: bool = False, prefix: str = "") -> None:
     """Start the server and block until it stops.
 
     Parameters
@@ -115,6 +120,17 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
     embed_origins : sequence of str
         Course sites (``https://course.example``) that may frame the learner pages and receive
         the embed's messages (:mod:`app.framing`); none by default.
+    cookie_secret : str, optional
+        Signs the instructor's login cookie; the same for every process behind one proxy
+        (default: a new random one per start, see :func:`app.auth.serve_options`).
+    allow_websocket_origin : sequence of str
+        More ``host[:port]`` values (a proxy's) whose pages may open the websocket (Bokeh's
+        ``--allow-websocket-origin``).
+    use_xheaders : bool
+        Client address and scheme from ``X-Forwarded-For``/``X-Real-IP`` and
+        ``X-Forwarded-Proto`` (Tornado's ``xheaders``, Bokeh's ``--use-xheaders``).
+    prefix : str
+        A URL prefix (``/class``) for every page (Bokeh's ``--prefix``); empty for none.
 
     Raises
     ------
@@ -134,7 +150,7 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         store = RunStore(store)
     from app.auth import url_host, websocket_origins
 
-    origins = websocket_origins(address, port)
+    origins = websocket_origins(address, port, allow_websocket_origin)
     if any(origin.startswith("[") for origin in origins):
         # Bokeh's allow_websocket_origin parser cannot read "[::1]:5006" (bokeh#13811); its
         # allowed_ws_origin setting is matched as given and replaces that option.
@@ -145,8 +161,8 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
     everywhere = address in ("0.0.0.0", "::")
     host = socket.gethostname() if everywhere else url_host(address)
     guarded = "password" if instructor_password else "no password"
-    print(f"Attention workbench: http://{host}:{port}/  instructor page: http://{host}:{port}"
-          f"{INSTRUCTOR_PATH} ({guarded})  (runs saved to {store.where})", flush=True)
+    print(f"Attention workbench: http://{host}:{port}{prefix}/  instructor page: http://{host}:{port}"
+          f"{prefix}{INSTRUCTOR_PATH} ({guarded})  (runs saved to {store.where})", flush=True)
     if everywhere:
         print(f"Listening on every interface: learners on other machines open this machine's "
               f"name or IP address, port {port} (http://localhost:{port}/ works here).", flush=True)
@@ -158,9 +174,9 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
     if num_procs != 1:
         workers_end_with_their_parent()
     pn.serve(
-        {"/": _served_locally(lambda: create_page(store)),
-         EMBED_PATH: _served_locally(lambda: create_embed(store, embed_origins)),
-         INSTRUCTOR_PATH: _served_locally(lambda: _create_instructor(store))},
+        {"/": _served_locally(lambda: create_page(store), prefix),
+         EMBED_PATH: _served_locally(lambda: create_embed(store, embed_origins), prefix),
+         INSTRUCTOR_PATH: _served_locally(lambda: _create_instructor(store), prefix)},
         port=port, address=address, show=show,
         title={"/": "Self-attention workbench", EMBED_PATH: EMBED_TITLE,
                INSTRUCTOR_PATH: "Instructor · Self-attention workbench"},
@@ -169,5 +185,6 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         check_unused_sessions_milliseconds=CHECK_UNUSED_SESSIONS_MS,
         unused_session_lifetime_milliseconds=UNUSED_SESSION_LIFETIME_MS, threaded=False, num_procs=num_procs,
         transforms=[framing_transform(embed_origins), InstructorSlashRedirect],
-        **serve_options(instructor_password),
+        prefix=prefix, use_xheaders=use_xheaders,
+        **serve_options(instructor_password, cookie_secret, prefix),
     )

@@ -116,7 +116,7 @@ def fake_server(monkeypatch) -> list[dict]:
     fake = types.ModuleType("app.server")
     fake.serve = lambda **kwargs: calls.append(kwargs)
     monkeypatch.setitem(sys.modules, "app.server", fake)
-    for name in (auth.PASSWORD_ENV, auth.PASSWORD_FILE_ENV, EMBED_ORIGINS_ENV):
+    for name in (auth.PASSWORD_ENV, auth.PASSWORD_FILE_ENV, auth.COOKIE_SECRET_FILE_ENV, EMBED_ORIGINS_ENV):
         monkeypatch.delenv(name, raising=False)
     return calls
 

@@ -87,3 +87,78 @@ def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path):
             capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr == f"attention-workbench serve: error: port {port} on 127.0.0.1 is already in use\n"
+
+
+def _secret(tmp_path, text: str, mode: int = 0o600):
+    path = tmp_path / "cookie-secret"
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def test_serve_passes_the_proxy_options_on(fake_server, tmp_path, monkeypatch, capsys):
+    from app.auth import COOKIE_SECRET_FILE_ENV
+
+    secret = _secret(tmp_path, "a long shared secret\n")
+    store = ["--store", f"sqlite:///{tmp_path / 'runs.db'}", "--instructor-password", "pw"]
+    assert main(["serve", *store, "--cookie-secret-file", str(secret), "--use-xheaders", "--prefix", "class/",
+                 "--allow-websocket-origin", "class.example.org", "--allow-websocket-origin",
+                 "proxy.example.org:8443"]) == 0
+    assert "no --cookie-secret-file" not in capsys.readouterr().err
+    monkeypatch.setenv(COOKIE_SECRET_FILE_ENV, str(secret))
+    assert main(["serve", *store]) == 0
+    call, from_env = fake_server
+    assert call["cookie_secret"] == from_env["cookie_secret"] == "a long shared secret"
+    assert call["use_xheaders"] is True and call["prefix"] == "/class"
+    assert call["allow_websocket_origin"] == ["class.example.org", "proxy.example.org:8443"]
+    assert from_env["use_xheaders"] is False and from_env["prefix"] == "" and from_env["allow_websocket_origin"] == []
+
+
+def test_serve_without_a_cookie_secret_says_once_that_logins_end_at_restart(fake_server, tmp_path, capsys):
+    store = ["--store", f"sqlite:///{tmp_path / 'runs.db'}"]
+    assert main(["serve", *store, "--instructor-password", "pw"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("no --cookie-secret-file: instructor logins end when this server restarts") == 1
+    assert fake_server[0]["cookie_secret"] is None
+    assert main(["serve", *store]) == 0  # no password, no login to lose
+    assert "cookie" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, mode, why", [
+    (None, 0o600, "does not exist"), ("", 0o600, "is empty: write the secret in it"),
+    ("secret\n", 0o644, r"can be read or changed by other users \(mode -rw-r--r--\); make it yours alone: "
+                        r"chmod 600 {path}"),
+])
+@pytest.mark.parametrize("env", [False, True])
+def test_serve_refuses_a_bad_cookie_secret_file_in_one_line(fake_server, tmp_path, monkeypatch, capsys, text,
+                                                            mode, why, env):
+    import re
+
+    from app.auth import COOKIE_SECRET_FILE_ENV
+
+    path = tmp_path / "cookie-secret" if text is None else _secret(tmp_path, text, mode)
+    args = ["serve", "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--instructor-password", "pw"]
+    if env:
+        monkeypatch.setenv(COOKIE_SECRET_FILE_ENV, str(path))
+    else:
+        args += ["--cookie-secret-file", str(path)]
+    assert main(args) == 2
+    source = COOKIE_SECRET_FILE_ENV if env else "--cookie-secret-file"
+    expected = (f"attention-workbench serve: error: cookie secret file {path} "
+                f"{why.format(path=re.escape(str(path)))} \\(from {re.escape(source)}\\)\n")
+    assert re.fullmatch(expected, capsys.readouterr().err)
+    assert fake_server == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--prefix", "/a class"], "--prefix '/a class' is not a URL path"),
+    (["--prefix", "/class?x"], "--prefix '/class?x' is not a URL path"),
+    (["--allow-websocket-origin", "https://class.example.org"], "--allow-websocket-origin "
+                                                                "'https://class.example.org' is not HOST[:PORT]"),
+    (["--allow-websocket-origin", "class.example.org:https"], "is not HOST[:PORT]"),
+])
+def test_serve_refuses_a_prefix_or_websocket_origin_that_is_not_one(fake_server, tmp_path, capsys, args, message):
+    assert main(["serve", "--store", f"sqlite:///{tmp_path / 'runs.db'}", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("attention-workbench serve: error: ") and message in err and err.count("\n") == 1
+    assert fake_server == []

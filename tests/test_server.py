@@ -100,6 +100,21 @@ def test_guests_are_told_apart_by_path_not_by_query_string(uri, guest):
     assert auth.is_guest_path(uri) is guest
 
 
+@pytest.mark.parametrize("uri, guest", [
+    ("/class", True), ("/class/", True), ("/class/?run=x", True), ("/class/ws", True), ("/class/embed", True),
+    ("/class/embed/autoload.js?x=1", True), ("/class/instructor", False), ("/class/login", False),
+    ("/", False), ("/classes/", False), ("/embed", False), ("/class//", False),
+])
+def test_guests_under_a_prefix_are_the_same_pages_below_it(uri, guest):
+    assert auth.is_guest_path(uri, prefix="/class") is guest
+
+
+def test_websocket_origins_add_the_proxys_after_this_machines_own():
+    assert auth.websocket_origins("localhost", 5006, ["class.example.org", "localhost:5006"]) == [
+        "localhost:5006", "127.0.0.1:5006", "class.example.org"]
+    assert auth.websocket_origins("0.0.0.0", 5006, ["class.example.org"]) == ["*"]
+
+
 def get(url: str, path: str) -> tuple[int, str | None]:
     conn = http.client.HTTPConnection(url.split("//")[1].rstrip("/"), timeout=30)
     conn.request("GET", path)
