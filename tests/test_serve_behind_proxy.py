@@ -1,0 +1,74 @@
+"""Two real ``serve`` processes as a proxy would put them: under one ``--prefix``, signing logins
+with one ``--cookie-secret-file``, so the instructor logs in on one and is let in by the other."""
+
+from __future__ import annotations
+
+import http.client
+import re
+from urllib.parse import urlencode, urljoin, urlsplit
+
+from workbench_server import start_server
+
+from app.auth import PASSWORD_ENV
+
+
+def request(url: str, method: str = "GET", body: str | None = None, headers: dict | None = None):
+    """One request, redirects not followed: ``(status, headers, body text)``."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        connection.request(method, parts.path + (f"?{parts.query}" if parts.query else ""), body=body,
+                           headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.headers, response.read().decode("utf-8", "replace")
+    finally:
+        connection.close()
+
+
+def test_a_login_on_one_server_holds_on_the_other_under_a_prefix(tmp_path):
+    secret = tmp_path / "cookie-secret"
+    secret.write_text("one secret for every server of the class\n")
+    secret.chmod(0o600)
+    password = tmp_path / "password"
+    password.write_text("lecture hall\n")
+    password.chmod(0o600)
+    options = ("--prefix", "/class", "--cookie-secret-file", str(secret),
+               "--instructor-password-file", str(password), "--use-xheaders",
+               "--allow-websocket-origin", "class.example.org")
+    servers = []
+    try:
+        for n in (1, 2):
+            servers.append(start_server(tmp_path / f"runs{n}", tmp_path / f"server{n}.log", *options,
+                                        env={PASSWORD_ENV: None}))
+        one, two = (server.url.rstrip("/") for server in servers)
+
+        # The learner page is below the prefix, open, and every local script and stylesheet it
+        # names is found there (not at the server's root, which a proxy does not forward).
+        status, _, page = request(f"{two}/class/")
+        assert status == 200 and "<title>Self-attention workbench</title>" in page
+        assets = {urljoin(f"{two}/class/", src) for src in re.findall(r'(?:src|href)="([^"]+\.(?:js|css))', page)
+                  if not src.startswith(("http:", "https:", "//"))}
+        assert any("static/extensions/panel" in a for a in assets), assets
+        for asset in assets:
+            assert urlsplit(asset).path.startswith("/class/"), asset
+            assert request(asset)[0] == 200, asset
+
+        # Not logged in: the instructor page sends to the login below the prefix.
+        status, headers, _ = request(f"{two}/class/instructor")
+        assert status == 302
+        assert urlsplit(urljoin(f"{two}/class/instructor", headers["Location"])).path == "/class/login"
+
+        # Logged in on server 1, let in by server 2 with the same cookie.
+        status, headers, _ = request(
+            f"{one}/class/login", "POST", urlencode({"username": "instructor", "password": "lecture hall"}),
+            {"Content-Type": "application/x-www-form-urlencoded"})
+        assert status == 302, headers
+        cookies = "; ".join(c.split(";", 1)[0] for c in headers.get_all("Set-Cookie")
+                            if c.startswith(("user=", "id_token=")))
+        assert "user=" in cookies
+        status, headers, page = request(f"{two}/class/instructor", headers={"Cookie": cookies})
+        assert status == 200, (status, headers.get("Location"))
+        assert "Instructor" in page
+    finally:
+        for server in servers:
+            server.stop()
