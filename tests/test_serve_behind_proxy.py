@@ -57,6 +57,9 @@ def test_a_login_on_one_server_holds_on_the_other_under_a_prefix(tmp_path):
         status, headers, _ = request(f"{two}/class/instructor")
         assert status == 302
         assert urlsplit(urljoin(f"{two}/class/instructor", headers["Location"])).path == "/class/login"
+        status, _, login = request(f"{two}/class/login")
+        (action,) = re.findall(r'<form action="([^"]+)"', login)
+        assert status == 200 and urlsplit(urljoin(f"{two}/class/login", action)).path == "/class/login"
 
         # Logged in on server 1, let in by server 2 with the same cookie.
         status, headers, _ = request(
@@ -69,6 +72,14 @@ def test_a_login_on_one_server_holds_on_the_other_under_a_prefix(tmp_path):
         status, headers, page = request(f"{two}/class/instructor", headers={"Cookie": cookies})
         assert status == 200, (status, headers.get("Location"))
         assert "Instructor" in page
+        # The instructor page's links, relative to it, stay below the prefix.
+        from store_helpers import make_record
+
+        from app.instructor.table import open_link
+
+        record = make_record()
+        (href,) = re.findall(r'href="([^"]+)"', open_link(record))
+        assert urljoin(f"{two}/class/instructor", href) == f"{two}/class/?run={record.id}"
     finally:
         for server in servers:
             server.stop()

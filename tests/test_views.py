@@ -128,7 +128,7 @@ def test_every_instructor_row_links_to_the_learner_page_opening_that_run(tmp_pat
     frame = runs_frame(state.page_runs, state)
     links = dict(zip(frame["id"], frame["open"], strict=True))
     assert links[plain.id] == (
-        f'<a href="/?run={plain.id}" target="_blank" rel="noopener" '
+        f'<a href="./?run={plain.id}" target="_blank" rel="noopener" '
         f'aria-label="Open run {plain.id} in the workbench">Open run</a>')
     assert "<b>" not in links[hostile.id]
     assert "aria-label=\"Open run " + hostile.id + " “&lt;b&gt;&#34;x&#34;&lt;/b&gt; &amp; y” in" in links[hostile.id]
@@ -140,4 +140,4 @@ def test_the_open_link_url_encodes_the_id():
     class Run:
         id, label = "a b/?&c", None
 
-    assert 'href="/?run=a%20b%2F%3F%26c"' in open_link(Run())
+    assert 'href="./?run=a%20b%2F%3F%26c"' in open_link(Run())

@@ -196,7 +196,7 @@ def test_the_instructor_table_links_each_run_to_the_workbench_opening_it(server,
     link = page.get_by_role("link", name=f"Open run {run.id} “linked <run>” in the workbench")
     expect(link).to_be_visible(timeout=30_000)
     expect(link).to_have_text("Open run")
-    expect(link).to_have_attribute("href", f"/?run={run.id}")
+    expect(link).to_have_attribute("href", f"./?run={run.id}")
     wait_for_tables_drawn(page)  # a click during the table's first redraw is lost
     # Followed, it opens the learner page for that run in a new tab.
     with page.context.expect_page() as opened:

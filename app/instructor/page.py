@@ -222,7 +222,7 @@ class InstructorPage(pn.viewable.Viewer):
         template.main.append(self)
         if pn.state.user:  # logged in through the instructor password (app.auth)
             template.header.append(pn.pane.HTML(
-                html("<a href='{}' class='logout'>Log out</a>", LOGOUT_PATH), name="logout", align="center",
+                html("<a href='.{}' class='logout'>Log out</a>", LOGOUT_PATH), name="logout", align="center",
                 stylesheets=[_LOGOUT_CSS], margin=(0, 20, 0, 0)))
         return template
 

@@ -3,7 +3,7 @@
 The table holds one page (:data:`~app.instructor.state.PAGE_SIZE` runs); the page, the sort and
 the count are the state's store query, so paging or sorting 100,000 runs reads 20 of them. Learner
 text reaches the table only as Tabulator ``textarea`` cells (escaped text that wraps), and the
-ticked runs' full text and each row's "Open run" link (to ``/?run=<id>``) only as HTML built
+ticked runs' full text and each row's "Open run" link (to ``./?run=<id>``) only as HTML built
 with :func:`app.shared.html.html`, which escapes it.
 """
 
@@ -38,12 +38,13 @@ CHOOSABLE = COLUMNS[1:]
 SHOWN = ["open", "created (local)", "learner", "label", "mode", "tokens", "d_k",
          "total future-token weight", "smallest row sum", "failed checks", "prediction", "explanation"]
 def open_link(record: RunSummary | ExperimentRecord) -> str:
-    """A link that opens the run in the learner's workbench (``/?run=<id>``, the id URL-encoded),
-    named "Open run <id>" (and its label) for a screen reader; every text escaped."""
+    """A link that opens the run in the learner's workbench (``./?run=<id>``, the id URL-encoded),
+    named "Open run <id>" (and its label) for a screen reader; every text escaped. Relative to
+    the instructor page, so it also holds under ``serve --prefix``."""
     label = f" “{record.label}”" if record.label else ""
     # Plain str: it is a cell of the table's DataFrame, which Bokeh serialises.
     return str(html('<a href="{}" target="_blank" rel="noopener" aria-label="{}">Open run</a>',
-                    f"/?run={quote(record.id, safe='')}", f"Open run {record.id}{label} in the workbench"))
+                    f"./?run={quote(record.id, safe='')}", f"Open run {record.id}{label} in the workbench"))
 
 
 def runs_frame(rows: list[RunSummary], state: InstructorState) -> pd.DataFrame:
