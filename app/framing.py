@@ -90,8 +90,9 @@ def framing_headers(path: str, origins: Sequence[str]) -> dict[str, str]:
     return dict(CLOSED_HEADERS)
 
 
-def framing_transform(origins: Sequence[str]):
-    """A Tornado output transform adding :func:`framing_headers` to every response.
+def framing_transform(origins: Sequence[str], prefix: str = ""):
+    """A Tornado output transform adding :func:`framing_headers` to every response, a path
+    read below the URL ``prefix`` (``/class``, ``serve --prefix``) when it has one.
 
     A transform (passed to the Tornado application as ``transforms``, which Bokeh's server
     hands on) because it is Tornado's one hook over the responses of every handler: Bokeh's and
@@ -104,7 +105,10 @@ def framing_transform(origins: Sequence[str]):
     class FramingHeaders(OutputTransform):
         def __init__(self, request) -> None:
             super().__init__(request)
-            self._headers = framing_headers(request.path, origins)
+            path = request.path
+            if prefix and (path == prefix or path.startswith(prefix + "/")):
+                path = path[len(prefix):] or "/"
+            self._headers = framing_headers(path, origins)
 
         def transform_first_chunk(self, status_code, headers, chunk, finishing):
             for name, value in self._headers.items():

@@ -77,12 +77,16 @@ class InstructorSlashRedirect(OutputTransform):
     Panel's files relative to the route, so every one of them missed and the page stayed blank.
     An output transform, as :func:`app.framing.framing_transform`: Bokeh's page routes come
     before any pattern the server is given, so a redirect handler would never be reached.
+    ``prefix`` is ``serve --prefix`` (a subclass sets it).
     """
+
+    prefix = ""
 
     def __init__(self, request) -> None:
         super().__init__(request)
-        self._to = INSTRUCTOR_PATH + (f"?{request.query}" if request.query else "") \
-            if request.path == f"{INSTRUCTOR_PATH}/" else None
+        page = self.prefix + INSTRUCTOR_PATH
+        self._to = page + (f"?{request.query}" if request.query else "") \
+            if request.path == f"{page}/" else None
 
     def transform_first_chunk(self, status_code, headers, chunk, finishing):
         if self._to is None or status_code != 200:
@@ -184,7 +188,8 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         # Bokeh's own names: pn.serve passes unknown keywords on, so shorter ones are ignored.
         check_unused_sessions_milliseconds=CHECK_UNUSED_SESSIONS_MS,
         unused_session_lifetime_milliseconds=UNUSED_SESSION_LIFETIME_MS, threaded=False, num_procs=num_procs,
-        transforms=[framing_transform(embed_origins), InstructorSlashRedirect],
+        transforms=[framing_transform(embed_origins, prefix),
+                    type("InstructorSlashRedirect", (InstructorSlashRedirect,), {"prefix": prefix})],
         prefix=prefix, use_xheaders=use_xheaders,
         **serve_options(instructor_password, cookie_secret, prefix),
     )

@@ -53,6 +53,12 @@ def test_a_login_on_one_server_holds_on_the_other_under_a_prefix(tmp_path):
             assert urlsplit(asset).path.startswith("/class/"), asset
             assert request(asset)[0] == 200, asset
 
+        # The embed may be framed by the course site under the prefix too; the instructor page not.
+        status, headers, _ = request(f"{two}/class/embed")
+        assert status == 200 and headers["Content-Security-Policy"].startswith("frame-ancestors 'self'")
+        assert "X-Frame-Options" not in headers
+        assert request(f"{two}/class/login")[1]["X-Frame-Options"] == "DENY"
+
         # Not logged in: the instructor page sends to the login below the prefix.
         status, headers, _ = request(f"{two}/class/instructor")
         assert status == 302
@@ -72,6 +78,8 @@ def test_a_login_on_one_server_holds_on_the_other_under_a_prefix(tmp_path):
         status, headers, page = request(f"{two}/class/instructor", headers={"Cookie": cookies})
         assert status == 200, (status, headers.get("Location"))
         assert "Instructor" in page
+        status, headers, _ = request(f"{two}/class/instructor/?x=1", headers={"Cookie": cookies})
+        assert (status, headers["Location"]) == (302, "/class/instructor?x=1")
         # The instructor page's links, relative to it, stay below the prefix.
         from store_helpers import make_record
 
