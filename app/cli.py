@@ -279,7 +279,8 @@ def _serve(args: argparse.Namespace, url: str, runs_dir: Path | None) -> int:
         return EXIT_USAGE
     if password and cookie_secret is None:
         print("attention-workbench serve: note: no --cookie-secret-file: instructor logins end when this "
-              "server restarts, and a login on one server process does not hold on another",
+              "server restarts and do not hold on another server started apart (its --num-procs workers share them); "
+              "give every server the same --cookie-secret-file FILE to keep them",
               file=sys.stderr)
     try:
         embed_origins = parse_origins(args.embed_origin or origins_from_env(os.environ.get(EMBED_ORIGINS_ENV)))
