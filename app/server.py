@@ -41,7 +41,8 @@ def _served_locally(factory, prefix: str = ""):
     Every route sits at the top level, so the relative static path is the same for each; but
     Bokeh also answers ``/embed/`` with the ``/embed`` page, one folder deeper, while Panel counts
     the relative path from the route, so there every Panel script missed and nothing rendered.
-    Under a URL ``prefix`` the route is the path after it (``/class/`` is the top level).
+    Under a URL ``prefix`` the path is absolute (``/class/static/…``), and kept so when the page's
+    Location syncs: Panel then rewrites it to ``/static/…``, outside the prefix a proxy forwards.
     """
     from panel.io.resources import LOCAL_DIST
 
@@ -54,6 +55,12 @@ def _served_locally(factory, prefix: str = ""):
         if path != "/" and path.endswith("/"):
             pn.state.rel_path = ".."
         doc.template_variables["dist_url"] = (f"{pn.state.rel_path}/" if pn.state.rel_path else "") + LOCAL_DIST
+        location = pn.state.location
+        if prefix and location is not None:
+            dist = doc.template_variables["dist_url"] = f"{prefix}/{LOCAL_DIST}"
+            # After Panel's own pathname watcher (precedence 0 and below run first).
+            location.param.watch(lambda _: doc.template_variables.__setitem__("dist_url", dist), "pathname",
+                                 precedence=1)
         return page
     return build
 

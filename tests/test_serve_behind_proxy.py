@@ -91,3 +91,28 @@ def test_a_login_on_one_server_holds_on_the_other_under_a_prefix(tmp_path):
     finally:
         for server in servers:
             server.stop()
+
+
+def test_the_pages_under_a_prefix_load_everything_from_below_it(tmp_path, page):
+    """In a browser: the learner page, the embed and the instructor page at /class/… load no
+    script or stylesheet from outside the prefix (Panel's Location, once synced, sent the
+    instructor page's stylesheets to /static/…, a 404 behind a proxy)."""
+    from playwright.sync_api import expect
+    from workbench_server import NO_PASSWORD, PageWatch, open_learner_page
+
+    server = start_server(tmp_path / "runs", tmp_path / "server.log", "--prefix", "/class", env=NO_PASSWORD)
+    try:
+        watch = PageWatch(origin=server.url.rstrip("/"))
+        watch.attach(page)
+        failed = []
+        page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
+        open_learner_page(page, server.url + "class/")
+        page.goto(server.url + "class/embed")
+        expect(page.get_by_label("Tokens", exact=True)).to_be_visible(timeout=30_000)
+        page.goto(server.url + "class/instructor")
+        expect(page.get_by_test_id("runs-total")).to_be_visible(timeout=30_000)
+        page.wait_for_load_state("networkidle")
+        assert failed == []
+        watch.assert_clean()
+    finally:
+        server.stop()
