@@ -142,14 +142,16 @@ def test_serve_passes_its_options_and_the_opened_store_to_app_server(monkeypatch
     monkeypatch.setitem(sys.modules, "app.server", fake)
     monkeypatch.chdir(tmp_path)
     for name in ("ATTENTION_WORKBENCH_RUNS_DIR", "ATTENTION_WORKBENCH_STORE",
-                 "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD", "ATTENTION_WORKBENCH_EMBED_ORIGINS"):
+                 "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD", "ATTENTION_WORKBENCH_EMBED_ORIGINS",
+                 "ATTENTION_WORKBENCH_COOKIE_SECRET_FILE"):
         monkeypatch.delenv(name, raising=False)
     assert main(["serve"]) == 0
     assert main(["serve", "--store", sqlite_url(tmp_path / "class.db"), "--port", "0", "--address", "0.0.0.0",
                  "--instructor-password", "pw"]) == 0
     stores = [call.pop("store") for call in calls]
     assert [s.where for s in stores] == [str(tmp_path / "runs.db"), str(tmp_path / "class.db")]
-    rest = {"num_procs": 1, "no_instructor_auth": False, "embed_origins": []}
+    rest = {"num_procs": 1, "no_instructor_auth": False, "embed_origins": [], "cookie_secret": None,
+            "allow_websocket_origin": [], "use_xheaders": False, "prefix": ""}
     assert calls == [
         {"port": 5006, "address": "localhost", "instructor_password": None, **rest},
         {"port": 0, "address": "0.0.0.0", "instructor_password": "pw", **rest},
