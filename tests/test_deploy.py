@@ -3,15 +3,19 @@ what a class server needs (and systemd reads it, where systemd-analyze is instal
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 from nginx_server import HOW_TO_FIX, find_nginx
-from workbench_server import ROOT
+from workbench_server import ROOT, free_port, start_server, wait_until
+
+from app import auth
 
 DEPLOY = ROOT / "deploy"
 SITE = DEPLOY / "nginx-workbench.conf"
@@ -113,3 +117,65 @@ def test_systemd_reads_the_unit_without_a_warning(tmp_path):
     done = subprocess.run([analyze, "verify", str(tmp_path / "attention-workbench@5006.service")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and str(tmp_path) not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def test_the_site_balances_two_real_servers_keeps_a_browser_on_one_and_fails_over(tmp_path):
+    """nginx running the shipped site on a loopback port in front of two real workbench servers:
+    the affinity cookie keeps one browser on one server, different browsers spread over both,
+    and a browser whose server is gone lands on the other."""
+    nginx = nginx_or_skip()
+    servers = [start_server(tmp_path / "runs", tmp_path / f"server{i}.log", env={auth.PASSWORD_ENV: "pw"})
+               for i in range(2)]  # one SQLite store shared by both, as processes on one host may
+    process = None
+    try:
+        ports = [int(s.url.rstrip("/").rsplit(":", 1)[1]) for s in servers]
+        port = free_port()
+        site = SITE.read_text().replace("127.0.0.1:5006", f"127.0.0.1:{ports[0]}") \
+            .replace("127.0.0.1:5007", f"127.0.0.1:{ports[1]}").replace("listen 80;", f"listen 127.0.0.1:{port};")
+        # Which server answered, for this test only.
+        site = site.replace("proxy_buffering off;", "proxy_buffering off; add_header X-Upstream $upstream_addr always;")
+        (tmp_path / "site.conf").write_text(site)
+        config = nginx_config(tmp_path, tmp_path / "site.conf")
+        config.write_text("daemon off;\n" + config.read_text())
+        process = subprocess.Popen([str(nginx), "-e", "stderr", "-p", str(tmp_path), "-c", str(config)],
+                                   stdout=subprocess.DEVNULL, stderr=open(tmp_path / "nginx.log", "w"))  # noqa: SIM115
+
+        def ask(path: str, cookie: str | None = None) -> tuple[int, str, str]:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            try:
+                headers = {"Host": "workbench.example", **({"Cookie": cookie} if cookie else {})}
+                conn.request("GET", path, headers=headers)
+                response = conn.getresponse()
+                response.read()
+                return response.status, response.getheader("X-Upstream") or "", response.getheader("Set-Cookie") or ""
+            finally:
+                conn.close()
+
+        wait_until(lambda: _answers(port), "nginx listening", timeout=30)
+        status, upstream, set_cookie = ask("/healthz")
+        assert status == 200 and upstream.split(":")[1] in map(str, ports), (status, upstream)
+        key = re.match(r"workbench_affinity=([^;]+);", set_cookie)
+        assert key, set_cookie
+        cookie = f"workbench_affinity={key.group(1)}"
+        assert {ask(path, cookie)[1] for path in ("/healthz", "/", "/healthz", "/")} == {upstream}
+        assert ask("/", cookie)[0] == 200
+        spread = {ask("/healthz", f"workbench_affinity=browser{i}")[1] for i in range(20)}
+        assert spread == {f"127.0.0.1:{p}" for p in ports}
+        # Its server gone, the browser lands on the other.
+        servers[[f"127.0.0.1:{p}" for p in ports].index(upstream)].stop()
+        status, moved, _ = ask("/healthz", cookie)
+        assert status == 200 and moved != upstream, (status, moved)
+    finally:
+        if process is not None:
+            process.terminate()
+            process.wait(timeout=10)
+        for server in servers:
+            server.stop()
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
