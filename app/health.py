@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from tornado.web import RequestHandler
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 # One thread: a hung database holds one ping, never a growing pile of them; later checks wait
 # behind it and time out, which is the answer a hung store deserves.
 _PINGER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="health")
+_stopping = threading.Event()
 
 
 async def store_problem(store: RunStore, timeout: float = PING_TIMEOUT_S) -> str | None:
@@ -47,18 +49,27 @@ async def store_problem(store: RunStore, timeout: float = PING_TIMEOUT_S) -> str
     except StoreError as error:
         log.warning("health check: %s", error)
         return "store not answering"
+    except Exception:  # whatever went wrong, the balancer must hear 503, not a 500 page
+        log.exception("health check: the store %s could not be asked", store.where)
+        return "store not answering"
     return None
+
+
+def mark_stopping() -> None:
+    """From now on answer 503 ``server stopping``: a server shutting down fails its health check
+    before it closes its port, so the balancer sends new learners elsewhere first."""
+    _stopping.set()
 
 
 class HealthHandler(RequestHandler):
     """``GET``/``HEAD`` :data:`HEALTH_PATH`: ``200 ok`` when the store answers, else ``503`` and
-    why, as ``text/plain``, never cached."""
+    why, as ``text/plain``, never cached; ``503 server stopping`` after :func:`mark_stopping`."""
 
     def initialize(self, store: RunStore) -> None:
         self.store = store
 
     async def get(self) -> None:
-        problem = await store_problem(self.store)
+        problem = "server stopping" if _stopping.is_set() else await store_problem(self.store)
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.set_status(503 if problem else 200)
@@ -73,4 +84,4 @@ def health_patterns(store: RunStore) -> list[tuple]:
     return [(HEALTH_PATH, HealthHandler, {"store": store})]
 
 
-__all__ = ["HEALTH_PATH", "PING_TIMEOUT_S", "HealthHandler", "health_patterns", "store_problem"]
+__all__ = ["HEALTH_PATH", "PING_TIMEOUT_S", "HealthHandler", "health_patterns", "mark_stopping", "store_problem"]

@@ -11,8 +11,8 @@ import pytest
 from postgres_server import start_postgres
 from workbench_server import start_server
 
-from app import auth
-from app.health import HEALTH_PATH, store_problem
+from app import auth, health
+from app.health import HEALTH_PATH, health_patterns, store_problem
 from app.store import RunStore, StoreError, sqlite_url
 
 
@@ -94,3 +94,40 @@ def test_a_real_server_answers_200_without_a_login_then_503_once_its_store_is_go
         assert "health check: Store not answering" in log and "Traceback" not in log, log
     finally:
         running.stop()
+
+
+def test_a_store_raising_anything_else_fails_the_check_too():
+    class Broken:
+        where = "broken"
+
+        def ping(self) -> None:
+            raise RuntimeError("driver bug")
+
+    assert asyncio.run(store_problem(Broken())) == "store not answering"
+
+
+def test_a_stopping_server_fails_its_check_before_it_closes_its_port(tmp_path, monkeypatch):
+    from tornado.httpclient import AsyncHTTPClient
+    from tornado.httpserver import HTTPServer
+    from tornado.netutil import bind_sockets
+    from tornado.web import Application
+
+    monkeypatch.setattr(health, "_stopping", type(health._stopping)())
+
+    async def check() -> list[tuple[int, str]]:
+        with RunStore(sqlite_url(tmp_path / "runs.db")) as store:
+            sockets = bind_sockets(0, "127.0.0.1")
+            port = sockets[0].getsockname()[1]
+            server = HTTPServer(Application(health_patterns(store)))
+            server.add_sockets(sockets)
+            client = AsyncHTTPClient()
+            answers = []
+            for stopping in (False, True):
+                if stopping:
+                    health.mark_stopping()
+                response = await client.fetch(f"http://127.0.0.1:{port}{HEALTH_PATH}", raise_error=False)
+                answers.append((response.code, response.body.decode()))
+            server.stop()
+            return answers
+
+    assert asyncio.run(check()) == [(200, "ok\n"), (503, "server stopping\n")]
