@@ -167,10 +167,10 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         title={"/": "Self-attention workbench", EMBED_PATH: EMBED_TITLE,
                INSTRUCTOR_PATH: "Instructor · Self-attention workbench"},
         websocket_origin=origins,
+        extra_patterns=health_patterns(store),  # /healthz for a balancer, outside every login
         # Bokeh's own names: pn.serve passes unknown keywords on, so shorter ones are ignored.
         check_unused_sessions_milliseconds=CHECK_UNUSED_SESSIONS_MS,
         unused_session_lifetime_milliseconds=UNUSED_SESSION_LIFETIME_MS, threaded=False, num_procs=num_procs,
         transforms=[framing_transform(embed_origins), InstructorSlashRedirect],
-        extra_patterns=health_patterns(store),  # /healthz for a balancer, outside every login
         **serve_options(instructor_password),
     )
