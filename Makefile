@@ -9,11 +9,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help serve test lint browser node postgres bench screenshots clean distclean
+.PHONY: help serve test lint browser node postgres nginx bench screenshots clean distclean
 
 help:
 	@echo "make serve   set up .venv and start the workbench (ARGS='--port 5007' passes options)"
-	@echo "make test    set up .venv, make sure Chromium, vitest and PostgreSQL exist, run ruff and every test"
+	@echo "make test    set up .venv, make sure Chromium, vitest, PostgreSQL and nginx exist, run ruff and every test"
 	@echo "make lint    ruff only"
 	@echo "make bench   run bench/run.py"
 	@echo "make screenshots  remake the README's pictures in assets/screenshots/ (Chromium, 1280x720)"
@@ -46,11 +46,16 @@ lint: $(STAMP)
 postgres: $(STAMP)
 	$(BIN)/python tests/postgres_server.py --install
 
+# Finds nginx, installing Debian's nginx-light (apt-get as root) if none: the deployment tests
+# run the shipped site (deploy/nginx-workbench.conf) with it.
+nginx: $(STAMP)
+	$(BIN)/python tests/nginx_server.py --install
+
 # Two pytest-xdist workers: a browser test leaves a core idle while its page waits for the
 # server. Each test file runs whole on one worker, so its module's servers and its order stay.
 TEST_WORKERS ?= 2
 
-test: browser node postgres lint
+test: browser node postgres nginx lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(ARGS)
 
 bench: $(STAMP)

@@ -4,7 +4,8 @@ Three pages over one :class:`~app.store.RunStore` (one per server process; its c
 is shared by every session): the learner workbench at ``/``, the same workbench laid out for a
 course page's iframe at ``/embed`` (:mod:`app.learner.embed`; who may frame which page is
 :mod:`app.framing`'s), and the instructor page at ``/instructor``, which :mod:`app.auth` can put
-behind a password. ``--num-procs`` forks worker processes after the store is opened (Bokeh's
+behind a password; ``/healthz`` tells a load balancer whether the store answers
+(:mod:`app.health`). ``--num-procs`` forks worker processes after the store is opened (Bokeh's
 ``num_procs``; each worker opens its own database connections, and the database keeps their
 saves apart).
 """
@@ -19,6 +20,7 @@ from tornado.web import OutputTransform
 
 from app.auth import INSTRUCTOR_PATH, exposure_problem, serve_options
 from app.framing import EMBED_PATH, framing_transform, parse_origins
+from app.health import health_patterns
 from app.learner.embed import TITLE as EMBED_TITLE
 from app.learner.embed import create_embed
 from app.learner.page import create_page
@@ -192,6 +194,7 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         title={"/": "Self-attention workbench", EMBED_PATH: EMBED_TITLE,
                INSTRUCTOR_PATH: "Instructor · Self-attention workbench"},
         websocket_origin=origins,
+        extra_patterns=health_patterns(store),  # /healthz for a balancer, outside every login
         # Bokeh's own names: pn.serve passes unknown keywords on, so shorter ones are ignored.
         check_unused_sessions_milliseconds=CHECK_UNUSED_SESSIONS_MS,
         unused_session_lifetime_milliseconds=UNUSED_SESSION_LIFETIME_MS, threaded=False, num_procs=num_procs,

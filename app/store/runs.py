@@ -287,6 +287,26 @@ class RunStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def ping(self) -> None:
+        """Read one row of the store's own table now, as a balancer's health check asks.
+
+        A SQLite store whose file is gone fails here even while a pooled connection still reads
+        the deleted file: a new connection would make an empty database, not reopen the store.
+
+        Raises
+        ------
+        StoreError
+            The store does not answer (the message says why, its password hidden).
+        """
+        database = self.url.database
+        if self.dialect == "sqlite" and database not in (None, "", ":memory:") and not Path(database).is_file():
+            raise StoreError(f"Store not answering: the store {self.where} is gone (no such file).")
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(select(meta.c.name).limit(1)).first()
+        except SQLAlchemyError as error:
+            raise store_error(error, self.url, "Store not answering") from None
+
     # --- transactions ----------------------------------------------------------------------
 
     @contextmanager

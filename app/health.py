@@ -1,0 +1,87 @@
+"""The health endpoint a load balancer polls: ``/healthz`` answers 200 only when the store does.
+
+Panel's own ``/liveness`` (``pn.serve(liveness=True)``) says only that the process answers, or,
+asked for a page, builds that whole page; a balancer polling every few seconds needs neither.
+This handler reads one row of the store (:meth:`app.store.RunStore.ping`) in a thread of its own,
+bounded by :data:`PING_TIMEOUT_S`, and answers ``200 ok`` or ``503`` with a one-line reason. It is
+a plain Tornado handler passed to :func:`panel.serve` as one of Bokeh's ``extra_patterns`` (so
+``--prefix`` applies to it), outside every login, and its answer holds no learner data and no
+store address: the full error goes to the server's log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from tornado.web import RequestHandler
+
+from app.store import RunStore, StoreError
+
+HEALTH_PATH = "/healthz"
+# A balancer's check should fail fast rather than wait on a hung database.
+PING_TIMEOUT_S = 2.0
+
+log = logging.getLogger(__name__)
+# One thread: a hung database holds one ping, never a growing pile of them; later checks wait
+# behind it and time out, which is the answer a hung store deserves.
+_PINGER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="health")
+_stopping = threading.Event()
+
+
+async def store_problem(store: RunStore, timeout: float = PING_TIMEOUT_S) -> str | None:
+    """Why ``store`` is not healthy now, in one line without its address, or None when it answers.
+
+    Parameters
+    ----------
+    store : RunStore
+        The store this server process saves to.
+    timeout : float
+        Seconds to wait for the store's answer.
+    """
+    try:
+        await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(_PINGER, store.ping), timeout)
+    except TimeoutError:
+        log.warning("health check: the store %s did not answer within %s s", store.where, timeout)
+        return f"store did not answer within {timeout:g} s"
+    except StoreError as error:
+        log.warning("health check: %s", error)
+        return "store not answering"
+    except Exception:  # whatever went wrong, the balancer must hear 503, not a 500 page
+        log.exception("health check: the store %s could not be asked", store.where)
+        return "store not answering"
+    return None
+
+
+def mark_stopping() -> None:
+    """From now on answer 503 ``server stopping``: a server shutting down fails its health check
+    before it closes its port, so the balancer sends new learners elsewhere first."""
+    _stopping.set()
+
+
+class HealthHandler(RequestHandler):
+    """``GET``/``HEAD`` :data:`HEALTH_PATH`: ``200 ok`` when the store answers, else ``503`` and
+    why, as ``text/plain``, never cached; ``503 server stopping`` after :func:`mark_stopping`."""
+
+    def initialize(self, store: RunStore) -> None:
+        self.store = store
+
+    async def get(self) -> None:
+        problem = "server stopping" if _stopping.is_set() else await store_problem(self.store)
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.set_status(503 if problem else 200)
+        self.finish(f"{problem or 'ok'}\n")
+
+    async def head(self) -> None:
+        await self.get()
+
+
+def health_patterns(store: RunStore) -> list[tuple]:
+    """The route for :func:`panel.serve`'s ``extra_patterns``: :data:`HEALTH_PATH` over ``store``."""
+    return [(HEALTH_PATH, HealthHandler, {"store": store})]
+
+
+__all__ = ["HEALTH_PATH", "PING_TIMEOUT_S", "HealthHandler", "health_patterns", "mark_stopping", "store_problem"]

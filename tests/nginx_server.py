@@ -1,0 +1,46 @@
+"""Find Debian's nginx for the tests that run the shipped site (deploy/nginx-workbench.conf),
+installing it when missing (``make test`` runs this with ``--install``, as it does for
+PostgreSQL and Chromium).
+
+Run as a script: prints nginx's path (exit 0) or ``none`` (exit 1); ``--install`` installs the
+``nginx-light`` package with apt-get (as root) when no nginx is found.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HOW_TO_FIX = "Install nginx and run `make test` again: `sudo apt-get install nginx-light`."
+
+
+def find_nginx() -> Path | None:
+    """nginx on PATH or in /usr/sbin (not on a non-root PATH in Debian), or None."""
+    found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
+    return Path(found) if found else None
+
+
+def install() -> int:
+    """Install Debian's ``nginx-light`` when no nginx is found; 0 when there is one."""
+    if find_nginx() is not None:
+        return 0
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        print(f"nginx_server: no nginx found and cannot install one here. {HOW_TO_FIX}", file=sys.stderr)
+        return 1
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "nginx-light"]):
+        if subprocess.run(command, env=env).returncode != 0:
+            print(f"nginx_server: `{' '.join(command)}` failed. {HOW_TO_FIX}", file=sys.stderr)
+            return 1
+    return 0 if find_nginx() is not None else 1
+
+
+if __name__ == "__main__":
+    if "--install" in sys.argv[1:]:
+        sys.exit(install())
+    found = find_nginx()
+    print(found or "none")
+    sys.exit(0 if found else 1)
