@@ -6,6 +6,7 @@ import asyncio
 import http.client
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from postgres_server import start_postgres
@@ -14,6 +15,13 @@ from workbench_server import start_server
 from app import auth, health
 from app.health import HEALTH_PATH, health_patterns, store_problem
 from app.store import RunStore, StoreError, sqlite_url
+
+
+def run(coroutine):
+    """``asyncio.run`` on a thread of its own: on a pytest worker that has run a browser test,
+    Playwright's sync API keeps an event loop running in the main thread."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def ask(url: str, path: str, method: str = "GET") -> tuple[int, str, dict]:
@@ -35,12 +43,12 @@ def test_ping_answers_while_the_sqlite_file_is_there_and_fails_once_it_is_gone(t
     path = tmp_path / "runs.db"
     with RunStore(sqlite_url(path)) as store:
         store.ping()
-        assert asyncio.run(store_problem(store)) is None
+        assert run(store_problem(store)) is None
         remove_sqlite_store(path)
         # The pooled connection could still read the deleted file; the store is gone all the same.
         with pytest.raises(StoreError, match="Store not answering: .* is gone"):
             store.ping()
-        assert asyncio.run(store_problem(store)) == "store not answering"
+        assert run(store_problem(store)) == "store not answering"
         assert not path.exists(), "a health check must never make an empty database in the store's place"
 
 
@@ -52,7 +60,7 @@ def test_a_hung_store_fails_the_check_within_the_timeout():
             time.sleep(1.0)
 
     started = time.monotonic()
-    assert asyncio.run(store_problem(Hung(), timeout=0.2)) == "store did not answer within 0.2 s"
+    assert run(store_problem(Hung(), timeout=0.2)) == "store did not answer within 0.2 s"
     assert time.monotonic() - started < 0.9
 
 
@@ -70,7 +78,7 @@ def test_ping_fails_once_postgresql_stops():
         with pytest.raises(StoreError, match="Store not answering") as caught:
             store.ping()
         assert "cannot be reached" in str(caught.value)
-        assert asyncio.run(store_problem(store)) == "store not answering"
+        assert run(store_problem(store)) == "store not answering"
         store.close()
     finally:
         server.stop()
@@ -103,7 +111,7 @@ def test_a_store_raising_anything_else_fails_the_check_too():
         def ping(self) -> None:
             raise RuntimeError("driver bug")
 
-    assert asyncio.run(store_problem(Broken())) == "store not answering"
+    assert run(store_problem(Broken())) == "store not answering"
 
 
 def test_a_stopping_server_fails_its_check_before_it_closes_its_port(tmp_path, monkeypatch):
@@ -130,4 +138,4 @@ def test_a_stopping_server_fails_its_check_before_it_closes_its_port(tmp_path, m
             server.stop()
             return answers
 
-    assert asyncio.run(check()) == [(200, "ok\n"), (503, "server stopping\n")]
+    assert run(check()) == [(200, "ok\n"), (503, "server stopping\n")]
