@@ -8,11 +8,11 @@ Run as a script: prints nginx's path (exit 0) or ``none`` (exit 1); ``--install`
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
+
+from apt_package import apt_install
 
 HOW_TO_FIX = "Install nginx and run `make test` again: `sudo apt-get install nginx-light`."
 
@@ -27,14 +27,8 @@ def install() -> int:
     """Install Debian's ``nginx-light`` when no nginx is found; 0 when there is one."""
     if find_nginx() is not None:
         return 0
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        print(f"nginx_server: no nginx found and cannot install one here. {HOW_TO_FIX}", file=sys.stderr)
+    if not apt_install("nginx-light", "nginx_server", HOW_TO_FIX):
         return 1
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "nginx-light"]):
-        if subprocess.run(command, env=env).returncode != 0:
-            print(f"nginx_server: `{' '.join(command)}` failed. {HOW_TO_FIX}", file=sys.stderr)
-            return 1
     return 0 if find_nginx() is not None else 1
 
 

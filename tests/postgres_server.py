@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
 
+from apt_package import apt_install
+
 HOW_TO_FIX = ("Install PostgreSQL's server and run `make test` again: `sudo apt-get install postgresql` "
               "(Debian/Ubuntu). `make test` does this itself when run as root.")
 
@@ -137,15 +139,8 @@ def install() -> int:
     """Install Debian's ``postgresql`` when no server binaries are found; 0 when there is one."""
     if find_bin_dir() is not None:
         return 0
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        print(f"postgres_server: no PostgreSQL server found and cannot install one here. {HOW_TO_FIX}",
-              file=sys.stderr)
+    if not apt_install("postgresql", "postgres_server", HOW_TO_FIX):
         return 1
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "postgresql"]):
-        if subprocess.run(command, env=env).returncode != 0:
-            print(f"postgres_server: `{' '.join(command)}` failed. {HOW_TO_FIX}", file=sys.stderr)
-            return 1
     if find_bin_dir() is None:
         print(f"postgres_server: installed postgresql but found no initdb. {HOW_TO_FIX}", file=sys.stderr)
         return 1
