@@ -168,10 +168,10 @@ class EmbedPage(pn.viewable.Viewer):
         tab = dict(scroll=True, sizing_mode="stretch_both", margin=0)
         # The failure modes' pictures (lost mass, the scaling pair) go with the readouts they draw:
         # under the maps they would push the first tab past the frame's height.
-        m._layout.remove(m.pictures)
+        pictures = m.take_pictures()
         m.legend.stylesheets = [*m.legend.stylesheets, ".cell-legend { font-size: 12px; }"]
         workbench = pn.Column(p.opened, pn.Row(inputs, checks, margin=0), p.matrices, **tab)
-        steps = pn.Column(pn.Row(p.item, p.row, p.row_message, margin=0), p.banner.pane, m.pictures,
+        steps = pn.Column(pn.Row(p.item, p.row, p.row_message, margin=0), p.banner.pane, pictures,
                           p.readouts, p.steps,
                           p.contributions, p.projections, **tab)
         runs = pn.Column(self.host_note, p.prediction, pn.Row(r.learner, r.label, margin=0), p.runs, **tab)

@@ -404,5 +404,11 @@ class MatricesView(pn.viewable.Viewer):
                 "mask needs an alignment; the two differ in {} cells (1 = may read, hatched = masked). "
                 "The chosen one is outlined.</p>", layer.T, layer.T_k, differ)
 
+    def take_pictures(self) -> pn.Column:
+        """The failure modes' pictures (lost mass, the scaling pair), out of this view's layout,
+        for a page that shows them elsewhere (the embed: with its readouts)."""
+        self._layout.remove(self.pictures)
+        return self.pictures
+
     def __panel__(self):
         return self._layout
