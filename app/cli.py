@@ -46,6 +46,17 @@ def _port(text: str) -> int:
     return port
 
 
+def _seconds(text: str) -> float:
+    """argparse type: a number of seconds above 0."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds above 0")
+    return seconds
+
+
 RUNS_DIR_ENV = "ATTENTION_WORKBENCH_RUNS_DIR"  # deprecated: the SQLite store DIR/runs.db
 STORE_FILE = "runs.db"
 
@@ -95,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--prefix", default="", metavar="PATH",
                        help="serve the pages under /PATH/ (/PATH/embed, /PATH/instructor), as a "
                             "proxy forwards them")
+    serve.add_argument("--shutdown-grace", type=_seconds, default=10.0, metavar="SECONDS",
+                       help="on SIGTERM or Ctrl-C: fail /healthz and refuse new pages at once (503), "
+                            "let saves in flight commit, tell open pages the server is restarting, "
+                            "then stop; exit anyway SECONDS after the signal (default 10)")
     serve.add_argument("--embed-origin", action="append", default=[], metavar="ORIGIN",
                        help="a course site that may frame the learner pages and receive the "
                             "embed's messages, e.g. https://course.example (repeatable; default: "
@@ -307,7 +322,7 @@ def _serve(args: argparse.Namespace, url: str, runs_dir: Path | None) -> int:
                      num_procs=args.num_procs, instructor_password=password,
                      no_instructor_auth=args.no_instructor_auth, embed_origins=embed_origins,
                      cookie_secret=cookie_secret, allow_websocket_origin=ws_origins,
-                     use_xheaders=args.use_xheaders, prefix=prefix)
+                     use_xheaders=args.use_xheaders, prefix=prefix, shutdown_grace=args.shutdown_grace)
     except OSError as error:
         # Start-up problems only: the port is taken (or not ours to bind), the address is not
         # one of this machine's. Anything else is a bug.

@@ -61,6 +61,11 @@ def mark_stopping() -> None:
     _stopping.set()
 
 
+def stopping() -> bool:
+    """Whether :func:`mark_stopping` was called: the server is shutting down (:mod:`app.shutdown`)."""
+    return _stopping.is_set()
+
+
 class HealthHandler(RequestHandler):
     """``GET``/``HEAD`` :data:`HEALTH_PATH`: ``200 ok`` when the store answers, else ``503`` and
     why, as ``text/plain``, never cached; ``503 server stopping`` after :func:`mark_stopping`."""
@@ -84,4 +89,5 @@ def health_patterns(store: RunStore) -> list[tuple]:
     return [(HEALTH_PATH, HealthHandler, {"store": store})]
 
 
-__all__ = ["HEALTH_PATH", "PING_TIMEOUT_S", "HealthHandler", "health_patterns", "mark_stopping", "store_problem"]
+__all__ = ["HEALTH_PATH", "PING_TIMEOUT_S", "HealthHandler", "health_patterns", "mark_stopping", "stopping",
+           "store_problem"]

@@ -5,9 +5,9 @@ is shared by every session): the learner workbench at ``/``, the same workbench 
 course page's iframe at ``/embed`` (:mod:`app.learner.embed`; who may frame which page is
 :mod:`app.framing`'s), and the instructor page at ``/instructor``, which :mod:`app.auth` can put
 behind a password; ``/healthz`` tells a load balancer whether the store answers
-(:mod:`app.health`). ``--num-procs`` forks worker processes after the store is opened (Bokeh's
-``num_procs``; each worker opens its own database connections, and the database keeps their
-saves apart).
+(:mod:`app.health`). SIGTERM or SIGINT stops it gracefully (:mod:`app.shutdown`).
+``--num-procs`` forks worker processes after the store is opened (Bokeh's ``num_procs``; each
+worker opens its own database connections, and the database keeps their saves apart).
 """
 
 from __future__ import annotations
@@ -20,12 +20,18 @@ from tornado.web import OutputTransform
 
 from app.auth import INSTRUCTOR_PATH, exposure_problem, serve_options
 from app.framing import EMBED_PATH, framing_transform, parse_origins
-from app.health import health_patterns
+from app.health import health_patterns, stopping
 from app.learner.embed import TITLE as EMBED_TITLE
 from app.learner.embed import create_embed
 from app.learner.page import create_page
+from app.shutdown import SHUTDOWN_GRACE_S, refuse_page, stop_on_signals
 from app.store import RunStore
-from app.upstream import answer_without_nagle_delay, load_mathjax_only_for_tex, workers_end_with_their_parent
+from app.upstream import (
+    answer_without_nagle_delay,
+    load_mathjax_only_for_tex,
+    refuse_pages_while,
+    workers_end_with_their_parent,
+)
 
 # Sessions a browser left behind are dropped after this long (milliseconds): a class's worth of
 # closed tabs must not pile up in memory.
@@ -113,8 +119,9 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
           num_procs: int = 1, instructor_password: str | None = None,
           no_instructor_auth: bool = False, embed_origins: Sequence[str] = (),
           cookie_secret: str | None = None, allow_websocket_origin: Sequence[str] = (),
-          use_xheaders: bool = False, prefix: str = "") -> None:
-    """Start the server and block until it stops.
+          use_xheaders: bool = False, prefix: str = "", shutdown_grace: float = SHUTDOWN_GRACE_S) -> None:
+    """Start the server and block until it stops (on SIGTERM or SIGINT, gracefully: see
+    :mod:`app.shutdown`).
 
     Parameters
     ----------
@@ -144,12 +151,15 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         ``X-Forwarded-Proto`` (Tornado's ``xheaders``, Bokeh's ``--use-xheaders``).
     prefix : str
         A URL prefix (``/class``) for every page (Bokeh's ``--prefix``); empty for none.
+    shutdown_grace : float
+        Seconds from SIGTERM (or SIGINT) to the process's end at most, saves in flight included.
 
     Raises
     ------
     ValueError
         No password for a non-loopback address without ``no_instructor_auth`` (the message
-        says why), ``num_procs`` below 0, or an embed origin that is not an origin.
+        says why), ``num_procs`` below 0, an embed origin that is not an origin, or a
+        ``shutdown_grace`` not above 0.
     app.store.StoreOpenError
         The store cannot be opened (the message says why).
     """
@@ -158,6 +168,8 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         raise ValueError(problem)
     if num_procs < 0:
         raise ValueError(f"--num-procs must be 0 or more, got {num_procs}")
+    if not shutdown_grace > 0:
+        raise ValueError(f"--shutdown-grace must be above 0 seconds, got {shutdown_grace}")
     embed_origins = parse_origins(embed_origins)
     if not isinstance(store, RunStore):
         store = RunStore(store)
@@ -184,9 +196,10 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
               f"{' '.join(embed_origins)}", flush=True)
     load_mathjax_only_for_tex()
     answer_without_nagle_delay()
+    refuse_pages_while(stopping, refuse_page)  # once a stop signal came: see app.shutdown
     if num_procs != 1:
         workers_end_with_their_parent()
-    pn.serve(
+    server = pn.serve(
         {"/": _served_locally(lambda: create_page(store), prefix),
          EMBED_PATH: _served_locally(lambda: create_embed(store, embed_origins), prefix),
          INSTRUCTOR_PATH: _served_locally(lambda: _create_instructor(store), prefix)},
@@ -200,6 +213,16 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         unused_session_lifetime_milliseconds=UNUSED_SESSION_LIFETIME_MS, threaded=False, num_procs=num_procs,
         transforms=[framing_transform(embed_origins, prefix),
                     type("InstructorSlashRedirect", (InstructorSlashRedirect,), {"prefix": prefix})],
-        prefix=prefix, use_xheaders=use_xheaders,
+        prefix=prefix, use_xheaders=use_xheaders, start=False,
         **serve_options(instructor_password, cookie_secret, prefix),
     )
+    _run_until_stopped(server, store, shutdown_grace)
+
+
+def _run_until_stopped(server, store: RunStore, shutdown_grace: float) -> None:
+    """Run ``server`` (made by :func:`panel.serve` with ``start=False``; in each ``--num-procs``
+    worker) until a stop signal has stopped it, then close the store's connections."""
+    stop_on_signals(server, shutdown_grace)
+    server.start()
+    server.io_loop.start()
+    store.close()

@@ -12,6 +12,13 @@ and without them in the same run (``bench/upstream.py``); the third is correctne
   (Panel rewrites the same table itself). Why: a Bokeh message is several websocket frames, and
   with Nagle on each later frame could wait for the browser's delayed ACK.
   Upstream: no issue found; neither Bokeh nor Panel has an option for it.
+- :func:`refuse_pages_while` — a subclass of Panel's page handler (``DocHandler``) and of its
+  ``AutoloadJsHandler`` in the same ``per_app_patterns`` table, answering in ``prepare()``
+  (Tornado's public hook, before any session is made) while a condition holds. Why: a server
+  shutting down must turn new learners away cheaply (nginx then asks the next server), and every
+  route a pattern of ours could take comes after Bokeh's page routes.
+  Public API: none; Bokeh's ``Server.stop()`` only closes the port, and its ``AuthProvider``
+  hooks exist only with a login.
 - :func:`load_mathjax_only_for_tex` — replaces ``panel.io.resources._panel_use_mathjax``
   (added in holoviz/panel#8424), which loads BokehJS's MathJax bundle (its largest) when a root of
   the page is a Markdown or HTML pane (the instructor page's header is); ours asks whether any
@@ -95,6 +102,49 @@ def answer_without_nagle_delay() -> None:
 
     per_app_patterns[:] = [(route, PromptWSHandler if route == r"/ws" else handler)
                            for route, handler in per_app_patterns]
+
+
+def refuse_pages_while(refusing: Callable[[], bool], answer: Callable[[object], None]) -> None:
+    """Have every page request answered by ``answer(handler)`` instead of a new session while
+    ``refusing()`` holds.
+
+    Panel serves each page (``/``, ``/embed``, ``/instructor``, under any prefix) and its
+    ``autoload.js`` through the handlers in Bokeh's route table ``per_app_patterns``; this puts
+    subclasses of them there whose ``prepare()`` asks ``refusing()`` first and, when it holds,
+    lets ``answer`` finish the request (a session costs a whole page to build). A page's
+    websocket is never refused: its session exists already. Call before :func:`panel.serve`.
+    Idempotent.
+
+    Parameters
+    ----------
+    refusing : callable () -> bool
+        Asked on each page request, on the server's event loop: cheap, never blocking.
+    answer : callable (tornado.web.RequestHandler) -> None
+        Writes and finishes the refusal (status, headers, body).
+    """
+    from bokeh.server.urls import per_app_patterns
+    from panel.io.server import AutoloadJsHandler, DocHandler
+
+    if any(getattr(handler, "refuses_pages", False) for _, handler in per_app_patterns):
+        return
+
+    def refusing_subclass(base: type) -> type:
+        class Refusing(base):
+            refuses_pages = True
+
+            async def prepare(self):
+                if refusing():
+                    answer(self)
+                    return
+                result = super().prepare()
+                if result is not None:
+                    await result
+        Refusing.__name__ = Refusing.__qualname__ = f"Refusing{base.__name__}"
+        return Refusing
+
+    per_app_patterns[:] = [
+        (route, refusing_subclass(handler) if issubclass(handler, (DocHandler, AutoloadJsHandler)) else handler)
+        for route, handler in per_app_patterns]
 
 
 def panel_html_needs_mathjax(roots) -> bool:

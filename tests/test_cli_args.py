@@ -162,3 +162,27 @@ def test_serve_refuses_a_prefix_or_websocket_origin_that_is_not_one(fake_server,
     err = capsys.readouterr().err
     assert err.startswith("attention-workbench serve: error: ") and message in err and err.count("\n") == 1
     assert fake_server == []
+
+
+def test_serve_passes_the_shutdown_grace_on_its_default_the_servers(fake_server, tmp_path, capsys):
+    from app.shutdown import SHUTDOWN_GRACE_S
+
+    store = ["--store", f"sqlite:///{tmp_path / 'runs.db'}"]
+    assert main(["serve", *store]) == 0
+    assert main(["serve", *store, "--shutdown-grace", "2.5"]) == 0
+    assert [call["shutdown_grace"] for call in fake_server] == [SHUTDOWN_GRACE_S, 2.5]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--help"])
+    assert exit_info.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--shutdown-grace SECONDS on SIGTERM or Ctrl-C:" in help_text and "(default 10)" in help_text
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "soon", "inf", "nan"])
+def test_serve_refuses_a_shutdown_grace_that_is_not_some_seconds(fake_server, seconds, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--shutdown-grace", seconds])
+    assert exit_info.value.code == 2
+    assert "--shutdown-grace" in capsys.readouterr().err
+    assert fake_server == []

@@ -49,6 +49,23 @@ def test_bokeh_routes_every_pages_websocket_through_per_app_patterns_to_panels_h
     assert callable(WSHandler.set_nodelay) and callable(WSHandler.open)
 
 
+def test_bokeh_routes_every_page_and_autoload_through_per_app_patterns_to_panels_handlers():
+    from bokeh.server.urls import per_app_patterns
+    from panel.io.server import AutoloadJsHandler, DocHandler
+    from tornado.web import RequestHandler
+
+    from app import health, shutdown
+
+    upstream.refuse_pages_while(health.stopping, shutdown.refuse_page)  # as serve does
+    routes = dict(per_app_patterns)
+    assert issubclass(routes[r"/?"], DocHandler) and routes[r"/?"].refuses_pages
+    assert issubclass(routes[r"/autoload.js"], AutoloadJsHandler) and routes[r"/autoload.js"].refuses_pages
+    assert not getattr(routes[r"/ws"], "refuses_pages", False)  # an open page's websocket is served
+    # Tornado awaits prepare() first and runs no get() once prepare() has finished the request.
+    execute = inspect.getsource(RequestHandler._execute)
+    assert execute.index("self.prepare()") < execute.index("if self._finished:") < execute.index("method(")
+
+
 def test_panels_bundle_asks_its_module_level_mathjax_check_with_the_roots():
     from panel.io import resources
 

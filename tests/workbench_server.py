@@ -391,3 +391,61 @@ def blocking_violations(page) -> list[str]:
     return [f"{v['id']} ({v['impact']}): {v['help']} at "
             + "; ".join(" > ".join(map(str, n["target"])) for n in v["nodes"][:3])
             for v in results.response["violations"] if v["impact"] in BLOCKING]
+
+
+class HealthWatch:
+    """Ask a server's ``/healthz`` over and over on a thread of its own, from start until its
+    port is closed, keeping every answer in order: a status, or ``"closed"`` (refused).
+
+    ``pending_for()`` says how long the request in flight has waited: a server whose event loop
+    is held (by a save waiting on its store) answers nothing meanwhile.
+    """
+
+    def __init__(self, host: str, port: int, path: str = "/healthz", headers: dict | None = None) -> None:
+        import threading
+
+        self.host, self.port, self.path, self.headers = host, port, path, headers or {}
+        self.answers: list[int | str] = []
+        self._asked_at: float | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import http.client
+
+        while True:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+            self._asked_at = time.monotonic()
+            try:
+                conn.request("GET", self.path, headers=self.headers)
+                answer = conn.getresponse()
+                answer.read()
+                self.answers.append(answer.status)
+            except ConnectionRefusedError:
+                self.answers.append("closed")
+                return
+            except (OSError, http.client.HTTPException):
+                self.answers.append("dropped")  # the process ended while answering
+            finally:
+                self._asked_at = None
+                conn.close()
+            time.sleep(0.02)
+
+    def pending_for(self) -> float:
+        asked = self._asked_at
+        return 0.0 if asked is None else time.monotonic() - asked
+
+    def wait_closed(self, timeout: float = 30.0) -> list[int | str]:
+        """Wait until the port is closed; every answer, in order."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the port stayed open; answers so far: {self.answers}"
+        return self.answers
+
+
+def failed_before_closing(answers: list[int | str]) -> bool:
+    """Whether health ``answers`` went 200 … 503 … closed: failing only after answering, never
+    answering 200 again once failing, and failing before the port closed."""
+    if not answers or answers[0] != 200 or answers[-1] != "closed" or 503 not in answers:
+        return False
+    failing = answers[answers.index(503):]
+    return 200 not in failing and "closed" not in failing[:-1]

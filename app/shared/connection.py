@@ -4,7 +4,8 @@ A Panel page whose server went away (restarted, stopped, the network gone) keeps
 state with controls that silently do nothing. :func:`announce_lost_connection` turns on Panel's
 own disconnect notification (a lasting error notice, shown by the browser when BokehJS reports
 ``connection_lost``) with the page's message, and can run a page's own script at that moment to
-mark what it showed as stale.
+mark what it showed as stale. A server shutting down (:mod:`app.shutdown`) calls
+:func:`announce_restart` in each open session first, so the same notice then names a restart.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ from app.shared.static import read_text
 from app.upstream import free_notifications_on_close
 
 _MARK_STALE_JS = read_text(__package__, "mark_stale.js")
+
+# Every page's lost-connection message starts so; a restart replaces the lead, keeping what the
+# page says of itself (what no longer works, that saved runs are kept).
+LOST_LEAD = "Connection to the workbench server lost: "
+RESTART_LEAD = "The workbench server is restarting: "
 
 
 def mark_stale_js(selector: str, note: str, ok_class: str | None = None) -> str:
@@ -60,3 +66,26 @@ def announce_lost_connection(message: str, on_lost_js: str | None = None, *,
         pn.config.global_css = [*pn.config.global_css, css]
     if on_lost_js:
         pn.state.curdoc.js_on_event("connection_lost", CustomJS(code=on_lost_js))
+
+
+def restart_message(message: str) -> str:
+    """A page's lost-connection ``message`` naming a restart instead: :data:`LOST_LEAD` becomes
+    :data:`RESTART_LEAD` (a message without that lead gets the restart lead in front)."""
+    return RESTART_LEAD + message.removeprefix(LOST_LEAD)
+
+
+def announce_restart() -> bool:
+    """Have this browser session's lost-connection notice say the server is restarting.
+
+    Call inside the session (e.g. a document callback), while its connection is still open: the
+    page then shows the restart notice when the server closes the connection, instead of a
+    connection simply lost. Returns whether the session had a notice to change (one set up by
+    :func:`announce_lost_connection`).
+    """
+    notifications = pn.state.notifications if pn.state.curdoc is not None else None
+    lost = notifications.js_events.get("connection_lost") if notifications is not None else None
+    if not lost:
+        return False
+    notifications.js_events = {**notifications.js_events,
+                               "connection_lost": {**lost, "message": restart_message(lost["message"])}}
+    return True
