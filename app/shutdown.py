@@ -29,6 +29,7 @@ import signal
 import socket
 import threading
 import time
+from functools import partial
 
 from app.health import mark_stopping
 from app.shared.connection import announce_restart
@@ -126,7 +127,7 @@ def _tell_pages_then_stop(server, signal_name: str, grace: float) -> None:
     log.info("stopping: %s: new pages refused, %d open page%s told of the restart, exit within %g s",
              signal_name, len(sessions), "" if len(sessions) == 1 else "s", grace)
     for session in sessions:
-        session.document.add_next_tick_callback(announce_restart)
+        session.document.add_next_tick_callback(partial(announce_restart, session.document))
     server.io_loop.call_later(min(NOTICE_S, grace / 2), _stop, server)
 
 

@@ -13,7 +13,6 @@ import http.client
 import re
 import signal
 import sqlite3
-import threading
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from playwright.sync_api import expect
 from workbench_server import (
     NO_PASSWORD,
     HealthWatch,
+    PageRequest,
     failed_before_closing,
     open_learner_page,
     start_server,
@@ -52,32 +52,6 @@ def ask(port: int, path: str, headers: dict | None = None) -> tuple[int, str]:
         conn.close()
 
 
-class PageRequest(threading.Thread):
-    """A new learner's page request, sent now and answered whenever the server gets to it."""
-
-    def __init__(self, port: int, path: str = "/") -> None:
-        super().__init__(daemon=True)
-        self.port, self.path = port, path
-        self.sent = threading.Event()
-        self.answer: tuple[int, str] | None = None
-        self.start()
-
-    def run(self) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        try:
-            conn.request("GET", self.path)
-            self.sent.set()
-            response = conn.getresponse()
-            self.answer = (response.status, response.read().decode())
-        finally:
-            self.sent.set()
-            conn.close()
-
-    def result(self) -> tuple[int, str] | None:
-        self.join(60)
-        return self.answer
-
-
 def hold_the_write_lock(server) -> sqlite3.Connection:
     """Take the server's SQLite store's write lock from another connection: its saves wait."""
     lock = sqlite3.connect(server.runs_dir / "runs.db", isolation_level=None)
@@ -106,6 +80,7 @@ def test_every_pages_lost_connection_message_can_name_a_restart():
         restart = restart_message(message)
         assert restart.startswith("The workbench server is restarting: ") and "lost" not in restart.split(":")[0]
         assert restart.endswith(message[len(LOST_LEAD):])
+        assert restart_message(restart) == restart  # told twice, said once
 
 
 def test_sigint_fails_the_health_check_and_refuses_new_pages_before_the_port_closes_then_exits_0(tmp_path):

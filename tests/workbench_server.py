@@ -18,6 +18,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,16 +105,16 @@ def wait_listening(process: subprocess.Popen, port: int, log: Path, timeout: flo
 
 
 def start_server(runs_dir: Path, log: Path, *extra: str, timeout: float = 60.0,
-                 env: dict[str, str] | None = None) -> RunningServer:
-    """Start the CLI server over the store ``runs_dir/runs.db`` (the directory is made) and wait
-    until it answers; fail with its log if it does not.
+                 env: dict[str, str] | None = None, store: str | None = None) -> RunningServer:
+    """Start the CLI server over the store ``runs_dir/runs.db`` (the directory is made), or over
+    the store URL ``store`` if given, and wait until it answers; fail with its log if it does not.
 
     ``extra`` are more ``serve`` options; ``env`` adds to (or, with a None value, removes from)
     the server's environment.
     """
     port = free_port()
     runs_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "app.cli", "serve", "--store", store_url_in(runs_dir),
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--store", store or store_url_in(runs_dir),
            "--port", str(port), *extra]
     env = {k: v for k, v in {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}.items()
            if v is not None}
@@ -157,17 +158,19 @@ _LEARNER_PAGE_READY = ("() => window.Bokeh && Bokeh.documents.length > 0 && "
                        "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
 
 
-def open_learner_page(page, url: str, *, at_1280: bool = False) -> None:
+def open_learner_page(page, url: str, *, at_1280: bool = False):
     """Open the learner page at ``url`` (any query, e.g. ``?run=…``) and wait until its heat maps
-    hold data (the page's first result has arrived). ``at_1280``: in a 1280×720 window first."""
+    hold data (the page's first result has arrived). ``at_1280``: in a 1280×720 window first.
+    Returns the page request's response."""
     from playwright.sync_api import expect
 
     if at_1280:
         page.set_viewport_size({"width": 1280, "height": 720})
-    page.goto(url)
+    response = page.goto(url)
     # "Tokens" is on the page in every input mode (Query 1 is only there for numbers).
     expect(page.get_by_label("Tokens", exact=True)).to_be_visible(timeout=30_000)
     page.wait_for_function(_LEARNER_PAGE_READY)
+    return response
 
 
 def watched(page, server) -> PageWatch:
@@ -449,3 +452,31 @@ def failed_before_closing(answers: list[int | str]) -> bool:
         return False
     failing = answers[answers.index(503):]
     return 200 not in failing and "closed" not in failing[:-1]
+
+
+class PageRequest(threading.Thread):
+    """A new learner's page request, sent now and answered whenever the server gets to it."""
+
+    def __init__(self, port: int, path: str = "/") -> None:
+        super().__init__(daemon=True)
+        self.port, self.path = port, path
+        self.sent = threading.Event()
+        self.answer: tuple[int, str] | None = None
+        self.start()
+
+    def run(self) -> None:
+        import http.client
+
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        try:
+            conn.request("GET", self.path)
+            self.sent.set()
+            response = conn.getresponse()
+            self.answer = (response.status, response.read().decode())
+        finally:
+            self.sent.set()
+            conn.close()
+
+    def result(self) -> tuple[int, str] | None:
+        self.join(60)
+        return self.answer

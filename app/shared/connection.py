@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 import panel as pn
+from bokeh.document import Document
 from bokeh.models import CustomJS
 
 from app.shared.static import read_text
@@ -70,22 +71,33 @@ def announce_lost_connection(message: str, on_lost_js: str | None = None, *,
 
 def restart_message(message: str) -> str:
     """A page's lost-connection ``message`` naming a restart instead: :data:`LOST_LEAD` becomes
-    :data:`RESTART_LEAD` (a message without that lead gets the restart lead in front)."""
+    :data:`RESTART_LEAD` (a message without that lead gets the restart lead in front, once)."""
+    if message.startswith(RESTART_LEAD):
+        return message
     return RESTART_LEAD + message.removeprefix(LOST_LEAD)
 
 
-def announce_restart() -> bool:
-    """Have this browser session's lost-connection notice say the server is restarting.
+def announce_restart(doc: Document) -> bool:
+    """Have the browser session of ``doc`` say the server is restarting when it loses its connection.
 
-    Call inside the session (e.g. a document callback), while its connection is still open: the
-    page then shows the restart notice when the server closes the connection, instead of a
-    connection simply lost. Returns whether the session had a notice to change (one set up by
-    :func:`announce_lost_connection`).
+    Call on the server's event loop (e.g. in a callback of ``doc``) while the session's connection
+    is still open: the page then shows the restart notice when the server closes the connection,
+    instead of a connection simply lost. Returns whether the session had a notice to change (one
+    set up by :func:`announce_lost_connection`).
+
+    Parameters
+    ----------
+    doc : bokeh.document.Document
+        The session's document. Named, not taken from ``pn.state.curdoc``: in a document's own
+        callback Panel still answers with the document it last handled an event of.
     """
-    notifications = pn.state.notifications if pn.state.curdoc is not None else None
-    lost = notifications.js_events.get("connection_lost") if notifications is not None else None
-    if not lost:
-        return False
-    notifications.js_events = {**notifications.js_events,
-                               "connection_lost": {**lost, "message": restart_message(lost["message"])}}
-    return True
+    from panel.io.state import set_curdoc
+
+    with set_curdoc(doc):  # the change then goes to this document's page, at once
+        notifications = pn.state.notifications
+        lost = notifications.js_events.get("connection_lost") if notifications is not None else None
+        if not lost:
+            return False
+        notifications.js_events = {**notifications.js_events,
+                                   "connection_lost": {**lost, "message": restart_message(lost["message"])}}
+        return True
