@@ -24,7 +24,7 @@ from app.health import health_patterns, stopping
 from app.learner.embed import TITLE as EMBED_TITLE
 from app.learner.embed import create_embed
 from app.learner.page import create_page
-from app.shutdown import SHUTDOWN_GRACE_S, refuse_page, stop_on_signals
+from app.shutdown import SHUTDOWN_GRACE_S, end_process, refuse_page, stop_on_signals
 from app.store import RunStore
 from app.upstream import (
     answer_without_nagle_delay,
@@ -120,8 +120,8 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
           no_instructor_auth: bool = False, embed_origins: Sequence[str] = (),
           cookie_secret: str | None = None, allow_websocket_origin: Sequence[str] = (),
           use_xheaders: bool = False, prefix: str = "", shutdown_grace: float = SHUTDOWN_GRACE_S) -> None:
-    """Start the server and block until it stops (on SIGTERM or SIGINT, gracefully: see
-    :mod:`app.shutdown`).
+    """Start the server and serve until SIGTERM or SIGINT, which stop it gracefully and end the
+    process (see :mod:`app.shutdown`).
 
     Parameters
     ----------
@@ -221,8 +221,10 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
 
 def _run_until_stopped(server, store: RunStore, shutdown_grace: float) -> None:
     """Run ``server`` (made by :func:`panel.serve` with ``start=False``; in each ``--num-procs``
-    worker) until a stop signal has stopped it, then close the store's connections."""
+    worker) until a stop signal has stopped it, then close the store's connections and end the
+    process (status 0)."""
     stop_on_signals(server, shutdown_grace)
     server.start()
     server.io_loop.start()
     store.close()
+    end_process(0)

@@ -8,10 +8,11 @@ On the signal the process, in this order:
 2. lets the save in flight commit: saves run on the server's event loop, so the one running when
    the signal came ends, and its page hears "Saved", before anything below runs;
 3. has every open page's lost-connection notice name a restart
-   (:func:`app.shared.connection.announce_restart`), and keeps serving open pages for
-   :data:`NOTICE_S` more, so a save clicked as the signal came is committed and confirmed too;
-4. stops the Bokeh server (its port closes) and its event loop; ``serve`` returns and the
-   command exits 0.
+   (:func:`app.shared.connection.announce_restart`), and keeps serving open pages until every
+   one has been told and :data:`NOTICE_S` has passed, so a save clicked as the signal came is
+   committed and confirmed too;
+4. stops the Bokeh server (its port closes) and its event loop; ``serve`` closes the store and
+   ends the process with status 0 (:func:`end_process`).
 
 Whatever happens, the process ends ``grace`` seconds after the signal (``serve
 --shutdown-grace``), with exit status 1 and a line saying so: a save stuck on a store that does
@@ -27,6 +28,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from functools import partial
@@ -126,9 +128,44 @@ def _tell_pages_then_stop(server, signal_name: str, grace: float) -> None:
     sessions = server.get_sessions()
     log.info("stopping: %s: new pages refused, %d open page%s told of the restart, exit within %g s",
              signal_name, len(sessions), "" if len(sessions) == 1 else "s", grace)
+    told = []
+
+    def tell(doc) -> None:
+        try:
+            announce_restart(doc)
+        finally:
+            told.append(doc)
+
     for session in sessions:
-        session.document.add_next_tick_callback(partial(announce_restart, session.document))
-    server.io_loop.call_later(min(NOTICE_S, grace / 2), _stop, server)
+        session.document.add_next_tick_callback(partial(tell, session.document))
+    loop = server.io_loop
+    # A lecture hall's pages take a while to tell; a session closed meanwhile is never told, so
+    # the wait has an end of its own, well before the grace's.
+    give_up_at = loop.time() + max(NOTICE_S, grace / 2)
+
+    def stop_once_told() -> None:
+        if len(told) < len(sessions) and loop.time() < give_up_at:
+            loop.call_later(0.05, stop_once_told)
+        else:
+            _stop(server)
+
+    loop.call_later(min(NOTICE_S, grace / 2), stop_once_told)
+
+
+def end_process(status: int = 0) -> None:
+    """End this process now with ``status``, its output and logs flushed: for after the server
+    stopped and the store closed.
+
+    The interpreter's own exit would first collect every session's Bokeh document one object at
+    a time, which for a class's pages takes longer than the grace; nothing of them needs saving.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    logging.shutdown()
+    os._exit(status)
 
 
 def _stop(server) -> None:
@@ -136,4 +173,4 @@ def _stop(server) -> None:
     server.io_loop.stop()
 
 
-__all__ = ["NOTICE_S", "REFUSED_PAGE", "SHUTDOWN_GRACE_S", "refuse_page", "stop_on_signals"]
+__all__ = ["NOTICE_S", "REFUSED_PAGE", "SHUTDOWN_GRACE_S", "end_process", "refuse_page", "stop_on_signals"]
