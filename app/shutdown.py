@@ -120,8 +120,7 @@ def _exit_after_grace(heard: socket.socket, _wakeup: socket.socket, grace: float
     time.sleep(grace)
     log.warning("stopping: not done %g s after the signal (a save or the store did not finish); exiting now",
                 grace)
-    logging.shutdown()
-    os._exit(EXIT_GRACE_OVER)
+    end_process(EXIT_GRACE_OVER)
 
 
 def _tell_pages_then_stop(server, signal_name: str, grace: float) -> None:

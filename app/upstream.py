@@ -5,20 +5,14 @@ upstream behaviour an item relies on changes; read the item's line here before c
 Where Panel's public API could do it, it is used instead (see "public API" under each item).
 
 Process-wide (the whole server process). The first two have a figure in ``make bench``, with
-and without them in the same run (``bench/upstream.py``); the third is correctness, not speed.
+and without them in the same run (``bench/upstream.py``); the third and fourth are correctness,
+not speed.
 
 - :func:`answer_without_nagle_delay` — ``TCP_NODELAY`` on every page's websocket, by putting a
   subclass of Panel's ``WSHandler`` in Bokeh's route table ``bokeh.server.urls.per_app_patterns``
   (Panel rewrites the same table itself). Why: a Bokeh message is several websocket frames, and
   with Nagle on each later frame could wait for the browser's delayed ACK.
   Upstream: no issue found; neither Bokeh nor Panel has an option for it.
-- :func:`refuse_pages_while` — a subclass of Panel's page handler (``DocHandler``) and of its
-  ``AutoloadJsHandler`` in the same ``per_app_patterns`` table, answering in ``prepare()``
-  (Tornado's public hook, before any session is made) while a condition holds. Why: a server
-  shutting down must turn new learners away cheaply (nginx then asks the next server), and every
-  route a pattern of ours could take comes after Bokeh's page routes.
-  Public API: none; Bokeh's ``Server.stop()`` only closes the port, and its ``AuthProvider``
-  hooks exist only with a login.
 - :func:`load_mathjax_only_for_tex` — replaces ``panel.io.resources._panel_use_mathjax``
   (added in holoviz/panel#8424), which loads BokehJS's MathJax bundle (its largest) when a root of
   the page is a Markdown or HTML pane (the instructor page's header is); ours asks whether any
@@ -27,6 +21,13 @@ and without them in the same run (``bench/upstream.py``); the third is correctne
 - :func:`workers_end_with_their_parent` — ``PR_SET_PDEATHSIG`` in each ``--num-procs`` worker
   (public API only: ``os.register_at_fork`` and libc's ``prctl``). Why: Tornado's forked workers
   outlived a parent stopped on its own and kept serving the port.
+- :func:`refuse_pages_while` — a subclass of Panel's page handler (``DocHandler``) and of its
+  ``AutoloadJsHandler`` in the same ``per_app_patterns`` table, answering in ``prepare()``
+  (Tornado's public hook, before any session is made) while a condition holds. Why: a server
+  shutting down must turn new learners away cheaply (nginx then asks the next server), and every
+  route a pattern of ours could take comes after Bokeh's page routes.
+  Public API: none; Bokeh's ``Server.stop()`` only closes the port, and its ``AuthProvider``
+  hooks exist only with a login.
 
 Private Panel names
 
