@@ -480,3 +480,23 @@ class PageRequest(threading.Thread):
     def result(self) -> tuple[int, str] | None:
         self.join(60)
         return self.answer
+
+
+class ExitWatch(threading.Thread):
+    """When a process ends, seen from a thread of its own: ``ended_after(since)`` is the seconds
+    from ``since`` (a ``time.monotonic()``) to its end, whatever the test did meanwhile."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        super().__init__(daemon=True)
+        self.process = process
+        self.ended_at: float | None = None
+        self.start()
+
+    def run(self) -> None:
+        self.process.wait()
+        self.ended_at = time.monotonic()
+
+    def ended_after(self, since: float, timeout: float = 60.0) -> float:
+        self.join(timeout)
+        assert self.ended_at is not None, f"the process did not end within {timeout} s"
+        return self.ended_at - since
