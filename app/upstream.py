@@ -114,7 +114,7 @@ def refuse_pages_while(refusing: Callable[[], bool], answer: Callable[[object], 
     subclasses of them there whose ``prepare()`` asks ``refusing()`` first and, when it holds,
     lets ``answer`` finish the request (a session costs a whole page to build). A page's
     websocket is never refused: its session exists already. Call before :func:`panel.serve`.
-    Idempotent.
+    Idempotent: the first call's ``refusing`` and ``answer`` stay.
 
     Parameters
     ----------
