@@ -24,6 +24,7 @@ from app.health import health_patterns
 from app.learner.embed import TITLE as EMBED_TITLE
 from app.learner.embed import create_embed
 from app.learner.page import create_page
+from app.oplog import log_sessions_and_errors
 from app.store import RunStore
 from app.upstream import answer_without_nagle_delay, load_mathjax_only_for_tex, workers_end_with_their_parent
 
@@ -184,6 +185,7 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
               f"{' '.join(embed_origins)}", flush=True)
     load_mathjax_only_for_tex()
     answer_without_nagle_delay()
+    log_sessions_and_errors()
     if num_procs != 1:
         workers_end_with_their_parent()
     pn.serve(
