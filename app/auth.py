@@ -19,11 +19,14 @@ in front of a server reachable beyond the classroom).
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import stat
 from collections.abc import Sequence
 from importlib.resources import files
 from pathlib import Path
+
+from app.oplog import client_address, event, logger
 
 PASSWORD_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD"
 PASSWORD_FILE_ENV = "ATTENTION_WORKBENCH_INSTRUCTOR_PASSWORD_FILE"
@@ -153,7 +156,20 @@ def _provider(password: str, prefix: str = ""):
         credentials_match=partial(credentials_match, password), is_guest=partial(is_guest_path, prefix=prefix),
         login_template=pages.get_template(LOGIN_TEMPLATE.name),
         logout_template=pages.get_template(LOGOUT_TEMPLATE.name),
-        logout_endpoint=LOGOUT_PATH, guest_endpoints=list(GUEST_ENDPOINTS))
+        logout_endpoint=LOGOUT_PATH, guest_endpoints=list(GUEST_ENDPOINTS),
+        on_login=log_login, on_logout=log_logout)
+
+
+def log_login(request, succeeded: bool) -> None:
+    """Log a login form sent from the client of Tornado ``request``: ``login`` at INFO, or
+    ``login failed`` at WARNING; never the user name or password typed."""
+    event(logger("auth"), "login" if succeeded else "login failed", logging.INFO if succeeded else logging.WARNING,
+          user=INSTRUCTOR_USER if succeeded else None, client=client_address(request))
+
+
+def log_logout(request) -> None:
+    """Log a logout by the client of Tornado ``request``."""
+    event(logger("auth"), "logout", client=client_address(request))
 
 
 def is_loopback(address: str) -> bool:
@@ -244,5 +260,6 @@ def serve_options(password: str | None, cookie_secret: str | None = None, prefix
 
 __all__ = ["COOKIE_SECRET_FILE_ENV", "INSTRUCTOR_PATH", "INSTRUCTOR_USER", "LOGOUT_PATH", "PASSWORD_ENV",
            "PASSWORD_FILE_ENV", "credentials_match", "exposure_problem", "is_guest_path", "is_loopback",
+           "log_login", "log_logout",
            "password_looks_like_a_file",
            "read_cookie_secret_file", "read_password_file", "serve_options", "url_host", "websocket_origins"]

@@ -30,6 +30,7 @@ from app.auth import (
     read_password_file,
 )
 from app.framing import EMBED_ORIGINS_ENV, origins_from_env, parse_origins
+from app.oplog import LEVELS, configure
 from attention_core import __version__
 
 EXIT_OK, EXIT_WRITE_FAILED, EXIT_USAGE = 0, 1, 2
@@ -110,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="on SIGTERM or Ctrl-C: fail /healthz and refuse new pages at once (503), "
                             "let saves in flight commit, tell open pages the server is restarting, "
                             "then stop; exit anyway SECONDS after the signal (default 10)")
+    serve.add_argument("--log-level", type=str.upper, choices=LEVELS, default="INFO",
+                       help="the least severe operator log lines written to stderr (default INFO: sessions, "
+                            "saves, imports, logins; WARNING: failed logins and errors only)")
     serve.add_argument("--embed-origin", action="append", default=[], metavar="ORIGIN",
                        help="a course site that may frame the learner pages and receive the "
                             "embed's messages, e.g. https://course.example (repeatable; default: "
@@ -302,6 +306,7 @@ def _serve(args: argparse.Namespace, url: str, runs_dir: Path | None) -> int:
     except ValueError as error:
         print(f"attention-workbench serve: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    configure(args.log_level)
     from app.store import RunStore, StoreError
     from app.store.importing import unimported_runs_notice
 
@@ -438,8 +443,9 @@ def _test_case(url: str, run_id: str, lang: str, output: Path | None) -> int:
 
 def _import(url: str, paths: list[str]) -> int:
     from app.store import RunStore, StoreError
-    from app.store.importing import import_paths
+    from app.store.importing import import_paths, log_import
 
+    configure()  # the import's line, for an operator whose stderr is kept (cron, a unit's journal)
     try:
         store = RunStore(url)
     except StoreError as error:
@@ -452,6 +458,7 @@ def _import(url: str, paths: list[str]) -> int:
 
     try:
         result = import_paths(store, paths, on_file=tell)
+        log_import(result, "cli")
     except StoreError as error:
         print(f"attention-workbench import: error: {error}", file=sys.stderr)
         return EXIT_USAGE

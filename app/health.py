@@ -12,19 +12,19 @@ store address: the full error goes to the server's log.
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from tornado.web import RequestHandler
 
+from app.oplog import logger
 from app.store import RunStore, StoreError
 
 HEALTH_PATH = "/healthz"
 # A balancer's check should fail fast rather than wait on a hung database.
 PING_TIMEOUT_S = 2.0
 
-log = logging.getLogger(__name__)
+log = logger("health")  # the operator's log (app.oplog), with its time stamps
 # One thread: a hung database holds one ping, never a growing pile of them; later checks wait
 # behind it and time out, which is the answer a hung store deserves.
 _PINGER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="health")

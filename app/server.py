@@ -25,6 +25,7 @@ from app.learner.embed import TITLE as EMBED_TITLE
 from app.learner.embed import create_embed
 from app.learner.page import create_page
 from app.shutdown import SHUTDOWN_GRACE_S, end_process, refuse_page, stop_on_signals
+from app.oplog import log_sessions_and_errors
 from app.store import RunStore
 from app.upstream import (
     answer_without_nagle_delay,
@@ -197,6 +198,7 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
     load_mathjax_only_for_tex()
     answer_without_nagle_delay()
     refuse_pages_while(stopping, refuse_page)  # once a stop signal came: see app.shutdown
+    log_sessions_and_errors()
     if num_procs != 1:
         workers_end_with_their_parent()
     server = pn.serve(

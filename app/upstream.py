@@ -39,7 +39,9 @@ Private Panel names
     ``guest_endpoints``/``oauth_guest_endpoints``, matched exactly. Upstream: no issue found.
   - the login handler's ``_validate(username, password)`` overridden: one user, compared in
     constant time. Panel's compares with ``==`` and reads a file when the password names one;
-    the public ``basic_auth`` has no other check. Upstream: no issue found.
+    the public ``basic_auth`` has no other check. Upstream: no issue found. It also tells the
+    operator's log of the attempt, as the logout handler's ``get`` (subclassed) tells of a
+    logout: Panel logs neither.
   - ``_login_template``/``_logout_template`` set to templates compiled with our own Jinja loader.
     Public API: ``login_template=``/``logout_template=`` take a file that Panel compiles with its
     own loader, where the frame both pages extend (``auth_page.html``) is not found.
@@ -218,7 +220,9 @@ def free_notifications_on_close() -> None:
 
 def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
                              is_guest: Callable[[str], bool], login_template, logout_template,
-                             logout_endpoint: str, guest_endpoints: list[str]):
+                             logout_endpoint: str, guest_endpoints: list[str],
+                             on_login: Callable[[object, bool], None] = lambda request, ok: None,
+                             on_logout: Callable[[object], None] = lambda request: None):
     """Panel's basic-auth provider with our login check, guests, templates and script refusal.
 
     Parameters
@@ -234,6 +238,10 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
         Where the logout page is served.
     guest_endpoints : list of str
         Given to Panel as well (its own session bookkeeping reads them).
+    on_login : callable (request, succeeded) -> None
+        Told of each login form sent, with its Tornado request and whether it logged in.
+    on_logout : callable (request) -> None
+        Told of each logout page asked for, with its Tornado request.
 
     Returns
     -------
@@ -255,8 +263,20 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
 
             class InstructorLoginHandler(base):
                 def _validate(self, username, password):
-                    return credentials_match(username, password)
+                    succeeded = credentials_match(username, password)
+                    on_login(self.request, succeeded)
+                    return succeeded
             return InstructorLoginHandler
+
+        @property
+        def logout_handler(self):
+            base = super().logout_handler  # Panel's page, with our template
+
+            class InstructorLogoutHandler(base):
+                def get(self):
+                    on_logout(self.request)
+                    super().get()
+            return InstructorLogoutHandler
 
         def _allow_guest(self, uri):
             return is_guest(uri)

@@ -10,6 +10,7 @@ missing PostgreSQL fails them.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import types
@@ -20,6 +21,7 @@ from playwright.sync_api import Page, expect
 from postgres_server import start_postgres
 from workbench_server import NO_PASSWORD, PageWatch, start_server
 
+from app.oplog import LOGGER
 from app.store import sqlite_url
 
 # Our machines have no network. Without these flags Chromium keeps dialling Google services
@@ -43,6 +45,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(autouse=True)
+def _operator_log_undone():
+    """``main(["serve"…])`` and ``main(["import"…])`` run in a test configure the operator's log
+    for the whole process (app.oplog.configure): undone after each test, so a later test's
+    stderr holds only its own lines."""
+    yield
+    log = logging.getLogger(LOGGER)
+    for handler in [h for h in log.handlers if not isinstance(h, logging.NullHandler)]:
+        log.removeHandler(handler)
+    log.propagate, log.level = True, logging.NOTSET
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import param
 
+from app.oplog import event, logger
 from app.store import RunFilter, RunStore, RunSummary, export_csv, export_json
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import ExperimentRecord, RecordError
@@ -187,6 +188,14 @@ class InstructorState(param.Parameterized):
         """The runs passing the filters, oldest first, as a JSON bundle (each record exactly as
         stored) or as CSV."""
         wanted = self.run_filter()
-        if fmt == "json":
-            return export_json(self.store.iter_texts(wanted))
-        return export_csv(self.store.iter_summaries(wanted))
+        runs = self.store.iter_texts(wanted) if fmt == "json" else self.store.iter_summaries(wanted)
+        counted = [0]
+
+        def count(items):
+            for item in items:
+                counted[0] += 1
+                yield item
+
+        text = (export_json if fmt == "json" else export_csv)(count(runs))
+        event(logger("store"), "export", format=fmt, runs=counted[0], source="instructor")
+        return text

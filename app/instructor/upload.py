@@ -25,7 +25,7 @@ from app.shared.html import Markup, html, join
 from app.shared.parsing import displayable
 from app.shared.static import read_text
 from app.store import StoreError
-from app.store.importing import FileReport, ImportReport, import_data
+from app.store.importing import FileReport, ImportReport, import_data, log_import
 
 MAX_UPLOAD_MB = 50  # per file: a class's export bundle of 10,000 runs is ~30 MB
 
@@ -123,6 +123,7 @@ class UploadView(pn.viewable.Viewer):
                 report.files.append(import_data(self.state.store, name, raw))
             except StoreError as error:
                 report.files.append(FileReport(name, error=f"the store could not be written ({error})"))
+        log_import(report, "upload")
         return report
 
     def __panel__(self):

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.oplog import event, logger
 from app.store.dialects import StoreError
 from app.store.exports import EXPORT_FORMAT
 from app.store.runs import RunStore
@@ -282,6 +283,14 @@ def import_paths(store: RunStore, paths: Iterable[str | os.PathLike], *, on_file
     return result
 
 
+def log_import(report: ImportReport, source: str) -> None:
+    """Log one line for an import from ``source`` (``upload`` or ``cli``): its totals, never a
+    file's name (a learner may have named it)."""
+    event(logger("store"), "import", source=source, files=len(report.files), imported=report.total("imported"),
+          skipped=report.total("skipped"), refused=report.total("refused"), invalid=report.total("invalid"),
+          unread=report.unread)
+
+
 def unimported_runs_notice(store: RunStore, folder: Path, store_option: str = "") -> str | None:
     """A sentence telling how to import the run files of an earlier workbench in ``folder``, or
     None when it holds none that the store lacks. ``store_option`` is the ``--store …`` to repeat."""
@@ -305,4 +314,4 @@ def unimported_runs_notice(store: RunStore, folder: Path, store_option: str = ""
 
 
 __all__ = ["EMPTY", "MAX_IMPORT_BYTES", "NOT_JSON", "FileReport", "ImportReport", "PassedOver", "files_to_import",
-           "import_data", "import_paths", "read_records", "unimported_runs_notice"]
+           "import_data", "log_import", "import_paths", "read_records", "unimported_runs_notice"]

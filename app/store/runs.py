@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import random
 import threading
@@ -29,6 +30,7 @@ from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.sql import ColumnElement
 
+from app.oplog import event, logger
 from app.store import schema
 from app.store.dialects import (
     StoreError,
@@ -54,6 +56,7 @@ SORTABLE = ("created_at", "id", "learner", "label", "mode", "failure_mode", "cau
 DEFAULT_SORT = (("created_at", "asc"),)
 # Bound parameters per IN (…): well under SQLite's and PostgreSQL's limits.
 _CHUNK = 500
+_log = logger("store")
 _SUMMARY_COLUMNS = [c for c in runs.c if c.name != "record"]
 # A CSV row's columns after the id and the time, in csv_row's order ("mode" is the run's title).
 _CSV_SOURCE = [runs.c[name] for name in (
@@ -323,7 +326,7 @@ class RunStore:
         except IntegrityError:
             raise
         except SQLAlchemyError as error:
-            raise store_error(error, self.url, what) from None
+            raise self._failed(error, what) from None
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -331,7 +334,13 @@ class RunStore:
             with self.engine.connect() as conn:
                 yield conn
         except SQLAlchemyError as error:
-            raise store_error(error, self.url, "Runs not read") from None
+            raise self._failed(error, "Runs not read") from None
+
+    def _failed(self, error: SQLAlchemyError, what: str) -> StoreError:
+        """The :class:`StoreError` for a driver ``error``, logged for the operator."""
+        failure = store_error(error, self.url, what)
+        event(_log, "store error", logging.ERROR, store=self.dialect, error=str(failure))
+        return failure
 
     @staticmethod
     def _changed(conn: Connection) -> None:
@@ -356,6 +365,7 @@ class RunStore:
                 self._changed(conn)
         except IntegrityError:
             raise StoreError(f"Run not saved: a run with id {record.id} already exists.") from None
+        event(_log, "run saved", run=record.id, mode=record.failure_mode, T=record.T, store=self.dialect)
 
     def get(self, run_id: str) -> ExperimentRecord:
         """The run called ``run_id``.
@@ -415,6 +425,7 @@ class RunStore:
                 explanation=column_text(explanation, self.dialect), has_explanation=_has_text(explanation),
                 record=record.to_json()))
             self._changed(conn)
+        event(_log, "explanation attached" if explanation else "explanation removed", run=run_id, store=self.dialect)
         return record
 
     # --- many runs -------------------------------------------------------------------------
