@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import param
 
 from app.store import RunFilter, RunStore, RunSummary, export_csv, export_json
+from app.store.exports import UnreadableRunError
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import ExperimentRecord, RecordError
 
@@ -183,10 +184,12 @@ class InstructorState(param.Parameterized):
                 pass  # not (or no longer) a readable run
         return compared
 
-    def export(self, fmt: str) -> str:
+    def export(self, fmt: str, left_out: list[UnreadableRunError] | None = None) -> str:
         """The runs passing the filters, oldest first, as a JSON bundle (each record exactly as
-        stored) or as CSV."""
+        stored) or as CSV. A run that cannot be read (a store edited by hand) is left out, named
+        in the bundle's ``skipped`` and put in ``left_out`` if given."""
         wanted = self.run_filter()
+        left_out = [] if left_out is None else left_out
         if fmt == "json":
-            return export_json(self.store.iter_texts(wanted))
-        return export_csv(self.store.iter_summaries(wanted))
+            return export_json(self.store.iter_texts(wanted, left_out=left_out), left_out)
+        return export_csv(self.store.iter_summaries(wanted), left_out)
