@@ -88,7 +88,7 @@ class ExportView(pn.viewable.Viewer):
             n = len(self._left_out)
             note += html("<p role='alert' data-testid='export-left-out'><b>The last export left out {:,} "
                          "run{} that could not be read</b> (the store was changed by hand): {}</p>", n,
-                         "s" if n != 1 else "", "; ".join(str(e) for e in self._left_out[:5])
+                         "s" if n != 1 else "", "; ".join(f"{e.run_id} ({e.reason})" for e in self._left_out[:5])
                          + ("; …" if n > 5 else ""))
         self.note.object = note
 

@@ -9,7 +9,9 @@ anything is written; then the file's valid records go into the store in one tran
 already in the store with the same content is skipped; the same id with different content is
 refused and reported, never overwritten. A bad file (unreadable, not JSON, neither a record nor
 a bundle, empty, too large) is reported with its reason and the other files are still imported. A
-``created_at`` without a UTC offset (another tool's record) is read as UTC, with a note.
+``created_at`` without a UTC offset (another tool's record) is read as UTC, with a note. A key
+given twice in one object counts as its last (as Python's ``json`` reads it); the record is
+checked and recomputed as read, so no hidden first value reaches the store.
 
 :func:`import_paths` is the command line's; :func:`import_data` is one file's (an upload's).
 """
