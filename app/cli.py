@@ -396,7 +396,7 @@ def _export(url: str, fmt: str, output: Path | None) -> int:
     n = len(left_out)
     print(f"attention-workbench export: error: {n:,} run{'s' if n != 1 else ''} in {store.where} could not be "
           f"read and {'were' if n != 1 else 'was'} left out{' (the first 20 named above)' if n > 20 else ''}; "
-          f"only the other {runs} {'were' if count[0] != 1 else 'was'} written to {output or 'stdout'}",
+          f"{runs} {'were' if count[0] != 1 else 'was'} written to {output or 'stdout'}",
           file=sys.stderr)
     return EXIT_WRITE_FAILED
 
