@@ -151,9 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
     Exit status: 0 done (``import``: at least one file could be read); 1 an output file could
-    not be written, or ``import`` could read no file at all; 2 bad usage, a store that cannot be
-    opened (missing for ``export`` and ``test-case``, corrupt, foreign, newer, unreachable),
-    (``test-case``) no such run, an unreadable one or one with padding (no test made), or
+    not be written, ``export`` left out a run it could not read (named on stderr and in the
+    bundle's ``skipped``; the rest written), or ``import`` could read no file at all; 2 bad
+    usage, a store that cannot be opened (missing for ``export`` and ``test-case``, corrupt,
+    foreign, newer, unreachable), (``test-case``) no such run, an unreadable one or one with padding (no test made), or
     (``serve``) an instructor password file or a cookie secret file that is missing, empty or
     readable by others, a ``--prefix`` or ``--allow-websocket-origin`` that cannot be one, a
     non-loopback address without an instructor password or ``--no-instructor-auth``,
@@ -370,17 +371,19 @@ def _export(url: str, fmt: str, output: Path | None) -> int:
     except StoreError as error:
         print(f"attention-workbench export: error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    count = [0]
+    count, left_out = [0], []
 
     def counted(items: Iterator) -> Iterator:
         for item in items:
             count[0] += 1
             yield item
 
+    # A run that cannot be read is left out (and listed in the bundle's "skipped"), so what is
+    # written is always a valid bundle or CSV; the command then fails, naming each one.
     if fmt == "json":
-        pieces = iter_export_json(counted(store.iter_texts()))
+        pieces = iter_export_json(counted(store.iter_texts(left_out=left_out)), left_out)
     else:
-        pieces = iter_csv(counted(store.iter_csv_rows()))
+        pieces = iter_csv(counted(store.iter_csv_rows(left_out=left_out)))
     try:
         if output is None:
             try:
@@ -404,8 +407,18 @@ def _export(url: str, fmt: str, output: Path | None) -> int:
         return EXIT_USAGE
     finally:
         store.close()
-    print(f"exported {count[0]:,} run{'' if count[0] == 1 else 's'} from {store.where}", file=sys.stderr)
-    return EXIT_OK
+    runs = f"{count[0]:,} run{'' if count[0] == 1 else 's'}"
+    if not left_out:
+        print(f"exported {runs} from {store.where}", file=sys.stderr)
+        return EXIT_OK
+    for error in left_out[:20]:
+        print(f"attention-workbench export: error: {error}", file=sys.stderr)
+    n = len(left_out)
+    print(f"attention-workbench export: error: {n:,} run{'s' if n != 1 else ''} in {store.where} could not be "
+          f"read and {'were' if n != 1 else 'was'} left out{' (the first 20 named above)' if n > 20 else ''}; "
+          f"{runs} {'were' if count[0] != 1 else 'was'} written to {output or 'stdout'}",
+          file=sys.stderr)
+    return EXIT_WRITE_FAILED
 
 
 def _test_case(url: str, run_id: str, lang: str, output: Path | None) -> int:

@@ -86,3 +86,20 @@ def changed_copy(data: dict, path: tuple, value) -> dict:
     else:
         target[path[-1]] = value
     return broken
+
+
+def tampered_broken_run() -> tuple[ExperimentRecord, dict]:
+    """A real *Mask after softmax (broken)* run of the worked row (seed 003), and its record's
+    data with the results edited to say what a correct run would: smallest row sum 1.0, every
+    row sum 1.0, every check passed, none failed."""
+    real = ExperimentRecord.from_result(scaled_dot_product_attention(
+        [1.0, 1.0, 1.0], [1.0, 2.0, 9.0], [10.0, 20.0, 100.0], failure_mode="mask_after_softmax"),
+        learner="Mallory", label="rows sum to 1", created_at=T0)
+    assert real.failed_checks and real.min_row_sum < 0.01
+    data = real.to_dict()
+    results = data["results"]
+    results.update(min_row_sum=1.0, max_row_sum_error=0.0, row_sums=[1.0] * len(results["row_sums"]),
+                   failed_checks=[])
+    for check in results["checks"]:
+        check["passed"] = True
+    return real, data

@@ -7,7 +7,7 @@ import json
 import threading
 
 import pytest
-from store_helpers import make_record, sqlite_store
+from store_helpers import make_record, sqlite_store, tampered_broken_run
 
 from app.instructor import InstructorState
 from app.instructor.upload import UploadView, upload_summary
@@ -64,6 +64,17 @@ def test_an_upload_shows_its_runs_at_once_and_escapes_what_it_quotes(store):
     assert "second.json: imported 1" in view.summary.object and view.summary.object.count("imported 1") == 2
 
 
+def test_an_upload_refuses_a_record_whose_results_its_inputs_do_not_give_naming_file_and_field(store):
+    view = UploadView(state=InstructorState(store=store))
+    real, tampered = tampered_broken_run()
+    view.dropper.value = {"rows-sum-to-1.json": json.dumps(tampered).encode("utf-8")}
+    summary = view.summary.object
+    assert (f"rows-sum-to-1.json: results.min_row_sum says 1.0; its inputs give {real.min_row_sum!r}"
+            in summary)
+    assert "class='import refused'" in summary
+    assert real.id not in {r.id for r in store.iter_summaries()} and store.count() == 1
+
+
 def test_a_file_over_the_size_limit_is_refused_with_a_message(store):
     view = UploadView(state=InstructorState(store=store), max_mb=1)
     assert view.dropper.max_file_size == "1MB"  # the browser refuses it first, with FilePond's message
@@ -86,6 +97,8 @@ def test_upload_in_a_real_browser_then_the_size_limit(tmp_path, page):
     (files / "broken.json").write_text("{", encoding="utf-8")
     (files / "readme.txt").write_text("Bring your runs on Friday.", encoding="utf-8")
     (files / "empty.json").write_bytes(b"")
+    real, tampered = tampered_broken_run()
+    (files / "rows-sum-to-1.json").write_text(json.dumps(tampered), encoding="utf-8")
     running = start_server(tmp_path / "class", tmp_path / "server.log", env=NO_PASSWORD)
     try:
         watch = watched(page, running)
@@ -94,7 +107,7 @@ def test_upload_in_a_real_browser_then_the_size_limit(tmp_path, page):
         expect(page.get_by_test_id("runs-total")).to_have_text("0")
         picker = page.locator("input[type=file]")
         picker.set_input_files([str(files / n) for n in ("lin-run.json", "lin-bundle.json", "broken.json",
-                                                           "readme.txt", "empty.json")])
+                                                           "readme.txt", "empty.json", "rows-sum-to-1.json")])
         summary = page.get_by_test_id("import-summary")
         expect(summary).to_contain_text("Upload: imported 2 runs, skipped 1 already in the store")
         expect(summary).to_contain_text("broken.json: not valid JSON")
@@ -102,6 +115,8 @@ def test_upload_in_a_real_browser_then_the_size_limit(tmp_path, page):
         # import command's words.
         expect(summary).to_contain_text("readme.txt: not a JSON record or export bundle (.json)")
         expect(summary).to_contain_text("empty.json: the file is empty")
+        expect(summary).to_contain_text(
+            f"rows-sum-to-1.json: results.min_row_sum says 1.0; its inputs give {real.min_row_sum!r}")
         expect(page.get_by_text("Expects", exact=False)).to_have_count(0)
         expect(page.get_by_test_id("runs-total")).to_have_text("2")  # in the table without a reload
         expect(table_rows(page).filter(has_text="at home 2")).to_have_count(1)

@@ -55,7 +55,8 @@ class ExportView(pn.viewable.Viewer):
     """Download the filtered runs as a JSON bundle or CSV; fresh content on every click.
 
     JSON for at most :data:`PAGE_JSON_RUNS` runs; past that its button is off and a note says
-    to filter or to export on the server.
+    to filter or to export on the server. After an export that left out runs it could not read,
+    the note names them until the next export.
     """
 
     state = param.ClassSelector(class_=InstructorState)
@@ -70,24 +71,37 @@ class ExportView(pn.viewable.Viewer):
             callback=lambda: self._download("csv"), filename="class-runs.csv",
             label="Export CSV", embed=False, color="primary")
         self.note = pn.pane.HTML("", name="export-note", sizing_mode="stretch_width")
+        self._left_out: list = []  # the last export's runs that could not be read
         self.state.param.watch(self._limit, "matching")
         self._limit()
 
     def _limit(self, *events) -> None:
         too_many = self.state.matching > PAGE_JSON_RUNS
         self.json.disabled = too_many
-        self.note.object = (
-            "<p>Exports hold the runs the filters keep, text exactly as saved.</p>" if not too_many else
+        note = (
+            html("<p>Exports hold the runs the filters keep, text exactly as saved.</p>") if not too_many else
             html("<p data-testid='export-note'>Exports hold the runs the filters keep, text exactly as saved. "
                  "<b>JSON from this page holds at most {:,} runs</b> (the filters keep {:,}): filter by "
                  "date, learner or mode, or export them all on the server with <code>attention-workbench "
                  "export --format json -o class-runs.json</code>.</p>", PAGE_JSON_RUNS, self.state.matching))
+        if self._left_out:
+            n = len(self._left_out)
+            note += html("<p role='alert' data-testid='export-left-out'><b>The last export left out {:,} "
+                         "run{} that could not be read</b> (the store was changed by hand): {}</p>", n,
+                         "s" if n != 1 else "", "; ".join(f"{e.run_id} ({e.reason})" for e in self._left_out[:5])
+                         + ("; …" if n > 5 else ""))
+        self.note.object = note
 
     def _download(self, fmt: str) -> io.StringIO:
         self.state.refresh()  # runs saved since the last tick are in the file too
         widget = self.json if fmt == "json" else self.csv
         widget.filename = self._name(fmt, datetime.now(UTC))
-        return io.StringIO(self.state.export(fmt))
+        left_out: list = []
+        text = self.state.export(fmt, left_out)
+        if left_out or self._left_out:
+            self._left_out = left_out
+            self._limit()
+        return io.StringIO(text)
 
     def _name(self, fmt: str, now: datetime) -> str:
         """``class-runs-<UTC time to the ms>.<fmt>``, with ``-2``, ``-3``… for a second export of

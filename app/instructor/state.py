@@ -21,6 +21,7 @@ import param
 
 from app.oplog import event, logger
 from app.store import RunFilter, RunStore, RunSummary, export_csv, export_json
+from app.store.exports import UnreadableRunError
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import ExperimentRecord, RecordError
 
@@ -184,11 +185,14 @@ class InstructorState(param.Parameterized):
                 pass  # not (or no longer) a readable run
         return compared
 
-    def export(self, fmt: str) -> str:
+    def export(self, fmt: str, left_out: list[UnreadableRunError] | None = None) -> str:
         """The runs passing the filters, oldest first, as a JSON bundle (each record exactly as
-        stored) or as CSV."""
+        stored) or as CSV. A run that cannot be read (a store edited by hand) is left out, named
+        in the bundle's ``skipped`` and put in ``left_out`` if given."""
         wanted = self.run_filter()
-        runs = self.store.iter_texts(wanted) if fmt == "json" else self.store.iter_summaries(wanted)
+        left_out = [] if left_out is None else left_out
+        runs = (self.store.iter_texts(wanted, left_out=left_out) if fmt == "json"
+                else self.store.iter_summaries(wanted))
         counted = [0]
 
         def count(items):
@@ -196,6 +200,7 @@ class InstructorState(param.Parameterized):
                 counted[0] += 1
                 yield item
 
-        text = (export_json if fmt == "json" else export_csv)(count(runs))
-        event(logger("store"), "export", format=fmt, runs=counted[0], source="instructor")
+        text = (export_json if fmt == "json" else export_csv)(count(runs), left_out)
+        event(logger("store"), "export", format=fmt, runs=counted[0] - len(left_out) if fmt == "csv"
+              else counted[0], source="instructor")
         return text

@@ -1,8 +1,8 @@
 """Bring runs in from the instructor page: record files and export bundles, uploaded.
 
 The rules are the ``import`` command's, by the same function (:func:`app.store.importing.import_data`,
-one transaction per file): each record validated, a run already in the store with the same
-content skipped, the same id with different content refused (never overwritten), a bad file
+one transaction per file): each record validated and its results computed again, a run already
+in the store with the same content skipped, the same id with different content refused (never overwritten), a bad file
 reported with its reason, in the command's words, while the others still go in. What happened is summed up on the page,
 file by file. Learners' runs come from ``panel serve`` on their own machines: their downloads
 (*Download my runs*) and exports are these files.

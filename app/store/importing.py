@@ -1,12 +1,17 @@
 """Bring runs into a store: record files, folders of them, and export bundles.
 
 Each file is read and every record in it validated against the JSON Schema (and the shape rules)
-before anything is written; then the file's valid records go into the store in one transaction
+and its results computed again from its inputs and settings
+(:func:`~attention_core.recompute.recomputed_record`: a record whose results disagree is refused,
+naming the first field that differs; one that agrees is stored with the core's numbers) before
+anything is written; then the file's valid records go into the store in one transaction
 (:meth:`~app.store.runs.RunStore.import_records`), so a file is never half-imported. A run
 already in the store with the same content is skipped; the same id with different content is
 refused and reported, never overwritten. A bad file (unreadable, not JSON, neither a record nor
 a bundle, empty, too large) is reported with its reason and the other files are still imported. A
-``created_at`` without a UTC offset (another tool's record) is read as UTC, with a note.
+``created_at`` without a UTC offset (another tool's record) is read as UTC, with a note. A key
+given twice in one object counts as its last (as Python's ``json`` reads it); the record is
+checked and recomputed as read, so no hidden first value reaches the store.
 
 :func:`import_paths` is the command line's; :func:`import_data` is one file's (an upload's).
 """
@@ -24,6 +29,7 @@ from app.oplog import event, logger
 from app.store.dialects import StoreError
 from app.store.exports import EXPORT_FORMAT
 from app.store.runs import RunStore
+from attention_core.recompute import recomputed_record
 from attention_core.records import ID_PATTERN, ExperimentRecord, RecordError, _refuse_constant
 
 # A bundle of 100,000 runs is ~300 MB; a file much larger than that is not one of ours.
@@ -154,7 +160,8 @@ def _records_in(document: object) -> tuple[list[tuple[str, object]], bool]:
 
 
 def read_records(name: str, data: bytes) -> FileReport | tuple[FileReport, list[ExperimentRecord]]:
-    """Parse and validate one file's content; the report so far and its valid records.
+    """Parse, validate and recompute one file's content; the report so far and its valid records
+    (as :func:`~attention_core.recompute.recomputed_record` gives them).
 
     Returns a bare :class:`FileReport` (with ``error``) when the file cannot be read at all:
     :data:`EMPTY` for an empty file; :data:`NOT_JSON` for one that is not JSON and not named
@@ -185,7 +192,7 @@ def read_records(name: str, data: bytes) -> FileReport | tuple[FileReport, list[
             report.notes.append(f"run {who}: created_at {item['created_at']} has no UTC offset; imported as UTC")
             item = {**item, "created_at": item["created_at"] + "+00:00"}
         try:
-            records.append(ExperimentRecord.from_dict(item))
+            records.append(recomputed_record(ExperimentRecord.from_dict(item)))
         except RecordError as error:
             if not bundle:
                 report.error = str(error)

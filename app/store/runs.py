@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import threading
@@ -44,10 +45,17 @@ from app.store.dialects import (
     shown,
     store_error,
 )
-from app.store.exports import csv_row
+from app.store.exports import UnreadableRunError, csv_row, csv_rows, leave_out
 from app.store.schema import meta, runs
 from app.store.summary import RunSummary
-from attention_core.records import ID_PATTERN, ExperimentRecord, RecordError, _refuse_constant, check_text
+from attention_core.records import (
+    ID_PATTERN,
+    READABLE_VERSIONS,
+    ExperimentRecord,
+    RecordError,
+    _refuse_constant,
+    check_text,
+)
 
 # Columns a query may sort by (the instructor page's sortable columns); anything else is refused.
 SORTABLE = ("created_at", "id", "learner", "label", "mode", "failure_mode", "causal", "mask_after_softmax",
@@ -187,8 +195,19 @@ def _has_text(text: str | None) -> bool:
     return bool((text or "").strip())
 
 
-def stored_record(text: str) -> ExperimentRecord:
+def _finite(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):  # 1e400: valid JSON, but no float64 (Python reads it as inf)
+        raise ValueError(f"{token} is beyond float64")
+    return value
+
+
+def stored_record(text: str, run_id: str | None = None) -> ExperimentRecord:
     """The record stored as ``text`` (parsed, not validated again: it was checked on its way in).
+
+    Checked only as far as it costs little beside the parse (an export of 100,000 runs reads
+    them all): strict JSON with every number within float64, an object with exactly a record's
+    keys, a schema version this workbench reads and, given ``run_id``, that id.
 
     Raises
     ------
@@ -196,9 +215,33 @@ def stored_record(text: str) -> ExperimentRecord:
         The text is not a record's JSON (a store edited by hand).
     """
     try:
-        return ExperimentRecord(**json.loads(text, parse_constant=_refuse_constant))
-    except (ValueError, TypeError) as error:
+        return _parsed(text, run_id)
+    except ValueError as error:
         raise RecordError(f"a stored run is not a readable record ({error})") from None
+
+
+def _parsed(text: str, run_id: str | None) -> ExperimentRecord:
+    """:func:`stored_record`, raising ``ValueError`` with the reason alone."""
+    try:
+        record = ExperimentRecord(**json.loads(text, parse_constant=_refuse_constant, parse_float=_finite))
+    except TypeError as error:  # not an object, or not a record's keys
+        raise ValueError(f"not a record's keys: {error}") from None
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+    if type(record.schema_version) is not int or record.schema_version not in READABLE_VERSIONS:
+        raise ValueError(f"schema version {record.schema_version!r}")
+    if run_id is not None and record.id != run_id:
+        raise ValueError(f"its text is run {record.id!r}'s")
+    return record
+
+
+def _read_or_leave_out(text: str, run_id: str, left_out: list | None) -> ExperimentRecord | None:
+    """:func:`stored_record`, or ``None`` with the run put in ``left_out`` (raised without a list)."""
+    try:
+        return _parsed(text, run_id)
+    except ValueError as error:
+        leave_out(UnreadableRunError(run_id, f"not a record's strict JSON ({error})"), left_out)
+        return None
 
 
 _FIRST_TIMES = ("first_at", "predicted_at", "explained_at", "correct_causal_at", "mask_after_softmax_at")
@@ -633,20 +676,29 @@ class RunStore:
             yield from conn.execution_options(stream_results=True, yield_per=batch).execute(statement)
 
     def iter_texts(self, filters: RunFilter | None = None, *, ids: Sequence[str] | None = None,
-                   sort: Sequence[tuple[str, str]] = DEFAULT_SORT, batch: int = 1000) -> Iterator[str]:
+                   sort: Sequence[tuple[str, str]] = DEFAULT_SORT, batch: int = 1000,
+                   left_out: list[UnreadableRunError] | None = None) -> Iterator[str]:
         """Each run's stored record text, exactly as ``export`` writes it, streamed.
 
         By ``ids`` (in that order; ids not in the store are left out) or by ``filters`` and
-        ``sort`` (all runs, oldest first, without either).
+        ``sort`` (all runs, oldest first, without either). Given a ``left_out`` list (an
+        export), each text is read first (:func:`stored_record`) and one that cannot be is put
+        there as an :class:`~app.store.exports.UnreadableRunError` instead of being yielded.
         """
         for row in self._stream([runs.c.record], filters, ids, sort, batch):
-            yield row.record
+            if left_out is None or _read_or_leave_out(row.record, row.id, left_out) is not None:
+                yield row.record
 
     def iter_records(self, filters: RunFilter | None = None, *, ids: Sequence[str] | None = None,
-                     sort: Sequence[tuple[str, str]] = DEFAULT_SORT, batch: int = 1000) -> Iterator[ExperimentRecord]:
-        """:meth:`iter_texts` as :class:`ExperimentRecord` objects."""
-        for text in self.iter_texts(filters, ids=ids, sort=sort, batch=batch):
-            yield stored_record(text)
+                     sort: Sequence[tuple[str, str]] = DEFAULT_SORT, batch: int = 1000,
+                     left_out: list[UnreadableRunError] | None = None) -> Iterator[ExperimentRecord]:
+        """:meth:`iter_texts` as :class:`ExperimentRecord` objects (one that cannot be read raises
+        :class:`RecordError`, or goes to ``left_out`` if given)."""
+        for row in self._stream([runs.c.record], filters, ids, sort, batch):
+            if left_out is None:
+                yield stored_record(row.record, row.id)
+            elif (record := _read_or_leave_out(row.record, row.id, left_out)) is not None:
+                yield record
 
     def iter_summaries(self, filters: RunFilter | None = None, *, ids: Sequence[str] | None = None,
                        sort: Sequence[tuple[str, str]] = DEFAULT_SORT, batch: int = 1000) -> Iterator[RunSummary]:
@@ -656,13 +708,14 @@ class RunStore:
             yield RunSummary.from_row(row._mapping)
 
     def iter_csv_rows(self, filters: RunFilter | None = None, *, ids: Sequence[str] | None = None,
-                      sort: Sequence[tuple[str, str]] = DEFAULT_SORT, batch: int = 1000) -> Iterator[list]:
+                      sort: Sequence[tuple[str, str]] = DEFAULT_SORT, batch: int = 1000,
+                      left_out: list[UnreadableRunError] | None = None) -> Iterator[list]:
         """Each run's CSV row (:func:`~app.store.exports.csv_row`) straight from the CSV's columns,
         no summary built: ``iter_csv(store.iter_csv_rows(…))`` is the text of
-        ``iter_export_csv(store.iter_summaries(…))``, for the ``export`` of a whole class."""
+        ``iter_export_csv(store.iter_summaries(…))``, for the ``export`` of a whole class. A run
+        with a number that is ``inf`` or ``nan`` goes to ``left_out`` (raises without one)."""
         columns = [record_time_text(runs.c.created_at, self.dialect), *_CSV_SOURCE]
-        for row in self._stream(columns, filters, ids, sort, batch):
-            yield csv_row(*row)
+        yield from csv_rows(self._stream(columns, filters, ids, sort, batch), lambda row: csv_row(*row), left_out)
 
     # --- import ----------------------------------------------------------------------------
 
