@@ -118,6 +118,7 @@ class EmbedPage(pn.viewable.Viewer):
         super().__init__(**params)
         if self.page is None:
             self.page = LearnerPage(map_size=MAP_SIZE)
+        self.page.make_below_maps()  # the tabs lay out every view at once
         p, s = self.page, self.page.state
         i = p.inputs
         s.predict_first = True  # revealed as soon as the course page passes a prediction in
