@@ -7,8 +7,6 @@ per request), so no two learners share a widget or a value. Tests build one with
 
 from __future__ import annotations
 
-import weakref
-
 import panel as pn
 import param
 
@@ -116,11 +114,9 @@ class LearnerPage(pn.viewable.Viewer):
                                                      "below.</p>", margin=(22, 0, 0, 0)), margin=0),
             self.row_message, sizing_mode="stretch_width", margin=0, styles=_MAIN_FLEX)
         # A served page is usable once its inputs and maps show: what lies below the maps is made
-        # and sent once the browser has drawn them (at once when not served). Weakly: Panel keeps
-        # the callback in a dictionary keyed by the session's document, which the page refers to.
+        # and sent once the browser has drawn them (at once when not served).
         self._below_made = False
-        page = weakref.ref(self)
-        pn.state.onload(lambda: (p := page()) is not None and p.make_below_maps())
+        pn.state.onload(self.make_below_maps)
 
     def make_below_maps(self) -> None:
         """Make the views below the maps (readouts, row steps, contributions, ablations, the
