@@ -153,15 +153,17 @@ class PageWatch:
         assert self.console_errors == [], f"console errors: {self.console_errors}"
 
 
+# The maps hold data, and the part below them (sent after the first paint) has arrived.
 _LEARNER_PAGE_READY = ("() => window.Bokeh && Bokeh.documents.length > 0 && "
                        "Bokeh.documents[0].get_model_by_name('weights-source') && "
-                       "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0")
+                       "Bokeh.documents[0].get_model_by_name('weights-source').data.row.length > 0 && "
+                       "Bokeh.documents[0].get_model_by_name('contributions-source') !== null")
 
 
 def open_learner_page(page, url: str, *, at_1280: bool = False):
     """Open the learner page at ``url`` (any query, e.g. ``?run=…``) and wait until its heat maps
-    hold data (the page's first result has arrived). ``at_1280``: in a 1280×720 window first.
-    Returns the page request's response."""
+    hold data (the page's first result has arrived) and the part below them has arrived too.
+    ``at_1280``: in a 1280×720 window first. Returns the page request's response."""
     from playwright.sync_api import expect
 
     if at_1280:

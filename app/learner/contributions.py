@@ -290,6 +290,7 @@ class ContributionsView(pn.viewable.Viewer):
     bar charts over two ``ColumnDataSource``s, built once and updated by replacing their data."""
 
     state = param.ClassSelector(class_=LearnerState)
+    chart_width = param.Integer(default=400, bounds=(200, None), doc="Width of each bar chart in pixels.")
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -299,15 +300,31 @@ class ContributionsView(pn.viewable.Viewer):
         self.ticker = FixedTicker(ticks=[1, 2, 3])
         self.score_figure = self._figure("Score", "contributions-score-figure")
         self.weight_figure = self._figure("Weight", "contributions-weight-figure")
-        self.value_figure = self._figure("Value", "contributions-value-figure")
-        self.contribution_figure = self._figure("Contribution", "contributions-contribution-figure")
         self._bars(self.score_figure, self.source, "score", "score_label", width=BAR_WIDTH,
                    fill_color="score_color", hatch_pattern="score_hatch", hatch_color="#555555",
                    hatch_alpha=0.6)
         self._bars(self.weight_figure, self.source, "weight", "weight_label", width=BAR_WIDTH,
                    fill_color=WEIGHT_COLOR)
         self.weight_figure.y_range = Range1d(*WEIGHT_RANGE)
+        # The value and contribution charts are made the first time a run has values: the page
+        # opens without them, and two figures are a good part of a page's memory.
+        self.value_figure = self.contribution_figure = None
         self.legends = []
+        self.text = pn.pane.HTML("", name="contributions", stylesheets=[TABLE_CSS, _CSS],
+                                 margin=(0, 10), sizing_mode="stretch_width")
+        # Values and contributions in a pane of their own, hidden without values.
+        self.value_pane = pn.Column(margin=0, visible=False)
+        self._layout = pn.Column(
+            self.text,
+            pn.pane.Bokeh(BokehRow(children=[self.score_figure, self.weight_figure], margin=(0, 10),
+                                   stylesheets=[WRAPPING_ROW_CSS]), margin=0),
+            # Weights, values weighted by them: hidden while they wait for a prediction.
+            self.value_pane, margin=0, sizing_mode="stretch_width", visible=self.state.param.revealed)
+        self._update()
+
+    def _make_value_figures(self) -> None:
+        self.value_figure = self._figure("Value", "contributions-value-figure")
+        self.contribution_figure = self._figure("Contribution", "contributions-contribution-figure")
         for fig, column in ((self.value_figure, "value"), (self.contribution_figure, "contribution")):
             # White edges part a source's components.
             bars = self._bars(fig, self.component_source, column, f"{column}_label", width="width",
@@ -320,23 +337,13 @@ class ContributionsView(pn.viewable.Viewer):
             fig.add_layout(legend, "right")
             self.legends.append(legend)
             fig.y_range = Range1d(*bar_range([]))  # set from the data: see bar_range
-        self.text = pn.pane.HTML("", name="contributions", stylesheets=[TABLE_CSS, _CSS],
-                                 margin=(0, 10), sizing_mode="stretch_width")
-        # Values and contributions in a pane of their own, which Panel hides without values.
-        self.value_pane = pn.pane.Bokeh(
+        self.value_pane[:] = [pn.pane.Bokeh(
             BokehRow(children=[self.value_figure, self.contribution_figure], margin=(0, 10),
                      stylesheets=[WRAPPING_ROW_CSS]),
-            margin=0)
-        self._layout = pn.Column(
-            self.text,
-            pn.pane.Bokeh(BokehRow(children=[self.score_figure, self.weight_figure], margin=(0, 10),
-                                   stylesheets=[WRAPPING_ROW_CSS]), margin=0),
-            # Weights, values weighted by them: hidden while they wait for a prediction.
-            self.value_pane, margin=0, sizing_mode="stretch_width", visible=self.state.param.revealed)
-        self._update()
+            margin=0)]
 
     def _figure(self, title: str, name: str):
-        fig = figure(title=title, name=name, width=400, height=190, x_range=self.x_range,
+        fig = figure(title=title, name=name, width=self.chart_width, height=190, x_range=self.x_range,
                      y_range=DataRange1d(range_padding=0.4), toolbar_location=None, tools="",
                      x_axis_label="source (key) j")
         fig.xaxis.ticker = self.ticker
@@ -370,25 +377,35 @@ class ContributionsView(pn.viewable.Viewer):
         per_source, per_component = chart_data(r, row)
         d = 0 if r.mixed is None else r.mixed.reshape(r.T_k, -1).shape[1]
         keys_mixed = r.mode.mix == "keys"
+        if d > 0 and self.value_figure is None:
+            self._make_value_figures()
         with pn.io.unlocked():
             self.x_range.update(start=0.5, end=r.T_k + 0.5)
             self.ticker.ticks = list(range(1, r.T_k + 1))
             self.score_figure.title.text = f"Score S_{row}j"
             self.weight_figure.title.text = f"Weight A_{row}j (softmax of the row)"
-            self.value_figure.title.text = ("Key k_j (mixed instead of the value)" if keys_mixed
-                                            else "Value v_j") + (" by component" if d > 1 else "")
-            self.contribution_figure.title.text = (
-                f"Contribution A_{row}j · {'k_j' if keys_mixed else 'v_j'}"
-                + (" by component" if d > 1 else ""))
-            for legend in self.legends:
-                legend.visible = d > 1
-            for fig, column in ((self.value_figure, "value"),
-                                (self.contribution_figure, "contribution")):
-                start, end = bar_range(per_component[column])
-                fig.y_range.update(start=start, end=end)
+            if self.value_figure is not None:
+                self.value_figure.title.text = ("Key k_j (mixed instead of the value)" if keys_mixed
+                                                else "Value v_j") + (" by component" if d > 1 else "")
+                self.contribution_figure.title.text = (
+                    f"Contribution A_{row}j · {'k_j' if keys_mixed else 'v_j'}"
+                    + (" by component" if d > 1 else ""))
+                for legend in self.legends:
+                    legend.visible = d > 1
+                for fig, column in ((self.value_figure, "value"),
+                                    (self.contribution_figure, "contribution")):
+                    start, end = bar_range(per_component[column])
+                    fig.y_range.update(start=start, end=end)
             self.source.data = per_source
             self.component_source.data = per_component
         self.value_pane.visible = d > 0
+
+    @param.depends("chart_width", watch=True)
+    def _resize(self) -> None:
+        with pn.io.unlocked():
+            for fig in (self.score_figure, self.weight_figure, self.value_figure, self.contribution_figure):
+                if fig is not None:
+                    fig.width = self.chart_width
 
     def __panel__(self):
         return self._layout

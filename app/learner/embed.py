@@ -118,6 +118,7 @@ class EmbedPage(pn.viewable.Viewer):
         super().__init__(**params)
         if self.page is None:
             self.page = LearnerPage(map_size=MAP_SIZE)
+        self.page.make_below_maps()  # the tabs lay out every view at once
         p, s = self.page, self.page.state
         i = p.inputs
         s.predict_first = True  # revealed as soon as the course page passes a prediction in
@@ -139,9 +140,7 @@ class EmbedPage(pn.viewable.Viewer):
         m = p.matrices
         for heatmap in (m.scores, m.weights, *m.item_scores, *m.item_weights, *m.masks.values()):
             heatmap.save_button.visible = False
-        c = p.contributions
-        for fig in (c.score_figure, c.weight_figure, c.value_figure, c.contribution_figure):
-            fig.width = 300  # two side by side in 640 px
+        p.contributions.chart_width = 300  # two side by side in 640 px
         # The inputs column is as wide as its widest grid, at least 340 px: the notes in it wrap
         # at 320 px rather than stretch it, so a wide head's grid pushes the checks right instead
         # of running under them.

@@ -106,6 +106,25 @@ class LearnerPage(pn.viewable.Viewer):
             s.param.item, label="Batch item", options=pn.bind(lambda b: list(range(1, b + 1)), s.param.batch_size),
             description=None, width=100, margin=(5, 10),
             visible=pn.bind(lambda layer: layer is not None and layer.B > 1 and not layer.flattened, s.param.layer))
+        self.sidebar = pn.Column(self.inputs, margin=(10, 0), stylesheets=[_SIDEBAR_CSS],
+                                 sizing_mode="stretch_width", styles=_SIDEBAR_FLEX)
+        self.main = pn.Column(
+            self.prediction, self.opened, self.banner, self.projections, self.matrices,
+            pn.Row(self.item, self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "
+                                                     "below.</p>", margin=(22, 0, 0, 0)), margin=0),
+            self.row_message, sizing_mode="stretch_width", margin=0, styles=_MAIN_FLEX)
+        # A served page is usable once its inputs and maps show: what lies below the maps is made
+        # and sent once the browser has drawn them (at once when not served).
+        self._below_made = False
+        pn.state.onload(self.make_below_maps)
+
+    def make_below_maps(self) -> None:
+        """Make the views below the maps (readouts, row steps, contributions, ablations, the
+        self-check, the record form and Saved runs) and add them to :attr:`main`, once."""
+        if self._below_made:
+            return
+        self._below_made = True
+        s = self.state
         self.steps = RowStepsView(state=s)
         self.contributions = ContributionsView(state=s)
         self.readouts = ReadoutsView(state=s)
@@ -121,18 +140,12 @@ class LearnerPage(pn.viewable.Viewer):
         self._ablation_made = False
         s.param.watch(self._make_ablation, "input_mode")
         self._make_ablation()
-        self.sidebar = pn.Column(self.inputs, margin=(10, 0), stylesheets=[_SIDEBAR_CSS],
-                                 sizing_mode="stretch_width", styles=_SIDEBAR_FLEX)
-        self.main = pn.Column(
-            self.prediction, self.opened, self.banner, self.projections, self.matrices,
-            pn.Row(self.item, self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "
-                                                     "below.</p>", margin=(22, 0, 0, 0)), margin=0),
-            self.row_message,
+        self.main.extend([
             self.readouts, self.steps, self.contributions,
             self.ablation,
             pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
             self.self_check,
-            self.record, self.runs, sizing_mode="stretch_width", margin=0, styles=_MAIN_FLEX)
+            self.record, self.runs])
 
     def _make_ablation(self, *_events) -> None:
         if self.state.input_mode == "matrices" and not self._ablation_made:

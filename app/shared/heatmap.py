@@ -414,8 +414,11 @@ class HeatMap(pn.viewable.Viewer):
             self.x_range.factors = columns
             self.y_range.factors = list(reversed(factors))
             self.table.text = self._table_html(data, T, T_k)
-            self.source.data = data
-            self.boundaries.data = self._boundaries(T, T_k, blocks)
+            # Bokeh sends a source's data each time it is set, equal or not, and the browser
+            # redraws the map: an unchanged map (another batch item's, say) is left alone.
+            for source, new in ((self.source, data), (self.boundaries, self._boundaries(T, T_k, blocks))):
+                if dict(source.data) != new:
+                    source.data = new
 
     def cell_size(self, T: int, T_k: int) -> tuple[float, float]:
         """The estimated width and height in px of one cell of a ``T`` × ``T_k`` map at the
