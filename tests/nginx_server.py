@@ -1,6 +1,7 @@
 """Find Debian's nginx for the tests that run the shipped site (deploy/nginx-workbench.conf),
 installing it when missing (``make test`` runs this with ``--install``, as it does for
-PostgreSQL and Chromium).
+PostgreSQL and Chromium), and write the configuration that runs that site on loopback ports
+(used by tests/test_deploy.py and bench/class_nginx.py).
 
 Run as a script: prints nginx's path (exit 0) or ``none`` (exit 1); ``--install`` installs the
 ``nginx-light`` package with apt-get (as root) when no nginx is found.
@@ -15,12 +16,32 @@ from pathlib import Path
 from apt_package import apt_install
 
 HOW_TO_FIX = "Install nginx and run `make test` again: `sudo apt-get install nginx-light`."
+SITE = Path(__file__).resolve().parent.parent / "deploy" / "nginx-workbench.conf"
 
 
 def find_nginx() -> Path | None:
     """nginx on PATH or in /usr/sbin (not on a non-root PATH in Debian), or None."""
     found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
     return Path(found) if found else None
+
+
+def render_site(upstream_ports: tuple[int, int], port: int, site: Path = SITE) -> str:
+    """The shipped ``site`` with its two upstream servers on 127.0.0.1 at ``upstream_ports`` and
+    listening on 127.0.0.1:``port`` instead of the example's 5006, 5007 and port 80."""
+    first, second = upstream_ports
+    return site.read_text().replace("127.0.0.1:5006", f"127.0.0.1:{first}") \
+        .replace("127.0.0.1:5007", f"127.0.0.1:{second}").replace("listen 80;", f"listen 127.0.0.1:{port};")
+
+
+def nginx_config(directory: Path, site: Path) -> Path:
+    """A whole nginx configuration in ``directory`` with ``site`` inside its http block; every
+    file nginx writes (pid, temporary files) stays in ``directory``."""
+    temp = " ".join(f"{kind}_temp_path {directory}/{kind};"
+                    for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    config = directory / "nginx.conf"
+    config.write_text(f"pid {directory}/nginx.pid;\nerror_log stderr;\nevents {{}}\n"
+                      f"http {{\n  access_log off;\n  {temp}\n  include {site};\n}}\n")
+    return config
 
 
 def install() -> int:

@@ -12,13 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from nginx_server import HOW_TO_FIX, find_nginx
+from nginx_server import HOW_TO_FIX, SITE, find_nginx, nginx_config, render_site
 from workbench_server import ROOT, free_port, start_server, wait_until
 
 from app import auth
 
 DEPLOY = ROOT / "deploy"
-SITE = DEPLOY / "nginx-workbench.conf"
 UNIT = DEPLOY / "attention-workbench@.service"
 
 
@@ -29,17 +28,6 @@ def nginx_or_skip() -> Path:
             pytest.fail(f"nginx is needed under CI=true. {HOW_TO_FIX}", pytrace=False)
         pytest.skip(f"no nginx to test against. {HOW_TO_FIX}")
     return found
-
-
-def nginx_config(directory: Path, site: Path) -> Path:
-    """A whole nginx configuration in ``directory`` with ``site`` inside its http block; every
-    file nginx writes (pid, temporary files) stays in ``directory``."""
-    temp = " ".join(f"{kind}_temp_path {directory}/{kind};"
-                    for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    config = directory / "nginx.conf"
-    config.write_text(f"pid {directory}/nginx.pid;\nerror_log stderr;\nevents {{}}\n"
-                      f"http {{\n  access_log off;\n  {temp}\n  include {site};\n}}\n")
-    return config
 
 
 def test_nginx_reads_the_shipped_site(tmp_path):
@@ -130,8 +118,7 @@ def test_the_site_balances_two_real_servers_keeps_a_browser_on_one_and_fails_ove
     try:
         ports = [int(s.url.rstrip("/").rsplit(":", 1)[1]) for s in servers]
         port = free_port()
-        site = SITE.read_text().replace("127.0.0.1:5006", f"127.0.0.1:{ports[0]}") \
-            .replace("127.0.0.1:5007", f"127.0.0.1:{ports[1]}").replace("listen 80;", f"listen 127.0.0.1:{port};")
+        site = render_site((ports[0], ports[1]), port)
         # Which server answered, for this test only.
         site = site.replace("proxy_buffering off;", "proxy_buffering off; add_header X-Upstream $upstream_addr always;")
         (tmp_path / "site.conf").write_text(site)
