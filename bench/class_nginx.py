@@ -375,6 +375,10 @@ def class_run(workdir: Path, store_url: str, processes: int, levels: tuple[int, 
                 "learners_failed": sum(1 for x in learners if x.error),
                 "not_saved": sum(len(x.not_saved) for x in learners),
             }
+            done = result["levels"][str(level)]
+            print(f"bench: class_nginx {processes} process(es), {level} sessions: edit p95 "
+                  f"{done['edit_ms']['p95']}, save p95 {done['save_ms']['p95']} ms, "
+                  f"{done['learners_failed']} failed", file=sys.stderr, flush=True)
         for learner in learners:
             learner.stop.set()
         for learner in learners:
