@@ -298,8 +298,9 @@ def affinity(access_log: Path) -> dict:
             "websockets_without_page_cookie": len(socket_keys - page_keys), "statuses": dict(statuses)}
 
 
-def _log_errors(path: Path) -> list[str]:
-    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+def _log_errors(path: Path, size: int | None = None) -> list[str]:
+    """Error lines of the log at ``path`` (its first ``size`` bytes, or all)."""
+    lines = path.read_bytes()[:size].decode(errors="replace").splitlines() if path.exists() else []
     return [line for line in lines if re.search(r"Traceback|ERROR|\[(error|crit|alert|emerg)\]", line)]
 
 
@@ -376,9 +377,11 @@ def class_run(workdir: Path, store_url: str, processes: int, levels: tuple[int, 
                 "not_saved": sum(len(x.not_saved) for x in learners),
             }
             done = result["levels"][str(level)]
-            print(f"bench: class_nginx {processes} process(es), {level} sessions: edit p95 "
-                  f"{done['edit_ms']['p95']}, save p95 {done['save_ms']['p95']} ms, "
-                  f"{done['learners_failed']} failed", file=sys.stderr, flush=True)
+            print(f"bench: class_nginx {result['via']}, {level} sessions: edit / save p50 / p95 "
+                  f"{_ms(done['edit_ms'])}, {_ms(done['save_ms'])} ms, {done['learners_failed']} learners "
+                  f"failed", file=sys.stderr, flush=True)
+        # Closing the class resets websockets mid-frame (nginx logs it): count what came before.
+        nginx_log_open = (workdir / "nginx" / "error.log").stat().st_size if nginx else 0
         for learner in learners:
             learner.stop.set()
         for learner in learners:
@@ -407,7 +410,7 @@ def class_run(workdir: Path, store_url: str, processes: int, levels: tuple[int, 
         [f"learner {x.index}: {m}" for x in learners for m in x.not_saved]
     result["log_errors"] = [line for i in range(processes) for line in _log_errors(workdir / f"server{i}.log")]
     if front:
-        result["log_errors"] += _log_errors(workdir / "nginx" / "error.log")
+        result["log_errors"] += _log_errors(workdir / "nginx" / "error.log", nginx_log_open)
         result["affinity"] = affinity(workdir / "nginx" / "access.log")
     return result
 

@@ -254,7 +254,7 @@ def main(argv=None) -> int:
                 ablation=False),
             "upstream": lambda: upstream.run(work, 10 if quick else 30),
             "class_nginx": lambda: class_nginx.run(work, (10, 20) if quick else class_nginx.LEVELS,
-                                                   15.0 if quick else 20.0),
+                                                   25.0 if quick else 20.0),
         }
         for name in NAMES + EXTRA:
             if name not in chosen:
