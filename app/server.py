@@ -24,8 +24,8 @@ from app.health import health_patterns, stopping
 from app.learner.embed import TITLE as EMBED_TITLE
 from app.learner.embed import create_embed
 from app.learner.page import create_page
-from app.shutdown import SHUTDOWN_GRACE_S, end_process, refuse_page, stop_on_signals
 from app.oplog import log_sessions_and_errors
+from app.shutdown import SHUTDOWN_GRACE_S, end_process, refuse_page, stop_on_signals
 from app.store import RunStore
 from app.upstream import (
     answer_without_nagle_delay,

@@ -8,7 +8,9 @@ the server's session cleanup); the default is the honest run (under ten minutes 
 fields, and server memory per open page (about 5 minutes of a full run, 2.5 of them waiting for
 the server's session cleanup; under 2 with ``--quick``). ``--only latency_layer_without_ablation
 classroom_layer_without_ablation`` (not in the default run) measures the same page without its
-projection-ablation panel, to say what the panel costs.
+projection-ablation panel, to say what the panel costs. ``--only class_nginx`` (not in the default
+run: about half an hour) is issue 25's class of 100 … 300 sessions on 2 processes behind nginx
+against 1 process direct, on PostgreSQL and on SQLite (``--quick``: 10 and 20 sessions).
 Servers bind 127.0.0.1 and pages abort any request that would leave them.
 """
 
@@ -24,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import browser_latency  # noqa: E402
+import class_nginx  # noqa: E402
 import classroom  # noqa: E402
 import cold_start  # noqa: E402
 import core  # noqa: E402
@@ -35,7 +38,7 @@ from common import BENCH, machine  # noqa: E402
 NAMES = ("core", "store", "cold_start", "grid", "latency", "classroom", "latency_layer", "classroom_layer",
          "upstream")
 # Diagnoses, run only when named in --only: the layer page without its ablation panel.
-EXTRA = ("latency_layer_without_ablation", "classroom_layer_without_ablation")
+EXTRA = ("latency_layer_without_ablation", "classroom_layer_without_ablation", "class_nginx")
 
 
 def _mark(ok) -> str:
@@ -187,6 +190,8 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
                          f"read + parse the files {imp['floor_read_parse_s']:.2f} (×"
                          f"{imp['import_s'] / imp['floor_read_parse_s']:.0f}); {imp['per_file_ms']:.2f} ms a file",
                          "", ""))
+    if results.get("class_nginx"):
+        rows.extend(class_nginx.table_rows(results["class_nginx"]))
     r = results.get("cold_start")
     if r:
         w, b = r["workbench_s"], r["baseline_s"]
@@ -253,6 +258,8 @@ def main(argv=None) -> int:
                 work, (10,) if quick else (10, 30), 8.0 if quick else 15.0, wait_cleanup=not quick, size="layer",
                 ablation=False),
             "upstream": lambda: upstream.run(work, 10 if quick else 30),
+            "class_nginx": lambda: class_nginx.run(work, (10, 20) if quick else class_nginx.LEVELS,
+                                                   25.0 if quick else 20.0),
         }
         for name in NAMES + EXTRA:
             if name not in chosen:

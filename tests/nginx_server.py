@@ -1,6 +1,7 @@
 """Find Debian's nginx for the tests that run the shipped site (deploy/nginx-workbench.conf),
 installing it when missing (``make test`` runs this with ``--install``, as it does for
-PostgreSQL and Chromium).
+PostgreSQL and Chromium), and write the configuration that runs that site on loopback ports
+(used by tests/test_deploy.py and bench/class_nginx.py).
 
 Run as a script: prints nginx's path (exit 0) or ``none`` (exit 1); ``--install`` installs the
 ``nginx-light`` package with apt-get (as root) when no nginx is found.
@@ -17,6 +18,7 @@ from pathlib import Path
 from apt_package import apt_install
 
 HOW_TO_FIX = "Install nginx and run `make test` again: `sudo apt-get install nginx-light`."
+SITE = Path(__file__).resolve().parent.parent / "deploy" / "nginx-workbench.conf"
 
 
 def find_nginx() -> Path | None:
@@ -37,6 +39,14 @@ def nginx_or_skip() -> Path:
     return found
 
 
+def render_site(upstream_ports: tuple[int, int], port: int, site: Path = SITE) -> str:
+    """The shipped ``site`` with its two upstream servers on 127.0.0.1 at ``upstream_ports`` and
+    listening on 127.0.0.1:``port`` instead of the example's 5006, 5007 and port 80."""
+    first, second = upstream_ports
+    return site.read_text().replace("127.0.0.1:5006", f"127.0.0.1:{first}") \
+        .replace("127.0.0.1:5007", f"127.0.0.1:{second}").replace("listen 80;", f"listen 127.0.0.1:{port};")
+
+
 def nginx_config(directory: Path, site: Path) -> Path:
     """A whole nginx configuration in ``directory`` with ``site`` inside its http block; every
     file nginx writes (pid, temporary files) stays in ``directory``."""
@@ -54,10 +64,7 @@ def start_site(nginx: Path, site: Path, directory: Path, upstream_ports: list[in
     listening on 127.0.0.1:``port``. For the tests only, each answer says which server gave it
     (``X-Upstream: $upstream_addr``; after a failover, every server tried). The caller waits
     until it listens and terminates it."""
-    text = site.read_text()
-    for shipped, port_here in zip((5006, 5007), upstream_ports, strict=True):
-        text = text.replace(f"127.0.0.1:{shipped}", f"127.0.0.1:{port_here}")
-    text = text.replace("listen 80;", f"listen 127.0.0.1:{port};")
+    text = render_site(tuple(upstream_ports), port, site)
     text = text.replace("proxy_buffering off;", "proxy_buffering off; add_header X-Upstream $upstream_addr always;")
     (directory / "site.conf").write_text(text)
     config = nginx_config(directory, directory / "site.conf")

@@ -10,14 +10,13 @@ import socket
 import subprocess
 
 import pytest
-from nginx_server import nginx_config, nginx_or_skip, start_site
+from nginx_server import SITE, nginx_config, nginx_or_skip, start_site
 from workbench_server import ROOT, free_port, start_server, wait_until
 
 from app import auth
 from app.shutdown import SHUTDOWN_GRACE_S
 
 DEPLOY = ROOT / "deploy"
-SITE = DEPLOY / "nginx-workbench.conf"
 UNIT = DEPLOY / "attention-workbench@.service"
 
 
