@@ -228,8 +228,10 @@ def test_serve_opens_the_store_before_forking_workers(tmp_path, monkeypatch):
 
     monkeypatch.setattr(server, "RunStore", Store)
     monkeypatch.setattr(server.pn, "serve", lambda *a, **k: events.append(("serve", k["num_procs"])))
+    # serve builds the server unstarted, then runs it until a stop signal: not here.
+    monkeypatch.setattr(server, "_run_until_stopped", lambda *a: events.append("run"))
     server.serve(sqlite_url(tmp_path / "runs.db"), num_procs=2)
-    assert events == ["opened", ("serve", 2)]
+    assert events == ["opened", ("serve", 2), "run"]
     assert (tmp_path / "runs.db").is_file()
 
 
@@ -279,6 +281,7 @@ def test_serve_routes_every_pages_websocket_to_a_handler_without_nagle_delay(tmp
     import app.server as server
 
     monkeypatch.setattr(server.pn, "serve", lambda *a, **k: None)
+    monkeypatch.setattr(server, "_run_until_stopped", lambda *a: None)  # nothing was started
     server.serve(sqlite_url(tmp_path / "runs.db"), port=0)
     server.serve(sqlite_url(tmp_path / "runs.db"), port=0)  # a second start changes nothing more
     handlers = [handler for route, handler in per_app_patterns if route == r"/ws"]

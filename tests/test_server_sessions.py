@@ -20,6 +20,7 @@ from app.store import sqlite_url
 def test_unused_sessions_are_dropped_on_our_schedule(tmp_path, monkeypatch):
     seen = {}
     monkeypatch.setattr(app.server.pn, "serve", lambda apps, **kwargs: seen.update(kwargs))
+    monkeypatch.setattr(app.server, "_run_until_stopped", lambda *a: None)  # nothing was started
     app.server.serve(sqlite_url(tmp_path / "runs.db"), port=0)
     assert seen["check_unused_sessions_milliseconds"] == app.server.CHECK_UNUSED_SESSIONS_MS
     assert seen["unused_session_lifetime_milliseconds"] == app.server.UNUSED_SESSION_LIFETIME_MS
