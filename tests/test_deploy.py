@@ -6,12 +6,11 @@ from __future__ import annotations
 import http.client
 import re
 import shutil
-import socket
 import subprocess
 
 import pytest
 from nginx_server import SITE, nginx_config, nginx_or_skip, start_site
-from workbench_server import ROOT, free_port, start_server, wait_until
+from workbench_server import ROOT, free_port, listening, start_server, wait_until
 
 from app import auth
 from app.shutdown import SHUTDOWN_GRACE_S
@@ -125,7 +124,7 @@ def test_the_site_balances_two_real_servers_keeps_a_browser_on_one_and_fails_ove
             finally:
                 conn.close()
 
-        wait_until(lambda: _answers(port), "nginx listening", timeout=30)
+        wait_until(lambda: listening(port), "nginx listening", timeout=30)
         status, upstream, set_cookie = ask("/healthz")
         assert status == 200 and upstream.split(":")[1] in map(str, ports), (status, upstream)
         key = re.match(r"workbench_affinity=([^;]+);", set_cookie)
@@ -146,10 +145,3 @@ def test_the_site_balances_two_real_servers_keeps_a_browser_on_one_and_fails_ove
         for server in servers:
             server.stop()
 
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False

@@ -15,7 +15,6 @@ import http.client
 import json
 import re
 import signal
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,6 +28,7 @@ from workbench_server import (
     PageRequest,
     failed_before_closing,
     free_port,
+    listening,
     open_learner_page,
     save_run,
     saved_runs,
@@ -110,7 +110,7 @@ def test_a_class_on_two_servers_behind_the_shipped_nginx_site_on_one_postgresql(
     nginx_process = start_site(nginx, SITE, tmp_path, ports, port)
     contexts = []
     try:
-        wait_until(lambda: _answers(port), "nginx listening", timeout=30)
+        wait_until(lambda: listening(port), "nginx listening", timeout=30)
         keys = affinity_keys(port, upstreams)
         one, two = ({"server": s, "upstream": u, "key": keys[u]} for s, u in zip(servers, upstreams, strict=True))
 
@@ -204,10 +204,3 @@ def test_a_class_on_two_servers_behind_the_shipped_nginx_site_on_one_postgresql(
         for server in servers:
             server.stop()
 
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False

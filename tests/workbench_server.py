@@ -88,6 +88,15 @@ def stop_process(process: subprocess.Popen) -> None:
             process.wait()
 
 
+def listening(port: int) -> bool:
+    """Whether something accepts a connection on 127.0.0.1:``port`` now."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def wait_listening(process: subprocess.Popen, port: int, log: Path, timeout: float = 60.0) -> None:
     """Wait until ``process`` accepts connections on loopback ``port``; fail with its ``log`` if
     it exits first or does not listen within ``timeout`` seconds (it is then killed)."""
