@@ -37,7 +37,7 @@ from http.cookies import SimpleCookie
 from pathlib import Path
 
 import classroom
-from common import CLI, Server, cpu_seconds, free_port, rss_mib, spawn, summary, wait_listening
+from common import CLI, Server, cpu_seconds, free_port, rss_mib, spawn, stop_process, summary, wait_listening
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -390,12 +390,7 @@ def class_run(workdir: Path, store_url: str, processes: int, levels: tuple[int, 
         for server in servers:
             server.stop()
         if nginx is not None:
-            nginx.terminate()
-            try:
-                nginx.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                nginx.kill()
-                nginx.wait()
+            stop_process(nginx)
     confirmed = Counter((x.name_in_runs, name) for x in learners for name in x.saved)
     with RunStore(store_url) as store:
         stored = Counter((r.learner, r.label) for r in store.iter_records()

@@ -8,7 +8,6 @@ port, stopped after the module) over a stub layer source, so the test needs noth
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +15,7 @@ import panel as pn
 import param
 import pytest
 from playwright.sync_api import Page, expect
-from workbench_server import blocking_violations, free_port, screenshot, source, type_number, wait_until
+from workbench_server import blocking_violations, free_port, listening, screenshot, source, type_number, wait_until
 
 from app.learner.ablation import AblationPanel
 from attention_core.layer import attention_layer
@@ -59,14 +58,6 @@ def server():
         yield PanelServer(f"http://127.0.0.1:{port}/", saved)
     finally:
         running.stop()
-
-
-def listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def weights(page: Page, when: str) -> list:

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 from nginx_server import SITE, nginx_config, nginx_or_skip, start_site
-from workbench_server import ROOT, free_port, listening, start_server, wait_until
+from workbench_server import ROOT, free_port, listening, start_server, stop_process, wait_until
 
 from app import auth
 from app.shutdown import SHUTDOWN_GRACE_S
@@ -140,8 +140,7 @@ def test_the_site_balances_two_real_servers_keeps_a_browser_on_one_and_fails_ove
         assert status == 200 and moved != upstream, (status, moved)
     finally:
         if process is not None:
-            process.terminate()
-            process.wait(timeout=10)
+            stop_process(process)
         for server in servers:
             server.stop()
 

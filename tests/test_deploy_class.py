@@ -33,6 +33,7 @@ from workbench_server import (
     save_run,
     saved_runs,
     start_server,
+    stop_process,
     wait_until,
 )
 
@@ -199,8 +200,7 @@ def test_a_class_on_two_servers_behind_the_shipped_nginx_site_on_one_postgresql(
     finally:
         for context in contexts:
             context.close()
-        nginx_process.terminate()
-        nginx_process.wait(timeout=10)
+        stop_process(nginx_process)
         for server in servers:
             server.stop()
 
