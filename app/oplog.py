@@ -159,6 +159,9 @@ def _session_closed(session_context) -> None:
 
 
 def _callback_failed(exception: BaseException) -> None:
+    if getattr(exception, "refusal", False):  # an action refused on purpose (app.logins.LoginEnded)
+        event(_errors, "callback refused", logging.WARNING, error=type(exception).__name__)
+        return
     event(_errors, "callback failed", logging.ERROR, exc_info=(type(exception), exception, exception.__traceback__),
           error=type(exception).__name__)
 
