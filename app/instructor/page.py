@@ -32,9 +32,11 @@ from app.upstream import close_session_connections
 
 REFRESH_MS = 2000
 # How often an open page asks whether its login has ended (a cached check: app.logins.RECHECK_S),
-# and how long after it first hears so it closes its websocket (time for the browser to leave).
+# and how long after it first hears so it sends the browser to the login page and closes its
+# websocket (time for the browser to leave).
 LOGIN_CHECK_MS = 1000
-CLOSE_AFTER_MS = 1000
+LEAVE_AFTER_MS = 200
+CLOSE_AFTER_MS = 1500
 LOGGED_OUT = ("<main data-testid='logged-out'><h2>Logged out</h2><p role='alert'>This instructor login has "
               "ended (logged out in another tab or window, or the password changed): this page shows nothing "
               "more. <a href='./login'>Log in again</a>.</p></main>")
@@ -196,7 +198,7 @@ class InstructorPage(pn.viewable.Viewer):
         self.chart = pn.Column(sizing_mode="stretch_width", min_height=CHART_HEIGHT)
         self.below = pn.Column(sizing_mode="stretch_width")
         self._to_login = pn.pane.HTML("", visible=False, name="to-login")
-        self._to_login.jscallback(object=_TO_LOGIN_JS)
+        self._to_login.jscallback(text=_TO_LOGIN_JS)  # the Bokeh name of its `object`
         self._layout = pn.Column(
             pn.pane.HTML(INTRO),
             FiltersView(state=self.state),
@@ -226,12 +228,19 @@ class InstructorPage(pn.viewable.Viewer):
         websocket is closed a moment later (whatever the browser does)."""
         for callback in self._callbacks:
             callback.stop()
+        doc = pn.state.curdoc
+        if doc is None or doc.session_context is None:
+            self._leave()
+            return
+        # A moment later: the tab that logged out has gone by then, and nothing is written to its
+        # closing websocket (Tornado would log a traceback).
+        doc.add_timeout_callback(self._leave, LEAVE_AFTER_MS)
+        doc.add_timeout_callback(lambda: close_session_connections(doc), CLOSE_AFTER_MS)
+
+    def _leave(self) -> None:
         self._layout.objects = [pn.pane.HTML(LOGGED_OUT, name="logged-out", sizing_mode="stretch_width"),
                                 self._to_login]
-        self._to_login.object = "login ended"  # runs _TO_LOGIN_JS in the browser
-        doc = pn.state.curdoc
-        if doc is not None and doc.session_context is not None:
-            doc.add_timeout_callback(lambda: close_session_connections(doc), CLOSE_AFTER_MS)
+        self._to_login.object = "login ended"  # last: runs _TO_LOGIN_JS in the browser
 
     def _rest(self) -> None:
         if self.login is not None and not self.login.holds():
