@@ -1,7 +1,8 @@
 """The operator's log: one line per event a class server's operator asks about afterwards.
 
 Sessions opened and closed, runs saved, explanations attached, imports and exports, instructor
-logins, logouts and failed logins, store errors and exceptions in a page's callbacks, each as
+logins, logouts, failed and limited logins, store errors, exceptions in a page's callbacks and
+actions refused after a logout, each as
 one line of ``key=value`` fields on the server's stderr (systemd's journal keeps it)::
 
     2026-12-04T03:20:01Z INFO session opened page=learner session=3f9c0a1b2d4e client=203.0.113.9

@@ -46,7 +46,18 @@ Private Panel names
     Public API: ``login_template=``/``logout_template=`` take a file that Panel compiles with its
     own loader, where the frame both pages extend (``auth_page.html``) is not found.
   - ``get_user`` (Bokeh's public ``AuthProvider`` API) wrapped: ``autoload.js`` without a login
-    is refused with 403 instead of a traceback in the log.
+    is refused with 403 instead of a traceback in the log, and a protected page or websocket
+    needs the login's own cookie, still holding (:mod:`app.logins`): Panel's ``user`` cookie
+    alone stayed good after a logout, in every copy of it.
+  - the login handler's ``post`` (refused first when its address must wait:
+    :mod:`app.login_limit`) and ``set_current_user`` (which Panel's ``post`` calls; the login's
+    own cookie set beside Panel's), and the logout handler's ``get`` (the login ended, its
+    cookie cleared). Public API: none; Panel has no hook after a login or before a form is checked.
+
+- :func:`close_session_connections` — closes a session's websockets through Bokeh's
+  ``ServerSession._subscribed_connections`` and ``ServerConnection._socket``. Why: an instructor
+  page whose login ended must hear nothing more, whatever its browser does; Bokeh closes them
+  only when the server stops. Upstream: no issue found.
 
 - :func:`free_notifications_on_close` — registers the session's notification area's
   ``_server_destroy`` hook. Why: Panel's own hook looks the area up after Bokeh has dropped the
