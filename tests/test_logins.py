@@ -58,7 +58,6 @@ def test_an_open_page_whose_login_ended_reads_and_exports_nothing_more(tmp_path)
     cookie = logins.new_cookie()
     signed = create_signed_value(SECRET, LOGIN_COOKIE, cookie).decode()
     page = InstructorPage(store, logins.session_login({LOGIN_COOKIE: signed}))
-    page._rest()
     assert page.state.matching == 1 and page.exports._download("csv").getvalue().count("\n") == 2
     logins.end(cookie)
     with pytest.raises(LoginEnded):

@@ -38,7 +38,7 @@ LOGIN_CHECK_MS = 1000
 LEAVE_AFTER_MS = 200
 CLOSE_AFTER_MS = 1500
 LOGGED_OUT = ("<main data-testid='logged-out'><h2>Logged out</h2><p role='alert'>This instructor login has "
-              "ended (logged out in another tab or window, or the password changed): this page shows nothing "
+              "ended (logged out in another tab or window): this page shows nothing "
               "more. <a href='./login'>Log in again</a>.</p></main>")
 # Sends the browser to the login page, beside this one (under serve --prefix too).
 _TO_LOGIN_JS = "window.location.replace(new URL('login', window.location.href).href)"
@@ -217,7 +217,11 @@ class InstructorPage(pn.viewable.Viewer):
             login.on_end(self._login_ended)
             self._callbacks.append(pn.state.add_periodic_callback(login.holds, period=LOGIN_CHECK_MS))
         if pn.state.curdoc is not None:
-            pn.state.curdoc.on_session_destroyed(lambda context: [c.stop() for c in self._callbacks])
+            pn.state.curdoc.on_session_destroyed(lambda context: self._stop_callbacks())
+
+    def _stop_callbacks(self) -> None:
+        for callback in self._callbacks:
+            callback.stop()
 
     def _refresh(self) -> None:
         if self.login is None or self.login.holds():
@@ -226,8 +230,7 @@ class InstructorPage(pn.viewable.Viewer):
     def _login_ended(self) -> None:
         """Show nothing more: the page's views go, the browser is sent to the login page, and the
         websocket is closed a moment later (whatever the browser does)."""
-        for callback in self._callbacks:
-            callback.stop()
+        self._stop_callbacks()
         doc = pn.state.curdoc
         if doc is None or doc.session_context is None:
             self._leave()
