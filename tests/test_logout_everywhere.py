@@ -73,23 +73,28 @@ def log_out(page) -> None:
     expect(page.get_by_role("heading", name="Logged out")).to_be_visible()
 
 
-def test_a_tab_held_open_across_log_out_in_another_tab_gets_nothing_more(class_servers, browser):
-    one, _, _ = class_servers
+def test_tabs_held_open_across_log_out_on_this_server_and_the_other_get_nothing_more(class_servers, browser):
+    one, two, _ = class_servers
     context = browser.new_context()
     try:
-        tab, held = context.new_page(), context.new_page()
+        tab, held, other = context.new_page(), context.new_page(), context.new_page()
         sockets, downloads, leaving = [], [], []
         held.on("websocket", lambda socket: sockets.append(socket))
         held.on("download", lambda download: downloads.append(download))
         held.on("dialog", lambda dialog: (leaving.append(dialog.type), dialog.dismiss()))
         log_in(tab, one)
-        open_instructor(held, one)
+        open_instructor(held, one)  # the same login, on this process
+        open_instructor(other, two)  # and on the other one
         expect(held.get_by_test_id("runs-shown")).to_have_text("1")
-        # This tab will not follow the server to the login page (a browser that ignores it): what
-        # it gets afterwards is only what the server still sends.
+        kept = context.cookies()  # a copy of the login, as a thief would keep it
+        assert request(two, "GET", "/instructor", headers={"Cookie": cookie_header(kept)}).status == 200
+        # The held tab will not follow the server to the login page (a browser that ignores it):
+        # what it gets afterwards is only what the server still sends.
         held.evaluate("addEventListener('beforeunload', event => { event.preventDefault(); event.returnValue = '' })")
         held.get_by_test_id("runs-count").click()  # a user's gesture, without which Chromium never asks
         log_out(tab)
+        expect(other).to_have_url(re.compile(r"/login"))  # the other server's tab, sent to log in
+        expect(other.get_by_role("button", name="Log in")).to_be_visible()
         expect(held.get_by_test_id("logged-out")).to_be_visible()
         expect(held.get_by_role("alert")).to_contain_text("This instructor login has ended")
         wait_until(lambda: "beforeunload" in leaving, "the held tab was sent to the login page", page=held)
@@ -102,25 +107,7 @@ def test_a_tab_held_open_across_log_out_in_another_tab_gets_nothing_more(class_s
                      held.locator(".tabulator-row"), held.get_by_text("after logout")):
             expect(gone).to_have_count(0)
         assert downloads == []
-        # The held tab's cookies (the same browser's) open nothing either.
-        assert request(one, "GET", "/instructor", headers={"Cookie": cookie_header(context.cookies())}).status == 302
-    finally:
-        context.close()
-
-
-def test_log_out_on_one_server_sends_the_other_servers_tab_to_the_login_page(class_servers, browser):
-    one, two, _ = class_servers
-    context = browser.new_context()
-    try:
-        tab, other = context.new_page(), context.new_page()
-        log_in(tab, one)
-        open_instructor(other, two)  # the same login, on the other process
-        kept = context.cookies()  # a copy of the login, as a thief would keep it
-        assert request(two, "GET", "/instructor", headers={"Cookie": cookie_header(kept)}).status == 200
-        log_out(tab)
-        expect(other).to_have_url(re.compile(r"/login"))
-        expect(other.get_by_role("button", name="Log in")).to_be_visible()
-        for server in (one, two):
+        for server in (one, two):  # the copied cookies open nothing on either server
             refused = request(server, "GET", "/instructor", headers={"Cookie": cookie_header(kept)})
             assert refused.status == 302 and "/login" in refused.getheader("Location")
     finally:
