@@ -25,9 +25,8 @@ class Clock:
         return self.now
 
 
-def test_a_logout_ends_the_login_on_every_process_sharing_the_store(tmp_path):
-    first = sqlite_store(tmp_path)
-    second = RunStore(first.url.render_as_string(hide_password=False))  # another process's connections
+def test_a_logout_ends_the_login_on_every_process_sharing_the_store(store_url):
+    first, second = RunStore(store_url), RunStore(store_url)  # each with its own connections
     clock = Clock()
     here, there = (Logins(store, "pw", SECRET, DAY_S, clock=clock) for store in (first, second))
     cookie, other = here.new_cookie(), here.new_cookie()
@@ -38,6 +37,13 @@ def test_a_logout_ends_the_login_on_every_process_sharing_the_store(tmp_path):
     assert not there.allows(cookie) and there.allows(other)
     here.end(cookie)  # a second logout of the same login changes nothing
     assert not there.allows(cookie)
+    # Ended logins are kept as long as a cookie is accepted, then dropped by the next logout.
+    old = Logins(first, "pw", SECRET, keep_s=0)
+    old.end(other)
+    assert not Logins(second, "pw", SECRET, DAY_S).allows(other)
+    Logins(first, "pw", SECRET, keep_s=-1).end(old.new_cookie())
+    assert Logins(second, "pw", SECRET, DAY_S).allows(cookie) and Logins(second, "pw", SECRET, DAY_S).allows(other)
+    assert first.change_token() == 0  # no run changed
 
 
 def test_a_cookie_of_another_password_or_secret_or_none_is_refused(tmp_path):
