@@ -9,6 +9,10 @@ a guest's by its *path* (``/``, ``/ws``, ``/autoload.js``), whatever query strin
 (Panel itself compares the whole URI, so ``/?runs=…``, the learner page's own address after a
 save, was sent to the login).
 
+Each login also carries a login id that *Log out* ends on every server process sharing the
+store, and the password's fingerprint, so a password change ends earlier logins
+(:mod:`app.logins`); failed logins are limited per client address (:mod:`app.login_limit`).
+
 It also decides when serving without a password is too dangerous: an instructor page open to
 the network, unless the operator says so explicitly.
 
@@ -137,9 +141,11 @@ def credentials_match(password: str, username: str, typed: str) -> bool:
     return username == INSTRUCTOR_USER and hmac.compare_digest(typed.encode("utf-8"), password.encode("utf-8"))
 
 
-def _provider(password: str, prefix: str = ""):
+def _provider(password: str, prefix: str = "", logins=None, limit=None):
     """Panel's basic-auth provider for ``password``, guests told apart by path (see
-    :func:`is_guest_path`); what it changes in Panel is listed in :mod:`app.upstream`.
+    :func:`is_guest_path`), each login ended by ``logins`` (:class:`app.logins.Logins`) and failed
+    logins limited by ``limit`` (:class:`app.login_limit.LoginLimit`); what it changes in Panel is
+    listed in :mod:`app.upstream`.
 
     Built on first use: Panel is imported only when serving.
     """
@@ -147,17 +153,57 @@ def _provider(password: str, prefix: str = ""):
 
     from jinja2 import Environment, PackageLoader
 
+    from app.logins import LOGIN_COOKIE
     from app.upstream import instructor_auth_provider
 
     # Panel compiles a template file with a loader of its own folders, where the frame
     # that login.html and logout.html extend (auth_page.html) is not found: loaded here.
     pages = Environment(loader=PackageLoader("app", "instructor"), trim_blocks=True, lstrip_blocks=True)
+    login_template = pages.get_template(LOGIN_TEMPLATE.name)
+
+    def on_login(request, succeeded: bool) -> None:
+        log_login(request, succeeded)
+        if limit is not None:
+            (limit.succeeded if succeeded else limit.failed)(client_address(request))
+
     return instructor_auth_provider(
         credentials_match=partial(credentials_match, password), is_guest=partial(is_guest_path, prefix=prefix),
-        login_template=pages.get_template(LOGIN_TEMPLATE.name),
+        login_template=login_template,
         logout_template=pages.get_template(LOGOUT_TEMPLATE.name),
         logout_endpoint=LOGOUT_PATH, guest_endpoints=list(GUEST_ENDPOINTS),
-        on_login=log_login, on_logout=log_logout)
+        on_login=on_login, on_logout=log_logout, logins=logins, login_cookie=LOGIN_COOKIE,
+        refuse_login=partial(refuse_limited_login, limit, login_template) if limit is not None else lambda h: False)
+
+
+def refuse_limited_login(limit, login_template, handler) -> bool:
+    """Answer a login form from an address that must wait (``limit``,
+    :class:`app.login_limit.LoginLimit`): 429, ``Retry-After`` and the login page saying when to
+    try again; logged once per wait as ``login limited``. Returns whether it answered."""
+    import math
+
+    from app.login_limit import wait_sentence
+
+    client = client_address(handler.request)
+    wait_s = limit.wait_s(client)
+    if not wait_s:
+        return False
+    if limit.first_refusal(client):
+        event(logger("auth"), "login limited", logging.WARNING, client=client, retry_after_s=math.ceil(wait_s))
+    handler.set_status(429)
+    handler.set_header("Retry-After", str(math.ceil(wait_s)))
+    handler.finish(login_template.render(login_endpoint=handler._login_endpoint, errormessage=wait_sentence(wait_s),
+                                         PANEL_CDN=""))
+    return True
+
+
+def instructor_logins(store, password: str, cookie_secret: str):
+    """The server process's :class:`app.logins.Logins` over ``store`` for ``password``: login
+    cookies accepted as long as Panel's own (``oauth_expiry`` days), ended ones kept as long."""
+    import panel as pn
+
+    from app.logins import Logins
+
+    return Logins(store, password, cookie_secret, keep_s=pn.config.oauth_expiry * 86400.0)
 
 
 def log_login(request, succeeded: bool) -> None:
@@ -232,7 +278,8 @@ def exposure_problem(address: str, password: str | None, no_instructor_auth: boo
     )
 
 
-def serve_options(password: str | None, cookie_secret: str | None = None, prefix: str = "") -> dict:
+def serve_options(password: str | None, cookie_secret: str | None = None, prefix: str = "",
+                  logins=None) -> dict:
     """Keyword arguments for :func:`panel.serve` that put ``/instructor`` behind ``password``.
 
     Empty when there is no password (every page open). Otherwise Panel's basic auth with the one
@@ -246,20 +293,26 @@ def serve_options(password: str | None, cookie_secret: str | None = None, prefix
     ``basic_auth`` would make Panel build one that matches guests by their whole URI; its login
     form checks the one user and the password itself (never a credentials file). ``/logout``
     clears the login cookie and shows our own page (Panel's loads its logo from a CDN).
+
+    With ``logins`` (:func:`instructor_logins`, made with the same secret) each login carries a
+    login id and the password's fingerprint, and ``/logout`` ends it on every process sharing
+    the store. Failed logins are limited per client address (:mod:`app.login_limit`).
     """
     if not password:
         return {}
     import secrets  # here: only a server with a password needs it
 
+    from app.login_limit import LoginLimit
+
     return {
-        "auth_provider": _provider(password, prefix),
+        "auth_provider": _provider(password, prefix, logins, LoginLimit()),
         "cookie_secret": cookie_secret or secrets.token_urlsafe(32),
         "oauth_guest_endpoints": list(GUEST_ENDPOINTS),
     }
 
 
 __all__ = ["COOKIE_SECRET_FILE_ENV", "INSTRUCTOR_PATH", "INSTRUCTOR_USER", "LOGOUT_PATH", "PASSWORD_ENV",
-           "PASSWORD_FILE_ENV", "credentials_match", "exposure_problem", "is_guest_path", "is_loopback",
-           "log_login", "log_logout",
+           "PASSWORD_FILE_ENV", "credentials_match", "exposure_problem", "instructor_logins", "is_guest_path",
+           "is_loopback", "log_login", "log_logout", "refuse_limited_login",
            "password_looks_like_a_file",
            "read_cookie_secret_file", "read_password_file", "serve_options", "url_host", "websocket_origins"]

@@ -1,7 +1,8 @@
 """The operator's log: one line per event a class server's operator asks about afterwards.
 
 Sessions opened and closed, runs saved, explanations attached, imports and exports, instructor
-logins, logouts and failed logins, store errors and exceptions in a page's callbacks, each as
+logins, logouts, failed and limited logins, store errors, exceptions in a page's callbacks and
+actions refused after a logout, each as
 one line of ``key=value`` fields on the server's stderr (systemd's journal keeps it)::
 
     2026-12-04T03:20:01Z INFO session opened page=learner session=3f9c0a1b2d4e client=203.0.113.9
@@ -159,6 +160,9 @@ def _session_closed(session_context) -> None:
 
 
 def _callback_failed(exception: BaseException) -> None:
+    if getattr(exception, "refusal", False):  # an action refused on purpose (app.logins.LoginEnded)
+        event(_errors, "callback refused", logging.WARNING, error=type(exception).__name__)
+        return
     event(_errors, "callback failed", logging.ERROR, exc_info=(type(exception), exception, exception.__traceback__),
           error=type(exception).__name__)
 

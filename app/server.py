@@ -74,7 +74,7 @@ def _served_locally(factory, prefix: str = ""):
     return build
 
 
-def _create_instructor(store: RunStore):
+def _create_instructor(store: RunStore, logins=None):
     """The instructor page, its module imported on the first request for it, not at start-up.
 
     It needs pandas and chart code the learner page does not (~0.25 s to import on 2 cores, on
@@ -83,7 +83,7 @@ def _create_instructor(store: RunStore):
     """
     from app.instructor import create_instructor
 
-    return create_instructor(store)
+    return create_instructor(store, logins)
 
 
 class InstructorSlashRedirect(OutputTransform):
@@ -174,7 +174,15 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
     embed_origins = parse_origins(embed_origins)
     if not isinstance(store, RunStore):
         store = RunStore(store)
-    from app.auth import url_host, websocket_origins
+    from app.auth import instructor_logins, url_host, websocket_origins
+
+    logins = None
+    if instructor_password:
+        import secrets
+
+        # Chosen here, not by Panel: the password's fingerprint in each login is made with it.
+        cookie_secret = cookie_secret or secrets.token_urlsafe(32)
+        logins = instructor_logins(store, instructor_password, cookie_secret)
 
     origins = websocket_origins(address, port, allow_websocket_origin)
     if any(origin.startswith("[") for origin in origins):
@@ -204,7 +212,7 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
     server = pn.serve(
         {"/": _served_locally(lambda: create_page(store), prefix),
          EMBED_PATH: _served_locally(lambda: create_embed(store, embed_origins), prefix),
-         INSTRUCTOR_PATH: _served_locally(lambda: _create_instructor(store), prefix)},
+         INSTRUCTOR_PATH: _served_locally(lambda: _create_instructor(store, logins), prefix)},
         port=port, address=address, show=show,
         title={"/": "Self-attention workbench", EMBED_PATH: EMBED_TITLE,
                INSTRUCTOR_PATH: "Instructor · Self-attention workbench"},
@@ -216,7 +224,7 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         transforms=[framing_transform(embed_origins, prefix),
                     type("InstructorSlashRedirect", (InstructorSlashRedirect,), {"prefix": prefix})],
         prefix=prefix, use_xheaders=use_xheaders, start=False,
-        **serve_options(instructor_password, cookie_secret, prefix),
+        **serve_options(instructor_password, cookie_secret, prefix, logins),
     )
     _run_until_stopped(server, store, shutdown_grace)
 

@@ -46,7 +46,18 @@ Private Panel names
     Public API: ``login_template=``/``logout_template=`` take a file that Panel compiles with its
     own loader, where the frame both pages extend (``auth_page.html``) is not found.
   - ``get_user`` (Bokeh's public ``AuthProvider`` API) wrapped: ``autoload.js`` without a login
-    is refused with 403 instead of a traceback in the log.
+    is refused with 403 instead of a traceback in the log, and a protected page or websocket
+    needs the login's own cookie, still holding (:mod:`app.logins`): Panel's ``user`` cookie
+    alone stayed good after a logout, in every copy of it.
+  - the login handler's ``post`` (refused first when its address must wait:
+    :mod:`app.login_limit`) and ``set_current_user`` (which Panel's ``post`` calls; the login's
+    own cookie set beside Panel's), and the logout handler's ``get`` (the login ended, its
+    cookie cleared). Public API: none; Panel has no hook after a login or before a form is checked.
+
+- :func:`close_session_connections` — closes a session's websockets through Bokeh's
+  ``ServerSession._subscribed_connections`` and ``ServerConnection._socket``. Why: an instructor
+  page whose login ended must hear nothing more, whatever its browser does; Bokeh closes them
+  only when the server stops. Upstream: no issue found.
 
 - :func:`free_notifications_on_close` — registers the session's notification area's
   ``_server_destroy`` hook. Why: Panel's own hook looks the area up after Bokeh has dropped the
@@ -222,7 +233,9 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
                              is_guest: Callable[[str], bool], login_template, logout_template,
                              logout_endpoint: str, guest_endpoints: list[str],
                              on_login: Callable[[object, bool], None] = lambda request, ok: None,
-                             on_logout: Callable[[object], None] = lambda request: None):
+                             on_logout: Callable[[object], None] = lambda request: None,
+                             logins=None, login_cookie: str = "instructor_login",
+                             refuse_login: Callable[[object], bool] = lambda handler: False):
     """Panel's basic-auth provider with our login check, guests, templates and script refusal.
 
     Parameters
@@ -242,6 +255,15 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
         Told of each login form sent, with its Tornado request and whether it logged in.
     on_logout : callable (request) -> None
         Told of each logout page asked for, with its Tornado request.
+    logins : app.logins.Logins, optional
+        Each login gets its own signed cookie ``login_cookie`` (``logins.new_cookie()``), which
+        every request for a protected page or its websocket must carry and ``logins.allows``;
+        a logout ends it (``logins.end``) and clears it.
+    login_cookie : str
+        That cookie's name.
+    refuse_login : callable (handler) -> bool
+        Asked before a login form is checked; True when it has answered the request itself
+        (a limited address), so the form is not checked.
 
     Returns
     -------
@@ -249,6 +271,7 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
         A ready instance, for ``pn.serve(auth_provider=...)``.
     """
     from panel.auth import BasicAuthProvider
+    from panel.config import config
     from tornado.web import HTTPError
 
     class InstructorAuthProvider(BasicAuthProvider):
@@ -262,10 +285,20 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
             base = super().login_handler  # Panel's form, with our template and endpoint
 
             class InstructorLoginHandler(base):
+                def post(self):
+                    if not refuse_login(self):
+                        super().post()
+
                 def _validate(self, username, password):
                     succeeded = credentials_match(username, password)
                     on_login(self.request, succeeded)
                     return succeeded
+
+                def set_current_user(self, user):
+                    super().set_current_user(user)  # Panel's "user" cookie
+                    if user and logins is not None:
+                        self.set_secure_cookie(login_cookie, logins.new_cookie(), expires_days=config.oauth_expiry,
+                                               httponly=True, path=config.cookie_path)
             return InstructorLoginHandler
 
         @property
@@ -275,6 +308,10 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
             class InstructorLogoutHandler(base):
                 def get(self):
                     on_logout(self.request)
+                    if logins is not None:
+                        logins.end(self.get_secure_cookie(login_cookie, max_age_days=config.oauth_expiry),
+                                   getattr(self.request, "remote_ip", None))
+                        self.clear_cookie(login_cookie, path=config.cookie_path)
                     super().get()
             return InstructorLogoutHandler
 
@@ -286,7 +323,11 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
             get_user = super().get_user
 
             def get_user_or_refuse_a_script(handler):
-                user = get_user(handler)
+                if logins is not None and not is_guest(handler.request.uri) and not logins.allows(
+                        handler.get_secure_cookie(login_cookie, max_age_days=config.oauth_expiry)):
+                    user = None  # no login of this password, or one that ended: log in again
+                else:
+                    user = get_user(handler)
                 # Panel's autoload handler awaits a session that Tornado's login redirect never
                 # makes (a TypeError traceback in the log): a script cannot log in, so refuse.
                 if user is None and handler.request.path.endswith("/autoload.js"):
@@ -295,3 +336,18 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
             return get_user_or_refuse_a_script
 
     return InstructorAuthProvider(logout_endpoint=logout_endpoint, guest_endpoints=guest_endpoints)
+
+
+def close_session_connections(doc) -> None:
+    """Close every websocket of the session behind Bokeh document ``doc`` from the server's side
+    (nothing outside a server session).
+
+    Bokeh keeps a session's connections in ``ServerSession._subscribed_connections`` and each
+    connection's Tornado websocket handler in ``ServerConnection._socket``; neither has a public
+    way to end a session's connection (Bokeh closes them only when the server stops). Used when
+    an instructor's login ends: the page must hear nothing more, whatever its browser does.
+    """
+    context = getattr(doc, "session_context", None)
+    session = getattr(context, "session", None)
+    for connection in list(getattr(session, "_subscribed_connections", ())):
+        connection._socket.close()

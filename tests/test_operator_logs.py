@@ -176,6 +176,15 @@ def test_an_exception_in_a_page_callback_is_logged_with_its_traceback(monkeypatc
     assert re.search(STAMP + r" ERROR callback failed error=ZeroDivisionError\nTraceback", err, re.MULTILINE), err
     assert "in broken" in err and "ZeroDivisionError: a bug in a callback" in err
 
+    def after_logout() -> None:
+        from app.logins import LoginEnded
+
+        raise LoginEnded("this instructor login has ended")
+
+    pn.state.execute(after_logout)  # refused on purpose: one line, no traceback
+    err = capsys.readouterr().err
+    assert re.fullmatch(STAMP + r" WARNING callback refused error=LoginEnded\n", err), err
+
 
 def test_fields_quote_what_would_split_a_line_and_leave_out_none():
     assert oplog.fields(run="abc", T=3, store=None, error='Run not saved: "x"\nnext') == \

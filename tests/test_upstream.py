@@ -141,6 +141,32 @@ def test_panels_login_form_checks_with_validate_and_renders_the_providers_templa
     assert not login._validate(handler, "instructor", "readme.md") and not login._validate(handler, "x", "README.md")
 
 
+def test_panels_login_form_sets_its_user_through_set_current_user_and_logout_clears_in_get():
+    from panel.auth import BasicLoginHandler, LogoutHandler
+
+    assert "self.set_current_user(username)" in inspect.getsource(BasicLoginHandler.post)
+    assert list(inspect.signature(BasicLoginHandler.set_current_user).parameters) == ["self", "user"]
+    assert 'self.clear_cookie("user")' in inspect.getsource(LogoutHandler.get)
+
+
+def test_bokeh_keeps_a_sessions_websockets_where_closing_them_looks():
+    from bokeh.server.connection import ServerConnection
+    from bokeh.server.contexts import BokehSessionContext
+    from bokeh.server.session import ServerSession
+
+    from app.upstream import close_session_connections
+
+    assert "self._subscribed_connections" in inspect.getsource(ServerSession.__init__)
+    assert "self._socket = socket" in inspect.getsource(ServerConnection.__init__)
+    assert isinstance(BokehSessionContext.session, property)
+    closed = []
+    socket = SimpleNamespace(close=lambda: closed.append(True))
+    session = SimpleNamespace(_subscribed_connections=[SimpleNamespace(_socket=socket)])
+    close_session_connections(SimpleNamespace(session_context=SimpleNamespace(session=session)))
+    close_session_connections(SimpleNamespace(session_context=None))  # outside a server: nothing
+    assert closed == [True]
+
+
 def test_a_notification_areas_server_destroy_hook_takes_the_session_context():
     from panel.io.notifications import NotificationArea
 

@@ -21,14 +21,27 @@ from app.instructor.learners import LearnersView
 from app.instructor.state import InstructorState, zone
 from app.instructor.table import PAGE_ARIA_JS, TABLE_RESYNC_JS, FiltersView, RunsTableView
 from app.instructor.upload import UploadView
+from app.logins import GuardedStore, Logins, SessionLogin
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
 from app.shared.html import html
 from app.shared.static import read_text
 from app.shared.widgets import keyboard_callback, like_the_first_paint
 from app.store import RunStore, resolve_store_url
+from app.upstream import close_session_connections
 
 REFRESH_MS = 2000
+# How often an open page asks whether its login has ended (a cached check: app.logins.RECHECK_S),
+# and how long after it first hears so it sends the browser to the login page and closes its
+# websocket (time for the browser to leave).
+LOGIN_CHECK_MS = 1000
+LEAVE_AFTER_MS = 200
+CLOSE_AFTER_MS = 1500
+LOGGED_OUT = ("<main data-testid='logged-out'><h2>Logged out</h2><p role='alert'>This instructor login has "
+              "ended (logged out in another tab or window): this page shows nothing "
+              "more. <a href='./login'>Log in again</a>.</p></main>")
+# Sends the browser to the login page, beside this one (under serve --prefix too).
+_TO_LOGIN_JS = "window.location.replace(new URL('login', window.location.href).href)"
 INTRO = (
     "<p>Every run your learners saved, newest first. New runs appear within a few seconds. Tick "
     "two runs (or click two points in the class picture) to compare them; ticking a third "
@@ -160,13 +173,19 @@ class InstructorPage(pn.viewable.Viewer):
     The first paint carries the filters, the run count and the table; the class picture (two
     figures, many Bokeh models and a point per run), the exports and the comparison are built
     once the browser has drawn it (``pn.state.onload``; at once without a browser session).
+
+    With a ``login`` (a server with a password) the page reads the store only while that login
+    holds: every store call asks it first (:class:`app.logins.GuardedStore`), and so does a check
+    once a second. When it has ended the page empties itself, sends the browser to the login page
+    and then closes its websocket.
     """
 
     state = param.ClassSelector(class_=InstructorState, doc="This session's runs, filters and selection.")
 
-    def __init__(self, store: RunStore | None = None, **params):
+    def __init__(self, store: RunStore | None = None, login: SessionLogin | None = None, **params):
+        self.login = login
         if "state" not in params:
-            params["state"] = InstructorState(store=store)
+            params["state"] = InstructorState(store=store if login is None else GuardedStore(store, login.holds))
         super().__init__(**params)
         self.class_chart: ClassChartView | None = None  # these once the browser drew the rest
         self.exports: ExportView | None = None
@@ -178,6 +197,8 @@ class InstructorPage(pn.viewable.Viewer):
         # not jump down when it arrives; what follows the table needs none.
         self.chart = pn.Column(sizing_mode="stretch_width", min_height=CHART_HEIGHT)
         self.below = pn.Column(sizing_mode="stretch_width")
+        self._to_login = pn.pane.HTML("", visible=False, name="to-login")
+        self._to_login.jscallback(text=_TO_LOGIN_JS)  # the Bokeh name of its `object`
         self._layout = pn.Column(
             pn.pane.HTML(INTRO),
             FiltersView(state=self.state),
@@ -186,15 +207,47 @@ class InstructorPage(pn.viewable.Viewer):
             RunsTableView(state=self.state),
             self.below,
             self.upload,
+            self._to_login,
             sizing_mode="stretch_width",
         )
         pn.state.onload(self._rest)
         self._follow_browser_timezone()
-        callback = pn.state.add_periodic_callback(self.state.refresh, period=REFRESH_MS)
+        self._callbacks = [pn.state.add_periodic_callback(self._refresh, period=REFRESH_MS)]
+        if login is not None:
+            login.on_end(self._login_ended)
+            self._callbacks.append(pn.state.add_periodic_callback(login.holds, period=LOGIN_CHECK_MS))
         if pn.state.curdoc is not None:
-            pn.state.curdoc.on_session_destroyed(lambda context: callback.stop())
+            pn.state.curdoc.on_session_destroyed(lambda context: self._stop_callbacks())
+
+    def _stop_callbacks(self) -> None:
+        for callback in self._callbacks:
+            callback.stop()
+
+    def _refresh(self) -> None:
+        if self.login is None or self.login.holds():
+            self.state.refresh()
+
+    def _login_ended(self) -> None:
+        """Show nothing more: the page's views go, the browser is sent to the login page, and the
+        websocket is closed a moment later (whatever the browser does)."""
+        self._stop_callbacks()
+        doc = pn.state.curdoc
+        if doc is None or doc.session_context is None:
+            self._leave()
+            return
+        # A moment later: the tab that logged out has gone by then, and nothing is written to its
+        # closing websocket (Tornado would log a traceback).
+        doc.add_timeout_callback(self._leave, LEAVE_AFTER_MS)
+        doc.add_timeout_callback(lambda: close_session_connections(doc), CLOSE_AFTER_MS)
+
+    def _leave(self) -> None:
+        self._layout.objects = [pn.pane.HTML(LOGGED_OUT, name="logged-out", sizing_mode="stretch_width"),
+                                self._to_login]
+        self._to_login.object = "login ended"  # last: runs _TO_LOGIN_JS in the browser
 
     def _rest(self) -> None:
+        if self.login is not None and not self.login.holds():
+            return
         with like_the_first_paint():
             self.class_chart = ClassChartView(state=self.state)
             self.exports = ExportView(state=self.state)
@@ -244,11 +297,13 @@ class InstructorPage(pn.viewable.Viewer):
         return self._layout
 
 
-def create_instructor(store: RunStore) -> pn.template.BootstrapTemplate:
-    """Build one session's instructor page over the server's ``store``, in its template."""
+def create_instructor(store: RunStore, logins: Logins | None = None) -> pn.template.BootstrapTemplate:
+    """Build one session's instructor page over the server's ``store``, in its template; with
+    ``logins`` (a server with a password) bound to the login of the request that opened it."""
     # The upload's FilePond scripts (and the disconnect notice's), asked for before the page is built.
     pn.extension("filedropper", "tabulator", notifications=True)
-    return InstructorPage(store).serve_session().template()
+    login = None if logins is None else logins.session_login(pn.state.cookies)
+    return InstructorPage(store, login).serve_session().template()
 
 
 if pn.state.served:

@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import param
 
+from app.logins import GuardedStore
 from app.oplog import event, logger
 from app.store import RunFilter, RunStore, RunSummary, export_csv, export_json
 from app.store.exports import UnreadableRunError
@@ -62,7 +63,8 @@ def zone(name: str) -> ZoneInfo:
 class InstructorState(param.Parameterized):
     """One instructor session: the filters, the sort, the table's page of runs, the selection."""
 
-    store = param.ClassSelector(class_=RunStore, doc="The server's run store (shared).")
+    store = param.ClassSelector(class_=(RunStore, GuardedStore),
+                                doc="The server's run store (shared), or that store behind the page's login.")
     learner = param.String(default="", doc="Keep runs whose learner contains this (any case).")
     label = param.String(default="", doc="Keep runs whose label contains this (any case).")
     mode = param.Selector(default=ALL_MODES, objects=[ALL_MODES],

@@ -11,7 +11,8 @@ Two tables, named ``workbench_*`` so a class's PostgreSQL database can hold othe
   transaction; their sum is the cheap "anything new?" of an open instructor page. Sixteen rows, not
   one, so concurrent saves on PostgreSQL do not queue on one row's lock. And ``once:<sha1>`` rows,
   one per thing said once per store (:meth:`~app.store.RunStore.note_once`), e.g. the hint to
-  import an old ``runs/`` folder.
+  import an old ``runs/`` folder; and ``ended_login:<login id>`` rows, one per instructor login
+  ended by *Log out* (:mod:`app.store.logins`), read by every server process of the class.
 
 A store is opened by :func:`open_store`: a new, empty database gets the tables; a store at an
 older version is upgraded on the spot by the steps in :data:`UPGRADES`, in one transaction; a
