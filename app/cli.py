@@ -31,6 +31,7 @@ from app.auth import (
 )
 from app.framing import EMBED_ORIGINS_ENV, origins_from_env, parse_origins
 from app.oplog import LEVELS, configure
+from app.shutdown import SHUTDOWN_GRACE_S
 from attention_core import __version__
 
 EXIT_OK, EXIT_WRITE_FAILED, EXIT_USAGE = 0, 1, 2
@@ -107,10 +108,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--prefix", default="", metavar="PATH",
                        help="serve the pages under /PATH/ (/PATH/embed, /PATH/instructor), as a "
                             "proxy forwards them")
-    serve.add_argument("--shutdown-grace", type=_seconds, default=10.0, metavar="SECONDS",
+    serve.add_argument("--shutdown-grace", type=_seconds, default=SHUTDOWN_GRACE_S, metavar="SECONDS",
                        help="on SIGTERM or Ctrl-C: fail /healthz and refuse new pages at once (503), "
                             "let saves in flight commit, tell open pages the server is restarting, "
-                            "then stop; exit anyway SECONDS after the signal (default 10)")
+                            "then stop; exit anyway SECONDS after the signal (default %(default)g)")
+    serve.add_argument("--unused-session-lifetime", type=_seconds, metavar="SECONDS",
+                       help="drop a session SECONDS after its last page closed or, for a page that never "
+                            "connected, after it was made (default 60; Bokeh's "
+                            "option of the same name, in seconds here)")
     serve.add_argument("--log-level", type=str.upper, choices=LEVELS, default="INFO",
                        help="the least severe operator log lines written to stderr (default INFO: sessions, "
                             "saves, imports, logins; WARNING: failed logins and errors only)")
@@ -328,7 +333,8 @@ def _serve(args: argparse.Namespace, url: str, runs_dir: Path | None) -> int:
                      num_procs=args.num_procs, instructor_password=password,
                      no_instructor_auth=args.no_instructor_auth, embed_origins=embed_origins,
                      cookie_secret=cookie_secret, allow_websocket_origin=ws_origins,
-                     use_xheaders=args.use_xheaders, prefix=prefix, shutdown_grace=args.shutdown_grace)
+                     use_xheaders=args.use_xheaders, prefix=prefix, shutdown_grace=args.shutdown_grace,
+                     unused_session_lifetime=args.unused_session_lifetime)
     except OSError as error:
         # Start-up problems only: the port is taken (or not ours to bind), the address is not
         # one of this machine's. Anything else is a bug.

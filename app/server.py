@@ -120,7 +120,8 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
           num_procs: int = 1, instructor_password: str | None = None,
           no_instructor_auth: bool = False, embed_origins: Sequence[str] = (),
           cookie_secret: str | None = None, allow_websocket_origin: Sequence[str] = (),
-          use_xheaders: bool = False, prefix: str = "", shutdown_grace: float = SHUTDOWN_GRACE_S) -> None:
+          use_xheaders: bool = False, prefix: str = "", shutdown_grace: float = SHUTDOWN_GRACE_S,
+          unused_session_lifetime: float | None = None) -> None:
     """Start the server and serve until SIGTERM or SIGINT, which stop it gracefully and end the
     process (see :mod:`app.shutdown`).
 
@@ -154,13 +155,18 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         A URL prefix (``/class``) for every page (Bokeh's ``--prefix``); empty for none.
     shutdown_grace : float
         Seconds from SIGTERM (or SIGINT) to the process's end at most, saves in flight included.
+    unused_session_lifetime : float or None
+        Seconds a session with no open page is kept before it is dropped (Bokeh's
+        ``--unused-session-lifetime``, there in milliseconds; None: one minute,
+        :data:`UNUSED_SESSION_LIFETIME_MS`), checked every 10 s, or at half the lifetime when
+        that is shorter.
 
     Raises
     ------
     ValueError
         No password for a non-loopback address without ``no_instructor_auth`` (the message
         says why), ``num_procs`` below 0, an embed origin that is not an origin, or a
-        ``shutdown_grace`` not above 0.
+        ``shutdown_grace`` or ``unused_session_lifetime`` not above 0.
     app.store.StoreOpenError
         The store cannot be opened (the message says why).
     """
@@ -171,6 +177,12 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         raise ValueError(f"--num-procs must be 0 or more, got {num_procs}")
     if not shutdown_grace > 0:
         raise ValueError(f"--shutdown-grace must be above 0 seconds, got {shutdown_grace}")
+    if unused_session_lifetime is None:
+        lifetime_ms = UNUSED_SESSION_LIFETIME_MS
+    elif unused_session_lifetime > 0:
+        lifetime_ms = max(1, round(unused_session_lifetime * 1000))
+    else:
+        raise ValueError(f"--unused-session-lifetime must be above 0 seconds, got {unused_session_lifetime}")
     embed_origins = parse_origins(embed_origins)
     if not isinstance(store, RunStore):
         store = RunStore(store)
@@ -219,8 +231,8 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         websocket_origin=origins,
         extra_patterns=health_patterns(store),  # /healthz for a balancer, outside every login
         # Bokeh's own names: pn.serve passes unknown keywords on, so shorter ones are ignored.
-        check_unused_sessions_milliseconds=CHECK_UNUSED_SESSIONS_MS,
-        unused_session_lifetime_milliseconds=UNUSED_SESSION_LIFETIME_MS, threaded=False, num_procs=num_procs,
+        check_unused_sessions_milliseconds=max(1, min(CHECK_UNUSED_SESSIONS_MS, lifetime_ms // 2)),
+        unused_session_lifetime_milliseconds=lifetime_ms, threaded=False, num_procs=num_procs,
         transforms=[framing_transform(embed_origins, prefix),
                     type("InstructorSlashRedirect", (InstructorSlashRedirect,), {"prefix": prefix})],
         prefix=prefix, use_xheaders=use_xheaders, start=False,

@@ -26,6 +26,23 @@ def test_unused_sessions_are_dropped_on_our_schedule(tmp_path, monkeypatch):
     assert seen["unused_session_lifetime_milliseconds"] == app.server.UNUSED_SESSION_LIFETIME_MS
     known = set(inspect.signature(BokehTornado.__init__).parameters)  # where Server passes them
     assert {"check_unused_sessions_milliseconds", "unused_session_lifetime_milliseconds"} <= known
+    seen.clear()
+    app.server.serve(sqlite_url(tmp_path / "runs.db"), port=0, unused_session_lifetime=3)
+    assert seen["unused_session_lifetime_milliseconds"] == 3000
+    assert seen["check_unused_sessions_milliseconds"] == 1500  # checked at half a short lifetime
+    with pytest.raises(ValueError, match="--unused-session-lifetime must be above 0 seconds, got 0"):
+        app.server.serve(sqlite_url(tmp_path / "runs.db"), port=0, unused_session_lifetime=0)
+
+
+def test_serve_takes_the_unused_session_lifetime_in_seconds(capsys):
+    from app.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["serve"]).unused_session_lifetime is None
+    assert parser.parse_args(["serve", "--unused-session-lifetime", "2.5"]).unused_session_lifetime == 2.5
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--unused-session-lifetime", "-1"])
+    assert "--unused-session-lifetime: -1 is not a number of seconds above 0" in capsys.readouterr().err
 
 
 def _children(pid: int) -> list[int]:
