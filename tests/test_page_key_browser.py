@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import timedelta
 from urllib.parse import parse_qs, urlparse
 
 from playwright.sync_api import expect
+from store_helpers import T0
 from workbench_server import open_learner_page, save_run, saved_runs, watched_session
 
 from app.learner.page_key import STORAGE_NAME, key_hash
+from app.learner.state import MAX_RESTORED_RUNS
 from attention_core import scaled_dot_product_attention
 from attention_core.records import ExperimentRecord
 
@@ -73,10 +76,15 @@ def test_a_run_committed_as_the_server_died_is_listed_once_the_page_is_back(serv
     result = scaled_dot_product_attention([1.0, 1.0, 1.0], [1.0, 2.0, 9.0], failure_mode="mask_after_softmax")
     label = f"committed as the server died {uuid.uuid4().hex[:6]}"
     record = ExperimentRecord.from_result(result, label=label, prediction="p")
+    earlier = [ExperimentRecord.from_result(result, label=f"earlier {n}", prediction="p",
+                                            created_at=T0 + timedelta(minutes=n)) for n in range(MAX_RESTORED_RUNS)]
     with server.store() as store:
-        store.save(record, key_hash=key_hash(key))
+        for saved in [*earlier, record]:
+            store.save(saved, key_hash=key_hash(key))
     expect(saved_runs(page)).to_have_count(0)
     page.reload()
-    expect(saved_runs(page)).to_have_count(1, timeout=30_000)
-    expect(saved_runs(page).first).to_contain_text(label)
-    expect(page).to_have_url(re.compile(rf"[?&]runs={record.id}$"))
+    expect(saved_runs(page)).to_have_count(MAX_RESTORED_RUNS + 1, timeout=30_000)
+    expect(saved_runs(page).last).to_contain_text(label)
+    # The address keeps the latest 50 (what a reload takes back from it), not every listed id.
+    expect(page).to_have_url(re.compile(rf"[?&]runs=[^&]*{record.id}$"))
+    assert runs_in_address(page) == [r.id for r in [*earlier, record][-MAX_RESTORED_RUNS:]]

@@ -20,7 +20,7 @@ from app.learner.projections import ProjectionsView
 from app.learner.record import STALE_STATUS_JS, PredictionView, RecordView
 from app.learner.runs import SavedRunsView
 from app.learner.self_check import SelfCheckPanel
-from app.learner.state import LearnerState
+from app.learner.state import MAX_RESTORED_RUNS, LearnerState
 from app.learner.steps import RowStepsView
 from app.shared.connection import announce_lost_connection
 from app.shared.html import html
@@ -189,8 +189,10 @@ class LearnerPage(pn.viewable.Viewer):
         self.state.restore_runs([i for i in ids.split(",") if i])
         if args.get("run"):  # a link to one saved run, e.g. from the instructor's table
             self.state.open_run_id(args["run"][0].decode("utf-8", "replace"))
-        self.state.param.watch(
-            lambda event: location.update_query(runs=",".join(r.id for r in event.new)), "saved")
+        # The latest MAX_RESTORED_RUNS, what a reload takes back from it: the key lists up to
+        # PAGE_RUNS, whose ids would make an address past what a proxy takes (nginx: 8 KB).
+        self.state.param.watch(lambda event: location.update_query(
+            runs=",".join(r.id for r in event.new[-MAX_RESTORED_RUNS:])), "saved")
 
     def __panel__(self):
         # No template: Bootstrap's puts the sidebar's content inside a <ul> (axe: a serious
