@@ -322,7 +322,8 @@ class LearnerState(param.Parameterized):
                                  doc="The saved run the workbench was opened on, if any.")
     opened_edited = param.Boolean(default=False, doc="An input changed since the run was opened.")
     open_message = param.String(default="", doc="What the page says about an opened run.")
-    restore_message = param.String(default="", doc="How many ids of ?runs= were not found.")
+    restore_message = param.String(default="", doc=(
+        "How many ids of ?runs= were not found, or why the page could not list its own runs."))
     open_ok = param.Boolean(default=True, doc="Whether the last open worked.")
 
     def __init__(self, **params) -> None:
