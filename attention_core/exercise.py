@@ -170,9 +170,10 @@ def _about(case: ExerciseCase, lang: Language) -> list[str]:
     f = EXERCISE_FUNCTION
     name = f.typescript if lang == "ts" else f.python
     tolerance = f"{TOLERANCE:.0e}".replace("e-0", "e-")
-    made = ("The attention exercise's test (Self-attention, \"Implement masked attention weights\"), made by "
-            f"`attention-workbench test-case {case.run_id} --lang {lang}` from the run saved at "
-            f"{case.created_at}: {case.title}, T = {case.T} tokens, d_k = {case.d_k}.")
+    made = "The attention exercise's test (Self-attention, \"Implement masked attention weights\"), made by"
+    # The command on a line of its own: never cut inside it (a run id is 55 characters).
+    command = f"    attention-workbench test-case {case.run_id} --lang {lang}"
+    source = f"from the run saved at {case.created_at}: {case.title}, T = {case.T} tokens, d_k = {case.d_k}."
     signature = f.signature if lang == "ts" else f"{f.python}(queries, keys, causal) -> weights"
     paragraphs = [
         ("Queries and keys are [T][d_k], one vector per token; weights are [T][T], row i the query's "
@@ -193,7 +194,8 @@ def _about(case: ExerciseCase, lang: Language) -> list[str]:
         "change that line if your file is named otherwise." if lang == "ts" else
         f"It imports {name} from the module {f.python_module} (put it beside this file).")
     wrap = functools.partial(textwrap.wrap, width=96, break_on_hyphens=False)
-    return [*wrap(made), "Function under test:", f"    {signature}", *(line for p in paragraphs for line in wrap(p))]
+    return [*wrap(made), command, *wrap(source), "Function under test:", f"    {signature}",
+            *(line for p in paragraphs for line in wrap(p))]
 
 
 def _rows(matrix: list[list[float]], indent: str) -> str:

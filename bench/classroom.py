@@ -31,6 +31,7 @@ import importlib
 import pkgutil
 import random
 import resource
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -57,7 +58,8 @@ def _register_panel_models() -> None:
 
 
 def _as_a_browser_does(doc) -> None:
-    """Send the ``DocumentReady`` event BokehJS sends once it has drawn the page.
+    """Send the ``DocumentReady`` event BokehJS sends once it has drawn the page, and the page
+    key its ``page_key.js`` sends (a learner page saves runs only once its key arrived).
 
     Panel only counts a session as loaded after it (``pn.state.loaded``, ``onload``); before it,
     updates go by a scheduled path a browser page never takes.
@@ -66,6 +68,10 @@ def _as_a_browser_does(doc) -> None:
     from bokeh.events import DocumentReady
 
     doc.callbacks.trigger_on_change(MessageSentEvent(doc, "bokeh_event", DocumentReady()))
+    for model in list(doc.models):  # the PageKey component's data model (app/learner/page_key.py)
+        data = getattr(model, "data", None)
+        if data is not None and hasattr(data, "properties") and "page_key" in data.properties():
+            data.page_key = secrets.token_hex(16)  # 128 bits, as crypto.getRandomValues gives
 
 
 def _wait(session, predicate, timeout_s: float) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -13,6 +14,9 @@ from attention_core import scaled_dot_product_attention
 from attention_core.records import ExperimentRecord, validate_record
 
 T0 = datetime(2025, 1, 31, 9, 15, 2, 123456, tzinfo=UTC)
+# A page's key (as page_key.js makes one: 32 hex digits) and its SHA-256, what the store keeps.
+PAGE_KEY = "0123456789abcdef" * 2
+OWNER = hashlib.sha256(PAGE_KEY.encode("ascii")).hexdigest()
 
 
 def sqlite_store(directory) -> RunStore:

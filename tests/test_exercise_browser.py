@@ -53,7 +53,7 @@ def copy_test(page: Page, language: str, record: ExperimentRecord) -> str:
     """Choose ``language``, press Copy as test, and return the clipboard's text."""
     page.get_by_role("button", name=language).click()
     area = page.get_by_label("Generated test")
-    expect(area).to_have_value(re.compile(rf"test-case {record.id} --lang"))
+    expect(area).to_have_value(re.compile(rf"test-case {record.id} --lang (ts|py)\n"))
     lang = "ts" if language.startswith("TypeScript") else "py"
     expect(area).to_have_value(re.compile(f"--lang {lang}"))
     page.get_by_role("button", name="Copy as test").click()

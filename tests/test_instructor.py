@@ -15,7 +15,7 @@ from bokeh.document import Document
 from bokeh.models import StringFormatter
 from class_runs import write_runs
 from panel.models.tabulator import DataTabulator
-from store_helpers import T0, delete_run, make_record, sqlite_store
+from store_helpers import OWNER, T0, delete_run, make_record, sqlite_store
 
 from app.instructor import (
     ALL_MODES,
@@ -45,7 +45,7 @@ def store(tmp_path) -> RunStore:
     for minutes, mode, learner, label in [(0, "correct", "Ada", "first"),
                                           (60 * 14, "mask_after_softmax", "Grace", "broken"),
                                           (60 * 24, "no_mask", "ada lovelace", "open")]:
-        store.save(make_record(mode, minutes=minutes, learner=learner, label=label))
+        store.save(make_record(mode, minutes=minutes, learner=learner, label=label), key_hash=OWNER)
     return store
 
 
@@ -127,7 +127,7 @@ def test_refresh_brings_new_runs_and_explanations_and_keeps_unchanged_listings(s
     s.refresh()
     assert [r.learner for r in s.page_runs][2] == "New" and len(queries) == 1
     assert s.total == s.matching == 4 and s.revision == revision + 1
-    store.update_explanation(s.page_runs[-1].id, "because")
+    store.update_explanation(s.page_runs[-1].id, "because", key_hash=OWNER)
     s.refresh()
     assert s.page_runs[-1].explanation == "because" and len(queries) == 2
 
@@ -545,7 +545,8 @@ def test_the_pager_moves_through_the_pages_and_names_each_sorts_directions(store
 def test_ticked_runs_show_their_full_text_under_the_table_even_from_another_page(store):
     for minutes in range(1, 43):
         store.save(make_record(minutes=minutes, learner=f"L{minutes:02d}"))
-    store.save(make_record(minutes=60 * 30, learner="<b>Eve</b>", prediction="Row 2 & more\nsecond line"))
+    store.save(make_record(minutes=60 * 30, learner="<b>Eve</b>", prediction="Row 2 & more\nsecond line"),
+               key_hash=OWNER)
     s = InstructorState(store=store)
     view = RunsTableView(state=s)
     assert view.details.object == ""
@@ -555,7 +556,7 @@ def test_ticked_runs_show_their_full_text_under_the_table_even_from_another_page
     assert "&lt;b&gt;Eve&lt;/b&gt;" in view.details.object and "Row 2 &amp; more\nsecond line" in view.details.object
     s.page = 3  # Eve's run is not on this page: still selected, its text still shown
     assert s.selected_ids == [eve] and view.table.selection == [] and eve in view.details.object
-    store.update_explanation(eve, "because")
+    store.update_explanation(eve, "because", key_hash=OWNER)
     s.refresh()
     assert "because" in view.details.object
 

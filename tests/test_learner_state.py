@@ -442,7 +442,7 @@ def test_a_full_or_read_only_store_says_not_saved_and_the_app_keeps_working(stat
     state.prediction = "p"
     kept = state.save_run()
 
-    def refuse(record):
+    def refuse(record, key_hash=None):
         raise StoreError("Run not saved: the store /srv/runs.db is full.")
 
     monkeypatch.setattr(state.store, "save", refuse)

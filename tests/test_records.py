@@ -16,11 +16,13 @@ from app.store import RunSummary
 from attention_core import scaled_dot_product_attention
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import (
+    ID_PATTERN,
     SCHEMA_PATH,
     TEXT_LIMITS,
     ExperimentRecord,
     NewerSchemaError,
     RecordError,
+    new_record_id,
     validate_record,
 )
 
@@ -334,3 +336,25 @@ def test_importing_the_core_loads_neither_jsonschema_nor_panel():
             "print(sorted({'jsonschema', 'panel', 'bokeh'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_run_id_carries_128_random_bits_after_its_time():
+    """A run's link reads it by its id, so the id must not be guessable: 32 hex digits from
+    ``secrets`` after the time (a uuid4's 122 random bits at least), unique over many ids made in
+    the same microsecond, and within the schema's pattern and the store's 64 characters."""
+    at = datetime(2026, 12, 5, 21, 55, 1, 123456, tzinfo=UTC)
+    ids = [new_record_id(at) for _ in range(20_000)]
+    assert len(set(ids)) == len(ids)
+    for run_id in ids[:100]:
+        time_part, random_part = run_id.split("-")
+        assert time_part == "20261205T215501123456Z" and re.fullmatch(r"[0-9a-f]{32}", random_part)
+        assert ID_PATTERN.fullmatch(run_id) and len(run_id) == 55 <= 64
+    # Every one of the 128 bits varies: no digit is fixed (uuid4 fixes its version digit).
+    randoms = [int(run_id.split("-")[1], 16) for run_id in ids]
+    ones = [sum(r >> bit & 1 for r in randoms) for bit in range(128)]
+    assert all(0.45 * len(ids) < n < 0.55 * len(ids) for n in ones)
+    record = make_record(record_id=ids[0])
+    jsonschema.validate(record.to_dict(), SCHEMA)
+    # Ids made before (16 hex digits) still load.
+    old = make_record(record_id="20250131T091502123456Z-3f2a9c0d1e2f3a4b")
+    assert ExperimentRecord.from_json(old.to_json()) == old

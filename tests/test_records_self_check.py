@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from store_helpers import T0, changed_copy, check_strict, make_result
+from store_helpers import OWNER, T0, changed_copy, check_strict, make_result
 
 from app.store import RunStore, export_json, sqlite_url
 from attention_core.records import ExperimentRecord, RecordError, validate_record
@@ -87,12 +87,12 @@ def test_a_lone_surrogate_in_the_choice_is_refused():
 def test_the_store_keeps_and_exports_the_answer(tmp_path):
     store = RunStore(sqlite_url(tmp_path / "runs.db"))
     with_answer, without = answered(), answered(None)
-    store.save(with_answer)
+    store.save(with_answer, key_hash=OWNER)
     store.save(ExperimentRecord.from_result(make_result(seed=1), prediction="p"))
     assert store.get(with_answer.id) == with_answer
     exported = json.loads(export_json(list(store.iter_records())))
     assert [r.get("self_check") for r in exported["runs"]] == [ANSWER, None]
     assert without.self_check is None
     # Attaching an explanation keeps the answer.
-    updated = store.update_explanation(with_answer.id, "rows sum to 1")
+    updated = store.update_explanation(with_answer.id, "rows sum to 1", key_hash=OWNER)
     assert updated.self_check == ANSWER and store.get(with_answer.id).self_check == ANSWER

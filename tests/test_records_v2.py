@@ -15,13 +15,13 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-from store_helpers import T0, changed_copy, check_strict, refuse_constant
+from store_helpers import OWNER, T0, changed_copy, check_strict, refuse_constant
 
 from app.cli import main
 from app.instructor import InstructorState
 from app.instructor.table import runs_frame
 from app.shared.compare import ComparisonView
-from app.store import CSV_COLUMNS, RunStore, RunSummary, export_csv, export_json, iter_csv, sqlite_url
+from app.store import CSV_COLUMNS, NotOwnerError, RunStore, RunSummary, export_csv, export_json, iter_csv, sqlite_url
 from app.store.importing import import_paths
 from attention_core import FAILURE_MODES, scaled_dot_product_attention, self_attention
 from attention_core.records import (
@@ -382,8 +382,14 @@ def test_the_stores_columns_hold_d_k_and_d_model(mixed_store):
 
 
 def test_an_explanation_attached_to_a_v1_run_keeps_it_version_1(mixed_store):
-    store, _ = mixed_store
-    updated = store.update_explanation("v1-broken-scalar", "Zeroing after softmax leaves rows short of 1.")
+    store, records = mixed_store
+    with pytest.raises(NotOwnerError):  # imported: no page holds the key it was saved with
+        store.update_explanation("v1-broken-scalar", "Mine now?", key_hash=OWNER)
+    # The same run as its page had saved it, in a store of its own.
+    store = RunStore(sqlite_url(store.url.database.replace("runs.db", "own.db")))
+    store.save(next(r for r in records if r.id == "v1-broken-scalar"), key_hash=OWNER)
+    updated = store.update_explanation("v1-broken-scalar", "Zeroing after softmax leaves rows short of 1.",
+                                       key_hash=OWNER)
     assert updated.schema_version == 1
     on_disk = json.loads(next(store.iter_texts(ids=["v1-broken-scalar"])))
     original = json.loads((V1_DIR / "v1-broken-scalar.json").read_text(encoding="utf-8"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import io
 import json
 import os
@@ -23,10 +24,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sqlalchemy import inspect
-from store_helpers import T0, check_strict, make_record, refuse_constant
+from store_helpers import OWNER, T0, check_strict, make_record, refuse_constant
 
 from app.store import (
     CSV_COLUMNS,
+    PAGE_RUNS,
+    NotOwnerError,
     RunFilter,
     RunStore,
     RunSummary,
@@ -38,6 +41,7 @@ from app.store import (
     iter_export_json,
     sqlite_url,
 )
+from app.store import runs as store_runs
 from app.store import schema as store_schema
 from app.store.importing import import_data
 from attention_core import scaled_dot_product_attention, self_attention
@@ -85,7 +89,7 @@ def test_get_and_update_refuse_anything_but_a_run_id(store, bad_id):
     with pytest.raises(ValueError, match="not a run id"):
         store.get(bad_id)
     with pytest.raises(ValueError, match="not a run id"):
-        store.update_explanation(bad_id, "text")
+        store.update_explanation(bad_id, "text", key_hash=OWNER)
     assert store.count() == 1 and store.get("kept").explanation is None
 
 
@@ -93,7 +97,7 @@ def test_a_missing_run_is_a_key_error(store):
     with pytest.raises(KeyError):
         store.get("nope")
     with pytest.raises(KeyError):
-        store.update_explanation("nope", "text")
+        store.update_explanation("nope", "text", key_hash=OWNER)
     assert store.count() == 0
 
 
@@ -101,9 +105,9 @@ def test_update_explanation_changes_only_the_explanation_and_adds_no_run(store):
     other = make_record(minutes=0, learner="Grace")
     first = make_record(minutes=1, learner="Ada", prediction="row 2 ignores token 3")
     store.save(other)
-    store.save(first)
+    store.save(first, key_hash=OWNER)
     token = store.change_token()
-    updated = store.update_explanation(first.id, "The mask hides token 3 before softmax.")
+    updated = store.update_explanation(first.id, "The mask hides token 3 before softmax.", key_hash=OWNER)
     assert updated == dataclasses.replace(first, explanation="The mask hides token 3 before softmax.")
     check_strict(updated)
     assert store.get(first.id) == updated and store.get(other.id) == other
@@ -111,23 +115,23 @@ def test_update_explanation_changes_only_the_explanation_and_adds_no_run(store):
     assert [s.explanation for s in store.query().runs] == [None, "The mask hides token 3 before softmax."]
     assert store.query(RunFilter(has_explanation=True)).total == 1
     assert list(store.iter_texts(ids=[first.id])) == [updated.to_json()]
-    assert store.update_explanation(first.id, None) == first
+    assert store.update_explanation(first.id, None, key_hash=OWNER) == first
     assert store.query(RunFilter(has_explanation=True)).total == 0
 
 
 def test_update_explanation_refuses_text_a_record_cannot_hold(store):
     record = make_record()
-    store.save(record)
+    store.save(record, key_hash=OWNER)
     with pytest.raises(ValueError, match="explanation is too long: 2001 characters"):
-        store.update_explanation(record.id, "x" * 2001)
+        store.update_explanation(record.id, "x" * 2001, key_hash=OWNER)
     with pytest.raises(ValueError, match="explanation holds a lone surrogate"):
-        store.update_explanation(record.id, "bad \ud800")
+        store.update_explanation(record.id, "bad \ud800", key_hash=OWNER)
     assert list(store.iter_texts()) == [record.to_json()]
 
 
 def test_concurrent_updates_of_one_run_leave_one_whole_valid_record(store):
     record = make_record()
-    store.save(record)
+    store.save(record, key_hash=OWNER)
     other = RunStore(store.url.render_as_string(hide_password=False))  # a second server process's store
     texts = {n: [f"writer {n}, try {k}: " + "x" * (k * 37 % 500) for k in range(15)] for n in (0, 1)}
     errors = []
@@ -135,7 +139,7 @@ def test_concurrent_updates_of_one_run_leave_one_whole_valid_record(store):
     def write(n, where):
         try:
             for text in texts[n]:
-                where.update_explanation(record.id, text)
+                where.update_explanation(record.id, text, key_hash=OWNER)
         except Exception as error:  # pragma: no cover - reported below
             errors.append(error)
 
@@ -150,6 +154,73 @@ def test_concurrent_updates_of_one_run_leave_one_whole_valid_record(store):
     assert final.explanation in (texts[0][-1], texts[1][-1])
     assert final.to_dict() | {"explanation": None} == record.to_dict()
     assert store.count() == 1
+
+
+# --- a run belongs to the page that saved it ------------------------------------------------
+
+ANOTHER = hashlib.sha256(b"another page").hexdigest()
+
+
+def test_only_the_key_a_run_was_saved_with_changes_it(store):
+    mine, imported = make_record(minutes=0, learner="Ada"), make_record(minutes=1, learner="Ada")
+    store.save(mine, key_hash=OWNER)
+    store.import_records([imported])
+    token = store.change_token()
+    for run_id, key in ((mine.id, ANOTHER), (mine.id, None), (imported.id, OWNER), (imported.id, None)):
+        with pytest.raises(NotOwnerError, match=f"run {run_id} was saved by another page .or imported.; only "
+                                                "the page that saved a run can explain it") as refused:
+            store.update_explanation(run_id, "not mine to explain", key_hash=key)
+        assert refused.value.run_id == run_id
+    assert store.get(mine.id) == mine and store.get(imported.id) == imported
+    assert store.change_token() == token and store.query(RunFilter(has_explanation=True)).total == 0
+    with pytest.raises(ValueError, match="not a page key's SHA-256"):
+        store.update_explanation(mine.id, "x", key_hash=OWNER.upper())
+    with pytest.raises(ValueError, match="not a page key's SHA-256"):
+        store.save(make_record(minutes=2), key_hash="' OR '1'='1")
+    assert store.update_explanation(mine.id, "mine", key_hash=OWNER).explanation == "mine"
+
+
+def test_page_runs_are_the_latest_saved_with_a_key_oldest_first(store):
+    mine = [make_record(minutes=m, learner="Ada") for m in (3, 1, 2)]  # saved out of time order
+    for record in mine:
+        store.save(record, key_hash=OWNER)
+    store.save(make_record(minutes=4), key_hash=ANOTHER)
+    store.import_records([make_record(minutes=5)])
+    assert [r.id for r in store.page_runs(OWNER)] == [r.id for r in sorted(mine, key=lambda r: r.created_at)]
+    assert store.page_runs(OWNER, limit=2) == sorted(mine, key=lambda r: r.created_at)[1:]
+    assert store.page_runs(hashlib.sha256(b"nobody").hexdigest()) == []
+    for bad in ("", "../x"):
+        with pytest.raises(ValueError, match="not a page key's SHA-256"):
+            store.page_runs(bad)
+    with pytest.raises(ValueError, match="page_runs needs a page key's hash"):
+        store.page_runs(None)
+    # The latest 200 (PAGE_RUNS) by default, however many the page saved.
+    many = [make_record(minutes=10 + m) for m in range(PAGE_RUNS + 1)]
+    with store.engine.connect().execution_options(store_write=True) as conn, conn.begin():
+        conn.execute(store_schema.runs.insert(), [
+            {**store_runs._record_row(r, r.to_json(), store.dialect, OWNER)} for r in many])
+    assert [r.id for r in store.page_runs(OWNER)] == [r.id for r in many[1:]]
+
+
+def test_the_learners_view_credits_only_explanations_written_with_the_owners_key(store):
+    store.save(make_record(minutes=1, learner="Ada"), key_hash=OWNER)
+    store.save(make_record(minutes=2, learner="Ada"), key_hash=ANOTHER)
+    # Grace's imported record says it was explained; nothing says who wrote that.
+    store.import_records([make_record(minutes=3, learner="Grace", explanation="rows sum to 1")])
+    store.save(make_record(minutes=4, learner="Lin", explanation="saved with it"), key_hash=OWNER)
+    ada = store.page_runs(ANOTHER)[0]
+    with pytest.raises(NotOwnerError):  # the link-holder's try at Ada's run changes nothing
+        store.update_explanation(ada.id, "someone else's words", key_hash=OWNER)
+
+    def explained():
+        return {r.learner: r.explained_at for r in store.learner_runs().learners}
+
+    assert explained() == {"Ada": None, "Grace": None, "Lin": T0 + timedelta(minutes=4)}
+    store.update_explanation(ada.id, "the mask comes first", key_hash=ANOTHER)
+    assert explained()["Ada"] == T0 + timedelta(minutes=2)
+    assert store.query(RunFilter(has_explanation=True)).total == 3  # the table still shows Grace's
+    store.update_explanation(ada.id, " ", key_hash=ANOTHER)  # only whitespace: none
+    assert explained()["Ada"] is None
 
 
 # --- queries: filters, sorts, counts and pages in SQL ---------------------------------------
@@ -288,9 +359,9 @@ def test_iter_by_ids_keeps_their_order_and_leaves_missing_ones_out(class_store):
 def test_change_token_moves_on_every_save_explanation_and_import(store):
     seen = [store.change_token()]
     record = make_record()
-    store.save(record)
+    store.save(record, key_hash=OWNER)
     seen.append(store.change_token())
-    store.update_explanation(record.id, "why")
+    store.update_explanation(record.id, "why", key_hash=OWNER)
     seen.append(store.change_token())
     imported = make_record(minutes=1)
     store.import_records([imported])
@@ -418,7 +489,7 @@ def test_one_transaction_per_file_nothing_half_imported(store, monkeypatch):
 def test_a_new_store_has_the_current_version_and_reopens(tmp_path):
     url = sqlite_url(tmp_path / "runs.db")
     with RunStore(url) as store:
-        assert store.version == store_schema.current_version() == 5
+        assert store.version == store_schema.current_version() == 6
         store.save(make_record())
     with RunStore(url, create=False) as again:
         assert again.count() == 1
@@ -434,11 +505,39 @@ def test_an_older_store_is_upgraded_on_open_and_keeps_its_runs(store_url, monkey
 
     monkeypatch.setattr(store_schema, "UPGRADES", [*store_schema.UPGRADES, add_an_index])
     with RunStore(store_url) as upgraded:
-        assert upgraded.version == 6
+        assert upgraded.version == 7
         assert upgraded.get(record.id) == record
         assert "ix_test_upgrade" in {i["name"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
     with RunStore(store_url) as again:  # upgraded once: the step does not run again
-        assert again.version == 6
+        assert again.version == 7
+
+
+def back_to_version_5(conn) -> None:
+    """A current store as version 5 left it: no page keys, the learners index of version 3."""
+    for index in ("ix_workbench_runs_learner_owner_progress", "ix_workbench_runs_page"):
+        conn.exec_driver_sql(f"DROP INDEX {index}")
+    for name in ("page_key_hash", "explained_by_owner"):
+        conn.exec_driver_sql(f'ALTER TABLE workbench_runs DROP COLUMN "{name}"')
+    store_schema._LEARNERS_INDEX.create(conn)
+    conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version").values(value=5))
+
+
+def test_a_version_5_store_gets_page_keys_and_no_run_of_it_is_changeable_or_credited(store_url):
+    explained = make_record(minutes=1, learner="Ada", explanation="written before keys")
+    with RunStore(store_url) as store:
+        store.save(explained, key_hash=OWNER)
+        with store.engine.begin() as conn:
+            back_to_version_5(conn)
+    with RunStore(store_url) as upgraded:
+        assert upgraded.version == store_schema.current_version() == 6
+        indexes = {i["name"]: i["column_names"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
+        assert indexes["ix_workbench_runs_page"] == ["page_key_hash", "created_at", "id"]
+        assert "ix_workbench_runs_learner_progress" not in indexes
+        assert upgraded.get(explained.id) == explained and upgraded.page_runs(OWNER) == []
+        (ada,) = upgraded.learner_runs().learners
+        assert (ada.runs, ada.explained_at) == (1, None)  # nothing says who wrote it
+        with pytest.raises(NotOwnerError):
+            upgraded.update_explanation(explained.id, "mine now?", key_hash=OWNER)
 
 
 def test_a_version_1_store_gets_the_sort_indexes_and_keeps_its_runs(store_url):
@@ -468,6 +567,7 @@ def test_a_version_2_store_counts_blank_text_as_none_and_gets_the_learners_index
         store.import_records(runs)
         assert store.count(RunFilter(has_prediction=True)) == store.count(RunFilter(has_explanation=True)) == 1
         with store.engine.begin() as conn:  # back to version 2: any text was flagged, no such index
+            back_to_version_5(conn)
             conn.execute(store_schema.runs.update().values(has_prediction=True, has_explanation=True))
             conn.exec_driver_sql("DROP INDEX ix_workbench_runs_learner_progress")
             conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
@@ -476,8 +576,10 @@ def test_a_version_2_store_counts_blank_text_as_none_and_gets_the_learners_index
         assert upgraded.version == store_schema.current_version()
         assert upgraded.count(RunFilter(has_prediction=True)) == upgraded.count(RunFilter(has_explanation=True)) == 1
         (ada,) = upgraded.learner_runs().learners
-        assert (ada.predicted_at, ada.explained_at) == (runs[1].created_datetime, runs[1].created_datetime)
-        assert "ix_workbench_runs_learner_progress" in {
+        # Imported: the explanation is the record's word alone, so not credited (version 6).
+        assert (ada.predicted_at, ada.explained_at) == (runs[1].created_datetime, None)
+        # Version 3 made the learners index; version 6 replaced it with the key-checked one.
+        assert "ix_workbench_runs_learner_owner_progress" in {
             i["name"] for i in inspect(upgraded.engine).get_indexes("workbench_runs")}
 
 
@@ -508,7 +610,7 @@ def sqlite_query_plan(tmp_path, read, marker: str) -> str:
 def test_the_learners_view_reads_its_index_alone_on_sqlite(tmp_path):
     """Its GROUP BY never reads the runs' rows (each holds a whole record): a covering index."""
     plan = sqlite_query_plan(tmp_path, lambda store: store.learner_runs(), "GROUP BY")
-    assert "COVERING INDEX ix_workbench_runs_learner_progress" in plan
+    assert "COVERING INDEX ix_workbench_runs_learner_owner_progress" in plan
 
 
 def test_a_version_3_store_gets_the_newest_runs_index_with_the_text_filters_columns(store_url):
@@ -540,7 +642,7 @@ def test_a_version_4_store_gets_the_complete_layers_columns_from_its_records(sto
             conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
                          .values(value=4))
     with RunStore(store_url) as upgraded:
-        assert upgraded.version == 5
+        assert upgraded.version == 6
         by_id = {s.id: s for s in upgraded.query().runs}
         assert by_id == {r.id: RunSummary.of(r) for r in records}  # the columns as a save fills them
         assert {(s.B, s.T_k == s.T, s.has_w_o, s.cross_attention, s.causal_alignment, s.ablation_target)
@@ -564,7 +666,7 @@ def test_a_store_from_a_newer_workbench_is_refused_with_a_message(store_url):
             conn.execute(store_schema.meta.update().where(store_schema.meta.c.name == "store_version")
                          .values(value=7))
     with pytest.raises(StoreOpenError, match=r"made by a newer attention-workbench \(store version 7; "
-                                             r"this one reads versions up to 5\): upgrade"):
+                                             r"this one reads versions up to 6\): upgrade"):
         RunStore(store_url)
 
 

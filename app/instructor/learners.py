@@ -6,7 +6,9 @@ The lesson names four checkpoints. Three leave evidence in the runs a learner sa
 - **predict**: a run with a prediction written;
 - **experiment**: a correct run with the causal mask *and* a "mask after softmax" run saved
   (the lesson's contrast), plus which other failure modes the learner tried;
-- **explain**: a run with an explanation attached.
+- **explain**: a run with an explanation attached by the page that saved it (written with that
+  page's key, store version 6). A run's link shows the run to anyone but does not let them change
+  it, and an imported run's explanation is not credited: its record cannot say who wrote it.
 
 (The fourth, **implement**, happens in the learner's editor, not here.) Each checkpoint says when
 it was reached: the time of the run that completed it. Learners on the class list who saved
@@ -100,9 +102,11 @@ def learner_checkpoints(runs: Iterable, class_list: Iterable[str] = ()) -> tuple
     Parameters
     ----------
     runs : iterable of RunSummary or ExperimentRecord
-        Anything with ``learner``, ``prediction``, ``explanation``, ``failure_mode``, ``causal``,
-        ``T``, ``title`` and ``created_datetime`` (timezone-aware). A "mask after softmax" run
-        counts for the experiment only when it had a future cell to mask (causal, T > 1).
+        Anything with ``learner``, ``prediction``, ``failure_mode``, ``causal``, ``T``, ``title``
+        and ``created_datetime`` (timezone-aware). A "mask after softmax" run counts for the
+        experiment only when it had a future cell to mask (causal, T > 1). An explanation counts
+        only with ``explained_by_owner`` (a store's summary says; a record alone cannot, so an
+        :class:`~attention_core.records.ExperimentRecord`'s never counts).
     class_list : iterable of str
         Names expected in the class; each gets a row even without a run.
 
@@ -123,7 +127,7 @@ def learner_checkpoints(runs: Iterable, class_list: Iterable[str] = ()) -> tuple
         at = run.created_datetime
         if (run.prediction or "").strip():
             row.predicted_at = _earliest(row.predicted_at, at)
-        if (run.explanation or "").strip():
+        if getattr(run, "explained_by_owner", False):
             row.explained_at = _earliest(row.explained_at, at)
         if run.failure_mode == "correct" and run.causal:
             row.correct_causal_at = _earliest(row.correct_causal_at, at)
@@ -244,7 +248,8 @@ class LearnersView(pn.viewable.Viewer):
             pn.pane.HTML("<h3>Learners</h3><p>Checkpoints of the Self-attention lesson per "
                          "learner: predict (a prediction written), experiment (a correct causal "
                          "run and a mask-after-softmax run saved), explain (an explanation "
-                         "attached).</p>"),
+                         "attached by the page that saved the run; an imported run's is not "
+                         "counted).</p>"),
             # A FlexBox, not a Row: at 640 px the two inputs wrap instead of widening the page.
             pn.FlexBox(pn.widgets.TextAreaInput.from_param(
                            self.param.class_list, label="Class list (one name per line)", height=90),

@@ -217,7 +217,7 @@ class EmbedPage(pn.viewable.Viewer):
         return self
 
     def __panel__(self):
-        return pn.Column(self.tabs, self.bridge, sizing_mode="stretch_both", margin=0)
+        return pn.Column(self.tabs, self.bridge, self.page.page_key, sizing_mode="stretch_both", margin=0)
 
 
 def create_embed(store=None, trusted_origins: list[str] | None = None) -> EmbedPage:

@@ -15,11 +15,12 @@ from app.learner.checks import BannerView, ReadoutsView
 from app.learner.contributions import ContributionsView
 from app.learner.inputs import InputsView, checked_int_input
 from app.learner.matrices import MatricesView
+from app.learner.page_key import PageKey
 from app.learner.projections import ProjectionsView
 from app.learner.record import STALE_STATUS_JS, PredictionView, RecordView
 from app.learner.runs import SavedRunsView
 from app.learner.self_check import SelfCheckPanel
-from app.learner.state import LearnerState
+from app.learner.state import MAX_RESTORED_RUNS, LearnerState
 from app.learner.steps import RowStepsView
 from app.shared.connection import announce_lost_connection
 from app.shared.html import html
@@ -106,6 +107,9 @@ class LearnerPage(pn.viewable.Viewer):
             s.param.item, label="Batch item", options=pn.bind(lambda b: list(range(1, b + 1)), s.param.batch_size),
             description=None, width=100, margin=(5, 10),
             visible=pn.bind(lambda layer: layer is not None and layer.B > 1 and not layer.flattened, s.param.layer))
+        # The browser's page key, over the websocket: what makes this page's runs its own.
+        self.page_key = PageKey(visible=False)
+        self.page_key.param.watch(lambda event: s.take_page_key(event.new), "page_key")
         self.sidebar = pn.Column(self.inputs, margin=(10, 0), stylesheets=[_SIDEBAR_CSS],
                                  sizing_mode="stretch_width", styles=_SIDEBAR_FLEX)
         self.main = pn.Column(
@@ -154,8 +158,9 @@ class LearnerPage(pn.viewable.Viewer):
 
     def serve_session(self, notice_in_header: bool = True) -> LearnerPage:
         """Set this browser session up for the page: its disconnect notice (in the header bar,
-        unless ``notice_in_header`` is false: a layout without this page's header), and its
-        saved runs kept in the URL. Returns the page, for ``pn.serve``."""
+        unless ``notice_in_header`` is false: a layout without this page's header), its saved
+        runs listed from its key (:attr:`page_key`; Save run waits for it) and kept in the URL.
+        Returns the page, for ``pn.serve``."""
         # A learner whose server went away is told so, instead of clicking Save run into a dead
         # connection and believing the run was saved.
         if notice_in_header:
@@ -164,6 +169,7 @@ class LearnerPage(pn.viewable.Viewer):
         else:
             announce_lost_connection(DISCONNECTED, STALE_STATUS_JS)
         if pn.state.curdoc is not None:
+            self.state.awaiting_key = not self.page_key.page_key
             self._keep_saved_runs_in_url()
             pn.state.curdoc.js_on_event("document_ready", keyboard_callback())
         args = pn.state.session_args or {}
@@ -172,8 +178,10 @@ class LearnerPage(pn.viewable.Viewer):
         return self
 
     def _keep_saved_runs_in_url(self) -> None:
-        """Keep the ids of this page's saved runs in its URL (``?runs=id1,id2``), so a reload or
-        a bookmark shows the same Saved runs again. The ids are only ever looked up in the store."""
+        """Keep the ids of the page's Saved runs in its URL (``?runs=id1,id2``): a link that shows
+        them to anyone, to read (only the page holding the key they were saved with can explain
+        them: :meth:`LearnerState.take_page_key` lists and marks its own, with or without
+        ``?runs=``). The ids are only ever looked up in the store."""
         location, args = pn.state.location, pn.state.session_args or {}
         if location is None:
             return
@@ -181,8 +189,10 @@ class LearnerPage(pn.viewable.Viewer):
         self.state.restore_runs([i for i in ids.split(",") if i])
         if args.get("run"):  # a link to one saved run, e.g. from the instructor's table
             self.state.open_run_id(args["run"][0].decode("utf-8", "replace"))
-        self.state.param.watch(
-            lambda event: location.update_query(runs=",".join(r.id for r in event.new)), "saved")
+        # The latest MAX_RESTORED_RUNS, what a reload takes back from it: the key lists up to
+        # PAGE_RUNS, whose ids would make an address past what a proxy takes (nginx: 8 KB).
+        self.state.param.watch(lambda event: location.update_query(
+            runs=",".join(r.id for r in event.new[-MAX_RESTORED_RUNS:])), "saved")
 
     def __panel__(self):
         # No template: Bootstrap's puts the sidebar's content inside a <ul> (axe: a serious
@@ -191,7 +201,7 @@ class LearnerPage(pn.viewable.Viewer):
                               styles={"background": "#37474f", "padding": "14px 24px"})
         body = pn.FlexBox(self.sidebar, self.main, flex_wrap="wrap", align_items="flex-start",
                           sizing_mode="stretch_width", margin=0)
-        return pn.Column(header, body, sizing_mode="stretch_width", margin=0)
+        return pn.Column(header, body, self.page_key, sizing_mode="stretch_width", margin=0)
 
 
 def create_page(store: RunStore | None = None) -> LearnerPage:

@@ -24,7 +24,7 @@ from app.shared.compare import ComparisonView, failed_checks_text
 from app.shared.html import Markup, html, join
 from app.shared.numbers import format_result
 from app.shared.static import read_text
-from app.store import StoreError, export_csv, export_json
+from app.store import NotOwnerError, StoreError, export_csv, export_json
 
 EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
                     "violate it?")  # the Self-attention lesson's explain checkpoint
@@ -115,15 +115,34 @@ def _replaced(saved, rows: list[int], text: str) -> list[int]:
     return [i + 1 for i in rows if saved[i].explanation and saved[i].explanation != text]
 
 
-def explanation_target(saved, ticked: list[int]) -> str:
+def _others(saved, rows: list[int], owned) -> list[int]:
+    """The runs (from 1) among ``rows`` (from 0) that another page saved (not in ``owned``)."""
+    return [i + 1 for i in rows if saved[i].id not in owned]
+
+
+def not_owned_message(numbers: list[int]) -> str:
+    """Why Save explanation refuses runs (from 1) another page saved, and what to do instead."""
+    one = len(numbers) == 1
+    return (f"Explanation not saved: {_runs_words(numbers)} {'was' if one else 'were'} saved by another page "
+            "(this page shows them from a link, to read). Only the page that saved a run can explain it: "
+            "open your own page to explain your runs.")
+
+
+def explanation_target(saved, ticked: list[int], owned=None) -> str:
     """Where Save explanation writes, said before it is pressed: the ticked runs (from 0), or
-    the latest run when none is ticked, and which of them already hold an explanation."""
+    the latest run when none is ticked, which of them already hold an explanation, and which
+    another page saved (not in ``owned``, the ids of this page's runs; ``None``: all are)."""
     if not saved:
         return "Save a run first: Save explanation attaches the explanation to saved runs."
     rows = [i for i in ticked if i < len(saved)] or [len(saved) - 1]
     where = _runs_words([i + 1 for i in rows])
     if not ticked:
         where += ", the latest run (no run is ticked; tick runs to choose others)"
+    others = [] if owned is None else _others(saved, rows, set(owned))
+    if others:
+        one = len(others) == 1
+        return (f"Save explanation writes to {where}; but {_runs_words(others)} {'was' if one else 'were'} "
+                "saved by another page: it can be read here, not explained.")
     replaced = _replaced(saved, rows, "")
     held = "" if not replaced else (
         f"; it replaces the explanation {_runs_words(replaced)} already "
@@ -165,8 +184,8 @@ class SavedRunsView(pn.viewable.Viewer):
         self.save_explanation = pn.widgets.Button(label="Save explanation", disabled=no_runs)
         self.save_explanation.on_click(lambda _event: self.attach())
         self.target = pn.pane.HTML(
-            pn.bind(lambda ticked, saved: html("<p>{}</p>", explanation_target(saved, sorted(ticked))),
-                    self.ticks.param.value, s.param.saved), margin=(0, 10))
+            pn.bind(lambda ticked, saved, owned: html("<p>{}</p>", explanation_target(saved, sorted(ticked), owned)),
+                    self.ticks.param.value, s.param.saved, s.param.owned), margin=(0, 10))
         self.explanation_status = pn.pane.HTML(
             pn.bind(status_html, self.param.explanation_message, self.param.explanation_ok),
             visible=pn.bind(bool, self.param.explanation_message), stylesheets=[STATUS_CSS])
@@ -222,6 +241,11 @@ class SavedRunsView(pn.viewable.Viewer):
         text = self.explanation.value
         try:
             self.state.attach_explanation([saved[i].id for i in rows], text)
+        except NotOwnerError as exc:  # a run shown from a link (?runs=): reading it is not changing it
+            numbers = _others(saved, rows, set(self.state.owned)) or [
+                i + 1 for i in rows if saved[i].id == exc.run_id]
+            self.param.update(explanation_ok=False, explanation_message=not_owned_message(numbers))
+            return
         except KeyError:
             self.param.update(explanation_ok=False, explanation_message=(
                 "Explanation not saved: a run it was for is no longer in the store."))

@@ -10,12 +10,15 @@ Saving is an explicit action (:meth:`LearnerState.save_run`). Left out: widgets 
 
 from __future__ import annotations
 
+import secrets
+
 import numpy as np
 import panel as pn
 import param
 
+from app.learner.page_key import key_hash
 from app.shared.parsing import clean_text, parse_number
-from app.store import RunStore, StoreError
+from app.store import PAGE_RUNS, NotOwnerError, RunStore, StoreError
 from attention_core import (
     ALIGNMENTS,
     MAX_BATCH,
@@ -305,17 +308,29 @@ class LearnerState(param.Parameterized):
     save_message = param.String(default="", doc="What the last save did.")
     save_ok = param.Boolean(default=True, doc="Whether the last save worked.")
     store = param.ClassSelector(class_=RunStore, doc="Where runs are saved.")
+    key_hash = param.String(default=None, allow_None=True, doc=(
+        "SHA-256 (hex) of this page's key (app.learner.page_key): runs are saved with it, and only "
+        "runs saved with it can be explained here. A state made without one (a script, a test) makes "
+        "a key of its own for its life; a served page takes its browser's (take_page_key)."))
+    awaiting_key = param.Boolean(default=False, doc=(
+        "A served page whose browser has not sent its key yet: Save run waits for it."))
+    owned = param.List(default=[], item_type=str, doc=(
+        "Ids of the runs in saved that this page saved (with its key): the only ones it can explain. "
+        "The others are shown from a link (?runs=) and only read."))
 
     opened = param.ClassSelector(class_=ExperimentRecord, default=None, allow_None=True,
                                  doc="The saved run the workbench was opened on, if any.")
     opened_edited = param.Boolean(default=False, doc="An input changed since the run was opened.")
     open_message = param.String(default="", doc="What the page says about an opened run.")
-    restore_message = param.String(default="", doc="How many ids of ?runs= were not found.")
+    restore_message = param.String(default="", doc=(
+        "How many ids of ?runs= were not found, or why the page could not list its own runs."))
     open_ok = param.Boolean(default=True, doc="Whether the last open worked.")
 
     def __init__(self, **params) -> None:
         if params.get("mask_after_softmax") and "failure_mode" not in params:
             params["failure_mode"] = "mask_after_softmax"
+        if params.get("key_hash") is None:
+            params["key_hash"] = key_hash(secrets.token_hex(16))
         super().__init__(**params)
 
     @param.depends("failure_mode", watch=True, on_init=True)
@@ -621,6 +636,9 @@ class LearnerState(param.Parameterized):
             return self._not_saved("fix the highlighted inputs first (" + "; ".join(problems) + ")")
         if not self.prediction.strip():
             return self._not_saved("write your prediction first (the Prediction field)")
+        if self.awaiting_key:
+            return self._not_saved("this page is still connecting to the server (its key has not arrived); "
+                                   "press Save run again in a moment")
         try:
             texts = {f: clean_text(getattr(self, f), f) for f in ("learner", "label", "prediction")}
             record = ExperimentRecord.from_result(self.layer, ablation=ablation, self_check=self.self_check,
@@ -636,17 +654,54 @@ class LearnerState(param.Parameterized):
             return self._not_saved(f"this run is already saved as #{len(self.saved)}; change an "
                                    "input, a toggle or the text to save another")
         try:
-            self.store.save(record)
+            self.store.save(record, key_hash=self.key_hash)
         except StoreError as exc:  # already a sentence: "Run not saved: the store … is full."
             self.param.update(save_ok=False, save_message=str(exc))
             return None
-        self.param.update(saved=[*self.saved, record], last_saved=record, self_check=None)
+        self.param.update(owned=[*self.owned, record.id], saved=[*self.saved, record], last_saved=record,
+                          self_check=None)
         name = f"“{record.label}”" if record.label else f"#{len(self.saved)}"
         self.param.update(save_ok=True, save_message=f"Saved run {name} ({record.id}).")
         return record
 
+    def take_page_key(self, key: str) -> None:
+        """Take this page's key from its browser (:class:`~app.learner.page_key.PageKey`) and
+        list the runs saved with it (the latest :data:`~app.store.PAGE_RUNS`) beside those shown,
+        oldest first: after a reload (with or without ``?runs=``), and a run committed while the
+        server died, before the page heard, is listed once the page is back.
+
+        A ``key`` that is not a page key (an edited page) is not taken: the page keeps a key of
+        its own until a reload, and :attr:`restore_message` says so. Never raises.
+        """
+        try:
+            self.key_hash = key_hash(key)
+        except ValueError:
+            self.param.update(awaiting_key=False, restore_message=(
+                "This browser sent no usable page key: runs saved now are this page's only until "
+                "it is reloaded (their links still show them)."))
+            return
+        self.awaiting_key = False
+        try:
+            own = self.store.page_runs(self.key_hash, limit=PAGE_RUNS)
+        except (RecordError, StoreError) as exc:
+            self.restore_message = f"This page's saved runs could not be listed: {exc}"
+            return
+        self._show_also(own, owned=True)
+
+    def _show_also(self, records: list[ExperimentRecord], *, owned: bool) -> None:
+        """Add ``records`` to :attr:`saved` (a run listed once), oldest first; ``owned``: this
+        page's own. A reload is not a new prediction: an empty Prediction takes the latest's, as
+        under ?predict=first the page would hide what Saved runs compares."""
+        by_id = {r.id: r for r in [*self.saved, *records]}
+        shown = sorted(by_id.values(), key=lambda r: (r.created_at, r.id))
+        mine = list(dict.fromkeys([*self.owned, *(r.id for r in records)])) if owned else self.owned
+        self.param.update(owned=mine, saved=shown)
+        if shown and not self.prediction.strip():
+            self.prediction = shown[-1].prediction or ""
+
     def restore_runs(self, run_ids: list[str]) -> None:
-        """Show runs this learner saved before a reload again, by id, oldest first.
+        """Show the runs a link names (``?runs=``) again, by id, oldest first: read only, unless
+        this page saved them (:meth:`take_page_key` marks its own).
 
         Ids that are malformed, missing or unreadable are skipped (a URL can hold anything):
         :meth:`app.store.RunStore.get` refuses any id that is not a plain run id.
@@ -660,17 +715,12 @@ class LearnerState(param.Parameterized):
                 restored.append(self.store.get(run_id))
             except (ValueError, KeyError, OSError):
                 continue
-        restored.sort(key=lambda r: (r.created_at, r.id))
         missing = len(wanted) - len(restored)
         self.restore_message = "" if not missing else (
             f"{missing} of the {len(wanted)} run ids in this page's address (?runs=) "
             f"{'was' if missing == 1 else 'were'} not found in the store, so "
             f"{'they are' if missing > 1 else 'it is'} not listed below.")
-        self.saved = restored
-        # The prediction those runs were saved with comes back too: a reload is not a new
-        # prediction, and under ?predict=first the page would hide what Saved runs compares.
-        if restored and not self.prediction.strip():
-            self.prediction = restored[-1].prediction or ""
+        self._show_also(restored, owned=False)
 
     def open_record(self, record: ExperimentRecord) -> bool:
         """Show saved run ``record`` in the workbench exactly as it was saved: input mode, sizes,
@@ -722,17 +772,22 @@ class LearnerState(param.Parameterized):
 
     def attach_explanation(self, run_ids: list[str], text: str) -> list[ExperimentRecord]:
         """Attach ``text`` as the explanation of the saved runs ``run_ids`` (empty text removes
-        it), on disk and in :attr:`saved`; never adds a run.
+        it), on disk and in :attr:`saved`; never adds a run. Only this page's own runs
+        (:attr:`owned`): the store checks the key again (:meth:`RunStore.update_explanation`).
 
         Returns the updated records. Raises ``ValueError`` for text over its limit (naming the
-        field), ``KeyError`` for a run not in the store, :class:`StoreError` ("Explanation not
+        field), :class:`~app.store.NotOwnerError` (nothing changed) when a run is not this
+        page's, ``KeyError`` for a run not in the store, :class:`StoreError` ("Explanation not
         saved: …") on a disk error; runs updated before an error stay updated.
         """
         explanation = clean_text(text, "explanation")
+        foreign = [run_id for run_id in run_ids if run_id not in self.owned]
+        if foreign:
+            raise NotOwnerError(foreign[0])
         updated = {}
         try:
             for run_id in run_ids:
-                updated[run_id] = self.store.update_explanation(run_id, explanation)
+                updated[run_id] = self.store.update_explanation(run_id, explanation, key_hash=self.key_hash)
         finally:
             if updated:
                 self.saved = [updated.get(r.id, r) for r in self.saved]

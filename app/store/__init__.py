@@ -9,9 +9,11 @@ exchange: each run's strict-JSON record is stored whole and exported byte for by
 The interface (what the pages, the command line and the tests use)::
 
     store = RunStore("sqlite:///runs.db")        # or "postgresql+psycopg://user:pw@host/db"
-    store.save(record)                           # a new run; StoreError "Run not saved: …"
+    store.save(record, key_hash=h)               # a new run, the saving page's key hash; "Run not saved: …"
     store.get(run_id)                            # ExperimentRecord; KeyError, ValueError (bad id)
-    store.update_explanation(run_id, text)       # the run as now stored; "Explanation not saved: …"
+    store.update_explanation(run_id, text, key_hash=h)   # the run as now stored; NotOwnerError
+                                                 #   without the key it was saved with
+    store.page_runs(h)                           # the latest 200 runs saved with that key, oldest first
 
     page = store.query(RunFilter(learner="ada", mode="Correct, causal",
                                  created_from=day_start, created_before=next_day_start),
@@ -60,17 +62,19 @@ from app.store.exports import (
 )
 from app.store.runs import (
     DEFAULT_SORT,
+    PAGE_RUNS,
     SORTABLE,
     ImportOutcome,
     LearnerRuns,
     LearnerTally,
+    NotOwnerError,
     RunFilter,
     RunPage,
     RunStore,
 )
 from app.store.summary import RunSummary
 
-__all__ = ["CSV_COLUMNS", "DEFAULT_SORT", "DEFAULT_STORE", "EXPORT_FORMAT", "SORTABLE", "STORE_ENV",
-           "ImportOutcome", "LearnerRuns", "LearnerTally", "RunFilter", "RunPage", "RunStore", "RunSummary",
-           "StoreError", "StoreOpenError", "export_csv", "export_json", "iter_csv", "iter_export_csv",
+__all__ = ["CSV_COLUMNS", "DEFAULT_SORT", "DEFAULT_STORE", "EXPORT_FORMAT", "PAGE_RUNS", "SORTABLE", "STORE_ENV",
+           "ImportOutcome", "LearnerRuns", "LearnerTally", "NotOwnerError", "RunFilter", "RunPage", "RunStore",
+           "RunSummary", "StoreError", "StoreOpenError", "export_csv", "export_json", "iter_csv", "iter_export_csv",
            "iter_export_json", "resolve_store_url", "sqlite_url"]

@@ -12,11 +12,13 @@ exact text they were stored as; reading one back parses that text without valida
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 import math
 import os
 import random
+import re
 import threading
 import time
 import weakref
@@ -65,7 +67,9 @@ DEFAULT_SORT = (("created_at", "asc"),)
 # Bound parameters per IN (…): well under SQLite's and PostgreSQL's limits.
 _CHUNK = 500
 _log = logger("store")
-_SUMMARY_COLUMNS = [c for c in runs.c if c.name != "record"]
+# The key hash stays in the store: no page or export needs it.
+_SUMMARY_COLUMNS = [c for c in runs.c if c.name not in ("record", "page_key_hash")]
+PAGE_RUNS = 200  # the most runs RunStore.page_runs gives back: a page's latest
 # A CSV row's columns after the id and the time, in csv_row's order ("mode" is the run's title).
 _CSV_SOURCE = [runs.c[name] for name in (
     "learner", "label", "causal", "mask_after_softmax", "failure_mode", "T", "total_future_weight",
@@ -132,7 +136,9 @@ class LearnerRuns:
     first_at : datetime
         Its earliest run.
     predicted_at, explained_at : datetime or None
-        A run with a prediction (an explanation) that is not only whitespace.
+        A run with a prediction (an explanation) that is not only whitespace; an explanation
+        only when written with the key of the page that saved the run (``explained_by_owner``:
+        never an imported run's, whose record cannot say who wrote it).
     correct_causal_at : datetime or None
         A correct run with the causal mask.
     mask_after_softmax_at : datetime or None
@@ -159,6 +165,19 @@ class LearnerTally:
     unnamed: int
 
 
+class NotOwnerError(PermissionError):
+    """A run may be changed only with the key of the page that saved it; this one was not given.
+
+    ``run_id`` is the run's id. Raised by :meth:`RunStore.update_explanation` for a run saved by
+    another page, imported, or stored before store version 6 (no page holds its key).
+    """
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"Explanation not saved: run {run_id} was saved by another page (or imported); only "
+                         "the page that saved a run can explain it.")
+        self.run_id = run_id
+
+
 @dataclass(frozen=True)
 class ImportOutcome:
     """What importing one file's records did: ids by outcome, in the file's order.
@@ -171,7 +190,8 @@ class ImportOutcome:
     refused: list[str]
 
 
-def _record_row(record: ExperimentRecord, text: str, dialect: str) -> dict:
+def _record_row(record: ExperimentRecord, text: str, dialect: str, key_hash: str | None = None) -> dict:
+    """A run's row; ``key_hash`` that of the page saving it (None: imported)."""
     return {
         "id": record.id, "created_at": record.created_datetime,
         "learner": column_text(record.learner, dialect), "label": column_text(record.label, dialect),
@@ -186,6 +206,7 @@ def _record_row(record: ExperimentRecord, text: str, dialect: str) -> dict:
         "prediction": column_text(record.prediction, dialect),
         "explanation": column_text(record.explanation, dialect), "notes": column_text(record.notes, dialect),
         "schema_version": record.schema_version, "record": text,
+        "page_key_hash": key_hash, "explained_by_owner": key_hash is not None and _has_text(record.explanation),
     }
 
 
@@ -255,6 +276,15 @@ def _check_id(run_id: object) -> str:
     if not isinstance(run_id, str) or not ID_PATTERN.fullmatch(run_id):
         raise ValueError(f"not a run id: {run_id!r}")
     return run_id
+
+
+_KEY_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+def _check_key_hash(key_hash: object) -> str | None:
+    if key_hash is not None and not (isinstance(key_hash, str) and _KEY_HASH.fullmatch(key_hash)):
+        raise ValueError(f"not a page key's SHA-256 (64 hex digits): {str(key_hash)[:80]!r}")
+    return key_hash
 
 
 def _plain_ids(run_ids: Iterable) -> list[str]:
@@ -392,16 +422,22 @@ class RunStore:
 
     # --- one run ---------------------------------------------------------------------------
 
-    def save(self, record: ExperimentRecord) -> None:
+    def save(self, record: ExperimentRecord, *, key_hash: str | None = None) -> None:
         """Store ``record`` as a new run, durably (committed when this returns); never overwrite.
+
+        ``key_hash`` is the SHA-256 (64 lowercase hex digits) of the key of the page saving it
+        (:func:`app.learner.page_key.key_hash`): only that key can change the run later
+        (:meth:`update_explanation`) and :meth:`page_runs` lists it. ``None``: no page can.
 
         Raises
         ------
+        ValueError
+            ``key_hash`` is not 64 lowercase hex digits.
         StoreError
             ``"Run not saved: …"``: a run with this id exists, or the store is read-only, full,
             unreachable or damaged. Nothing is half-written.
         """
-        row = _record_row(record, record.to_json(), self.dialect)
+        row = _record_row(record, record.to_json(), self.dialect, _check_key_hash(key_hash))
         try:
             with self._write("Run not saved") as conn:
                 conn.execute(runs.insert().values(**row))
@@ -431,14 +467,19 @@ class RunStore:
             raise KeyError(run_id)
         return stored_record(text)
 
-    def update_explanation(self, run_id: str, explanation: str | None) -> ExperimentRecord:
+    def update_explanation(self, run_id: str, explanation: str | None, *, key_hash: str | None) -> ExperimentRecord:
         """Replace the explanation of run ``run_id``; everything else in the record stays.
+
+        Only the page that saved the run may: ``key_hash`` must be the one it was saved with
+        (:meth:`save`). Reading a run takes its id alone (its link); changing it takes the key.
 
         Parameters
         ----------
         run_id : str
         explanation : str or None
             Already cleaned by the caller; ``None`` removes it. At most 2000 characters.
+        key_hash : str or None
+            The SHA-256 (hex) of the changing page's key; ``None`` (no key) is refused.
 
         Returns
         -------
@@ -448,28 +489,59 @@ class RunStore:
         Raises
         ------
         ValueError
-            A bad id, or text a record cannot hold (:class:`RecordError`, naming the field).
+            A bad id or key hash, or text a record cannot hold (:class:`RecordError`, naming the
+            field).
         KeyError
             No such run.
+        NotOwnerError
+            ``key_hash`` is not the key hash the run was saved with (another page's run, an
+            imported one, or one stored before keys); the run is left as it was.
         StoreError
             ``"Explanation not saved: …"``; the run is left as it was.
         """
         check_text("explanation", explanation)
         _check_id(run_id)
+        _check_key_hash(key_hash)
         with self._write("Explanation not saved") as conn:
-            text = conn.execute(select(runs.c.record).where(runs.c.id == run_id).with_for_update()).scalar()
-            if text is None:
+            row = conn.execute(select(runs.c.record, runs.c.page_key_hash)
+                               .where(runs.c.id == run_id).with_for_update()).first()
+            if row is None:
                 raise KeyError(run_id)
-            record = stored_record(text)
+            if key_hash is None or row.page_key_hash is None or not hmac.compare_digest(row.page_key_hash, key_hash):
+                event(_log, "explanation refused", logging.WARNING, run=run_id, why="not the saving page's key")
+                raise NotOwnerError(run_id)
+            record = stored_record(row.record)
             data = record.to_dict()
             data["explanation"] = explanation
             record = ExperimentRecord(**data)
             conn.execute(update(runs).where(runs.c.id == run_id).values(
                 explanation=column_text(explanation, self.dialect), has_explanation=_has_text(explanation),
-                record=record.to_json()))
+                explained_by_owner=_has_text(explanation), record=record.to_json()))
             self._changed(conn)
         event(_log, "explanation attached" if explanation else "explanation removed", run=run_id, store=self.dialect)
         return record
+
+    def page_runs(self, key_hash: str, *, limit: int = PAGE_RUNS) -> list[ExperimentRecord]:
+        """The runs saved with ``key_hash`` (one page's, :meth:`save`), the latest ``limit`` of
+        them, oldest first (by ``created_at``, then id): what a page lists as its Saved runs when
+        it opens, including a run committed just before its server died, before the page heard.
+
+        Raises
+        ------
+        ValueError
+            ``key_hash`` is not 64 lowercase hex digits, or ``limit`` is below 1.
+        RecordError
+            A stored text is not a record (only a store edited by hand).
+        StoreError
+            The store cannot be read.
+        """
+        if _check_key_hash(key_hash) is None or limit < 1:
+            raise ValueError("page_runs needs a page key's hash and a limit of 1 or more")
+        latest = (select(runs.c.id, runs.c.record).where(runs.c.page_key_hash == key_hash)
+                  .order_by(runs.c.created_at.desc(), runs.c.id.desc()).limit(limit))
+        with self._read() as conn:
+            rows = conn.execute(latest).all()
+        return [stored_record(text, run_id) for run_id, text in reversed(rows)]
 
     # --- many runs -------------------------------------------------------------------------
 
@@ -601,7 +673,8 @@ class RunStore:
         statement = select(
             c.learner, c.mode, func.count().label("runs"), func.min(c.created_at).label("first_at"),
             first(c.has_prediction).label("predicted_at"),
-            first(c.has_explanation).label("explained_at"),
+            # Credited only when written with the key of the page that saved the run.
+            first(c.explained_by_owner).label("explained_at"),
             first(correct_causal).label("correct_causal_at"),
             first(contrast).label("mask_after_softmax_at"),
             func.count(case((not_(or_(correct_causal, contrast)), 1))).label("others"),
@@ -774,5 +847,5 @@ class RunStore:
         return ImportOutcome(imported, skipped, refused)
 
 
-__all__ = ["DEFAULT_SORT", "SORTABLE", "ImportOutcome", "LearnerRuns", "LearnerTally", "RunFilter", "RunPage",
-           "RunStore", "StoreError", "StoreOpenError", "stored_record"]
+__all__ = ["DEFAULT_SORT", "PAGE_RUNS", "SORTABLE", "ImportOutcome", "LearnerRuns", "LearnerTally",
+           "NotOwnerError", "RunFilter", "RunPage", "RunStore", "StoreError", "StoreOpenError", "stored_record"]

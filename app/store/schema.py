@@ -21,7 +21,12 @@ newer one, and a database holding other tables but not ours, are refused with a 
 counts a prediction or explanation of only whitespace as none and indexes what the learners view
 counts; version 4 puts learner and label in the index of the default order (newest first);
 version 5 adds the sizes of the complete layer (record schema version 3) that the CSV holds:
-``B``, ``T_k``, ``d_v``, ``has_w_o``, ``cross_attention``, ``causal_alignment``, ``ablation_target``.
+``B``, ``T_k``, ``d_v``, ``has_w_o``, ``cross_attention``, ``causal_alignment``, ``ablation_target``;
+version 6 adds who may change a run: ``page_key_hash``, the SHA-256 (hex) of the key of the page
+that saved it (never the key itself; none for imported runs and for runs saved before version 6,
+which no page can change), and ``explained_by_owner``, whether its explanation was written with
+that key (what the learners view credits; false for every run stored before version 6, whose
+explanations nobody can vouch for).
 
 Left out: the queries (:mod:`app.store.runs`).
 """
@@ -115,6 +120,12 @@ runs = Table(
     Column("has_explanation", Boolean, nullable=False),
     Column("prediction", Text),
     Column("explanation", Text),
+    # Store version 6: the SHA-256 (64 hex digits) of the saving page's key; only a page holding
+    # that key may change the run (RunStore.update_explanation). None: imported, or older.
+    Column("page_key_hash", String(64)),
+    # Its explanation was written with the owner's key (saved with the run or attached by the
+    # page): the learners view credits only these. A default: SQLite adds a NOT NULL column so.
+    Column("explained_by_owner", Boolean, nullable=False, server_default=false()),
     Column("notes", Text),
     Column("schema_version", Integer, nullable=False),  # the record's, not the tables'
     Column("record", Text, nullable=False),
@@ -137,6 +148,14 @@ _SORT_INDEXES = [Index(f"ix_workbench_runs_{name.lower()}", runs.c[name], runs.c
 # alone, not every run's row (a SQLite row holds its whole record).
 _LEARNERS_INDEX = Index("ix_workbench_runs_learner_progress", runs.c.learner, runs.c.mode, runs.c.created_at,
                         runs.c.failure_mode, runs.c.causal, runs.c.T, runs.c.has_prediction, runs.c.has_explanation)
+# Made by the version 3 step, dropped by the version 6 step: a new store does not get it.
+runs.indexes.discard(_LEARNERS_INDEX)
+# Version 6's: the same with explained_by_owner, which the learners view now counts instead.
+_OWNER_LEARNERS_INDEX = Index("ix_workbench_runs_learner_owner_progress", runs.c.learner, runs.c.mode,
+                              runs.c.created_at, runs.c.failure_mode, runs.c.causal, runs.c.T,
+                              runs.c.has_prediction, runs.c.explained_by_owner)
+# A page's own runs, newest first (RunStore.page_runs).
+_PAGE_INDEX = Index("ix_workbench_runs_page", runs.c.page_key_hash, runs.c.created_at, runs.c.id)
 
 meta = Table(
     "workbench_meta", metadata,
@@ -180,6 +199,20 @@ def _newest_texts_index(conn: Connection) -> None:
     _NEWEST_INDEX.create(conn, checkfirst=True)
 
 
+def _add_columns(conn: Connection, names: tuple[str, ...]) -> bool:
+    """Add the columns ``names`` of :data:`runs` that the table lacks; False when it had them all
+    (checkfirst, as the index steps)."""
+    have = {c["name"] for c in inspect(conn).get_columns(runs.name)}
+    if set(names) <= have:
+        return False
+    table = conn.dialect.identifier_preparer.quote(runs.name)
+    for name in names:
+        if name not in have:
+            column = CreateColumn(runs.c[name]).compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
+    return True
+
+
 _LAYER_COLUMNS = ("B", "T_k", "d_v", "has_w_o", "cross_attention", "causal_alignment", "ablation_target")
 
 
@@ -189,14 +222,8 @@ def _layer_columns(conn: Connection) -> None:
     alignment, no ablation, T_k = T; d_v is read from each record (version 1 has no d_v key)."""
     from app.store.runs import stored_record  # the record reader; app.store.runs imports this module
 
-    table = conn.dialect.identifier_preparer.quote(runs.name)
-    have = {c["name"] for c in inspect(conn).get_columns(runs.name)}
-    if set(_LAYER_COLUMNS) <= have:  # checkfirst, as the index steps: already there
+    if not _add_columns(conn, _LAYER_COLUMNS):
         return
-    for name in _LAYER_COLUMNS:
-        if name not in have:
-            column = CreateColumn(runs.c[name]).compile(dialect=conn.dialect)
-            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {column}")
     conn.execute(update(runs).values(T_k=runs.c.T))
     set_d_v = update(runs).where(runs.c.id == bindparam("run_id")).values(d_v=bindparam("new_d_v"))
     rows = conn.execute(select(runs.c.id, runs.c.record)).all()
@@ -205,8 +232,18 @@ def _layer_columns(conn: Connection) -> None:
                                for run_id, text in rows[start:start + 500]])
 
 
+def _page_keys(conn: Connection) -> None:
+    """Version 6: the saving page's key hash and whether the explanation was written with it. No
+    run stored before has either: none can be changed on a page, and none of their explanations
+    is credited (nothing says who wrote them: until version 6 a run's link was enough)."""
+    _add_columns(conn, ("page_key_hash", "explained_by_owner"))
+    conn.exec_driver_sql(f"DROP INDEX IF EXISTS {_LEARNERS_INDEX.name}")
+    _OWNER_LEARNERS_INDEX.create(conn, checkfirst=True)
+    _PAGE_INDEX.create(conn, checkfirst=True)
+
+
 UPGRADES: list[Callable[[Connection], None]] = [_sort_indexes, _learners_index, _newest_texts_index,
-                                                _layer_columns]
+                                                _layer_columns, _page_keys]
 
 
 def current_version() -> int:

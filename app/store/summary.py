@@ -54,6 +54,9 @@ class RunSummary:
     causal_alignment: str | None
     ablation_target: str | None
     created_datetime: datetime = field(default=None, repr=False, compare=False)
+    # Its explanation was written with the key of the page that saved it (store version 6): only
+    # the store knows; a record alone never says so (RunSummary.of gives False).
+    explained_by_owner: bool = False
 
     def __post_init__(self) -> None:
         if self.created_datetime is None:
@@ -96,7 +99,7 @@ class RunSummary:
             failed_checks=tuple(failed.split(";")) if failed else (), created_datetime=created,
             B=row["B"], T_k=row["T_k"], d_v=row["d_v"], has_w_o=bool(row["has_w_o"]),
             cross_attention=bool(row["cross_attention"]), causal_alignment=row["causal_alignment"],
-            ablation_target=row["ablation_target"],
+            ablation_target=row["ablation_target"], explained_by_owner=bool(row["explained_by_owner"]),
         )
 
 
