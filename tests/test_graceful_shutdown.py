@@ -5,6 +5,8 @@ exits anyway.
 
 A save is held "in flight" for real: the test takes SQLite's write lock from a connection of its
 own (``BEGIN IMMEDIATE``), so the server's save waits on the store, as it would on a busy disk.
+The save's write waits in a store-write thread (app/store/writes.py): the server goes on
+answering meanwhile, and shutdown waits for the write.
 """
 
 from __future__ import annotations
@@ -60,19 +62,31 @@ def hold_the_write_lock(server) -> sqlite3.Connection:
     return lock
 
 
-def waits_on_the_store(server, health: HealthWatch) -> bool:
-    """Whether ``server``'s save is waiting on its held store: the save runs on the server's
-    event loop, so the health check waits too, and (where Linux says) the main thread sleeps in
-    SQLite's busy handler."""
-    if health.pending_for() < 0.5:
-        return False
-    wchan = Path(f"/proc/{server.process.pid}/wchan")
-    return not wchan.exists() or "nanosleep" in wchan.read_text()
+def waits_on_the_store(server) -> bool:
+    """Whether ``server``'s save is waiting on its held store: a thread other than the main one
+    (the save's store-write thread) sleeps in SQLite's busy handler, as Linux's ``wchan`` says."""
+    pid = server.process.pid
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            if task.name != str(pid) and "nanosleep" in (task / "wchan").read_text():
+                return True
+        except OSError:  # the thread ended meanwhile
+            continue
+    return False
 
 
-def click_save_and_wait_until_it_waits_on_the_store(page, server, health: HealthWatch) -> None:
+def click_save_and_wait_until_it_waits_on_the_store(page, server) -> None:
     page.get_by_role("button", name="Save run").click()
-    wait_until(lambda: waits_on_the_store(server, health), "the server's save waiting on the held store")
+    wait_until(lambda: waits_on_the_store(server), "the server's save waiting on the held store")
+    # The write waits off the event loop: the server still answers everyone else.
+    assert ask(port_of(server), "/healthz")[0] == 200
+
+
+def assert_stopping_lines_name_no_session(log: str) -> None:
+    """The operator's "stopping: …" lines are about the process, never one page's session."""
+    stopping = [line for line in log.splitlines() if " stopping: " in line]
+    assert stopping, log
+    assert not [line for line in stopping if "session=" in line], stopping
 
 
 def test_every_pages_lost_connection_message_can_name_a_restart():
@@ -118,12 +132,12 @@ def test_sigterm_lets_the_save_in_flight_commit_tells_the_page_and_exits_0_in_ti
         health = HealthWatch("127.0.0.1", port)
         wait_until(lambda: health.answers, "a first health answer")
         lock = hold_the_write_lock(server)
-        click_save_and_wait_until_it_waits_on_the_store(page, server, health)
+        click_save_and_wait_until_it_waits_on_the_store(page, server)
 
         ended = ExitWatch(server.process)
         server.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
-        newcomer = PageRequest(port)  # waits with the held event loop, answered once it moves
+        newcomer = PageRequest(port)  # refused while the save still waits
         assert newcomer.sent.wait(10)
         lock.execute("ROLLBACK")  # the store answers again: the save goes on
 
@@ -138,6 +152,7 @@ def test_sigterm_lets_the_save_in_flight_commit_tells_the_page_and_exits_0_in_ti
         assert newcomer.result() == (503, REFUSED_PAGE)
         answers = health.wait_closed()
         assert failed_before_closing(answers), answers
+        assert_stopping_lines_name_no_session(server.log.read_text())
         # The run's page kept what it saved, now marked as the last thing saved.
         expect(saved).to_contain_text("nothing after this is saved")
     finally:
@@ -158,7 +173,7 @@ def test_past_the_grace_a_save_stuck_on_the_store_does_not_keep_the_process(tmp_
         health = HealthWatch("127.0.0.1", port_of(server))
         wait_until(lambda: health.answers, "a first health answer")
         lock = hold_the_write_lock(server)  # held past the grace: the save never gets the store
-        click_save_and_wait_until_it_waits_on_the_store(page, server, health)
+        click_save_and_wait_until_it_waits_on_the_store(page, server)
         ended = ExitWatch(server.process)
         server.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
@@ -166,6 +181,7 @@ def test_past_the_grace_a_save_stuck_on_the_store_does_not_keep_the_process(tmp_
         assert server.process.returncode == 1
         log = server.log.read_text()
         assert re.search(r"stopping: not done 2 s after the signal .*; exiting now", log), log
+        assert_stopping_lines_name_no_session(log)
         lock.execute("ROLLBACK")
         assert server.records() == []  # not committed, and the page never said it was
         expect(page.get_by_role("status").filter(has_text="Saved run")).to_have_count(0)
