@@ -130,10 +130,7 @@ class RecordView(pn.viewable.Viewer):
             label="Save run", color="primary",
             disabled=pn.bind(lambda ok, error: not ok or bool(error),
                              s.param.input_ok, s.param.tokens_error))
-        # With this page's document lock held while the write is awaited (pn.io.with_lock), as a
-        # synchronous callback has it: this page's own events wait for the save, other pages do
-        # not, and the confirmation goes out as one patch instead of a hop per change.
-        self.button.on_click(pn.io.with_lock(self._save))
+        self.button.on_click(self._save)
         self.message = pn.pane.HTML(
             pn.bind(status_html, s.param.save_message, s.param.save_ok),
             visible=pn.bind(bool, s.param.save_message), stylesheets=[STATUS_CSS])
