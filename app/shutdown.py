@@ -11,8 +11,8 @@ On the signal the process, in this order:
    committed and confirmed too;
 3. lets the saves in flight commit: a save's store write runs in a thread of its own
    (:func:`app.store.writes.off_the_loop`) while the loop serves the other pages, and the server
-   is stopped only once no write is left (:func:`app.store.writes.in_flight`) and each page has
-   heard "Saved";
+   is stopped only once no write is left (:func:`app.store.writes.in_flight`), each page's
+   "Saved" queued on the loop ahead of the stop;
 4. stops the Bokeh server (its port closes) and its event loop; ``serve`` closes the store and
    ends the process with status 0 (:func:`end_process`).
 
