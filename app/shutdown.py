@@ -5,24 +5,21 @@ On the signal the process, in this order:
 1. fails its health check (``/healthz`` answers 503 ``server stopping``, :mod:`app.health`) and
    answers every new page request 503 with a sentence (:func:`refuse_page`): a balancer sends
    those learners to another server, and no session is built for them;
-2. has every open page's lost-connection notice name a restart
+2. lets the save in flight commit: saves run on the server's event loop, so the one running when
+   the signal came ends, and its page hears "Saved", before anything below runs;
+3. has every open page's lost-connection notice name a restart
    (:func:`app.shared.connection.announce_restart`), and keeps serving open pages until every
    one has been told and :data:`NOTICE_S` has passed, so a save clicked as the signal came is
    committed and confirmed too;
-3. lets the saves in flight commit: a save's store write runs in a thread of its own
-   (:func:`app.store.writes.off_the_loop`) while the loop serves the other pages, and the server
-   is stopped only once no write is left (:func:`app.store.writes.in_flight`), each page's
-   "Saved" queued on the loop ahead of the stop;
 4. stops the Bokeh server (its port closes) and its event loop; ``serve`` closes the store and
    ends the process with status 0 (:func:`end_process`).
 
 Whatever happens, the process ends ``grace`` seconds after the signal (``serve
 --shutdown-grace``), with exit status 1 and a line saying so: a save stuck on a store that does
-not answer is waited for (and a store call on the event loop would hold it), so this bound is
-kept by a thread of its own that hears the signal at once (:func:`signal.set_wakeup_fd`). A
-second signal changes nothing. With ``--num-procs`` each worker stops so (the first process
-ends at once; its workers get SIGTERM from it, see
-:func:`app.upstream.workers_end_with_their_parent`).
+not answer holds the event loop, so this bound is kept by a thread of its own that hears the
+signal at once (:func:`signal.set_wakeup_fd`). A second signal changes nothing. With
+``--num-procs`` each worker stops so (the first process ends at once; its workers get SIGTERM
+from it, see :func:`app.upstream.workers_end_with_their_parent`).
 """
 
 from __future__ import annotations
@@ -38,7 +35,6 @@ from functools import partial
 
 from app.health import mark_stopping
 from app.shared.connection import announce_restart
-from app.store.writes import in_flight as writes_in_flight
 
 #: Default for ``serve --shutdown-grace``: seconds from the signal to the process's end at most.
 SHUTDOWN_GRACE_S = 10.0
@@ -147,9 +143,7 @@ def _tell_pages_then_stop(server, signal_name: str, grace: float) -> None:
     give_up_at = loop.time() + max(NOTICE_S, grace / 2)
 
     def stop_once_told() -> None:
-        # A write still in flight is waited for however long it takes: past the grace the
-        # watchdog thread ends the process (status 1), and the page was never told "Saved".
-        if (len(told) < len(sessions) and loop.time() < give_up_at) or writes_in_flight():
+        if len(told) < len(sessions) and loop.time() < give_up_at:
             loop.call_later(0.05, stop_once_told)
         else:
             _stop(server)

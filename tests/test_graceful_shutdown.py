@@ -5,8 +5,6 @@ exits anyway.
 
 A save is held "in flight" for real: the test takes SQLite's write lock from a connection of its
 own (``BEGIN IMMEDIATE``), so the server's save waits on the store, as it would on a busy disk.
-The save's write waits in a store-write thread (app/store/writes.py): the server goes on
-answering meanwhile, and shutdown waits for the write.
 """
 
 from __future__ import annotations
@@ -62,24 +60,19 @@ def hold_the_write_lock(server) -> sqlite3.Connection:
     return lock
 
 
-def waits_on_the_store(server) -> bool:
-    """Whether ``server``'s save is waiting on its held store: a thread other than the main one
-    (the save's store-write thread) sleeps in SQLite's busy handler, as Linux's ``wchan`` says."""
-    pid = server.process.pid
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            if task.name != str(pid) and "nanosleep" in (task / "wchan").read_text():
-                return True
-        except OSError:  # the thread ended meanwhile
-            continue
-    return False
+def waits_on_the_store(server, health: HealthWatch) -> bool:
+    """Whether ``server``'s save is waiting on its held store: the save runs on the server's
+    event loop, so the health check waits too, and (where Linux says) the main thread sleeps in
+    SQLite's busy handler."""
+    if health.pending_for() < 0.5:
+        return False
+    wchan = Path(f"/proc/{server.process.pid}/wchan")
+    return not wchan.exists() or "nanosleep" in wchan.read_text()
 
 
-def click_save_and_wait_until_it_waits_on_the_store(page, server) -> None:
+def click_save_and_wait_until_it_waits_on_the_store(page, server, health: HealthWatch) -> None:
     page.get_by_role("button", name="Save run").click()
-    wait_until(lambda: waits_on_the_store(server), "the server's save waiting on the held store")
-    # The write waits off the event loop: the server still answers everyone else.
-    assert ask(port_of(server), "/healthz")[0] == 200
+    wait_until(lambda: waits_on_the_store(server, health), "the server's save waiting on the held store")
 
 
 def assert_stopping_lines_name_no_session(log: str) -> None:
@@ -132,12 +125,12 @@ def test_sigterm_lets_the_save_in_flight_commit_tells_the_page_and_exits_0_in_ti
         health = HealthWatch("127.0.0.1", port)
         wait_until(lambda: health.answers, "a first health answer")
         lock = hold_the_write_lock(server)
-        click_save_and_wait_until_it_waits_on_the_store(page, server)
+        click_save_and_wait_until_it_waits_on_the_store(page, server, health)
 
         ended = ExitWatch(server.process)
         server.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
-        newcomer = PageRequest(port)  # refused while the save still waits
+        newcomer = PageRequest(port)  # waits with the held event loop, answered once it moves
         assert newcomer.sent.wait(10)
         lock.execute("ROLLBACK")  # the store answers again: the save goes on
 
@@ -173,7 +166,7 @@ def test_past_the_grace_a_save_stuck_on_the_store_does_not_keep_the_process(tmp_
         health = HealthWatch("127.0.0.1", port_of(server))
         wait_until(lambda: health.answers, "a first health answer")
         lock = hold_the_write_lock(server)  # held past the grace: the save never gets the store
-        click_save_and_wait_until_it_waits_on_the_store(page, server)
+        click_save_and_wait_until_it_waits_on_the_store(page, server, health)
         ended = ExitWatch(server.process)
         server.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()

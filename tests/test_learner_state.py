@@ -6,11 +6,9 @@ would, and asserts on the derived result, the views' text and the heat maps' ``s
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import re
-import threading
 from html import unescape
 
 import numpy as np
@@ -307,42 +305,6 @@ def test_save_needs_a_prediction_and_writes_a_valid_record(state):
     assert on_disk["settings"]["failure_mode"] == "no_mask"
     assert record.label == "<script>alert(1)</script>"  # kept as data, escaped on display
     assert [r.id for r in state.saved] == [record.id]
-
-
-def in_an_event_loop(coroutine_function):
-    """``asyncio.run(coroutine_function())`` on a thread of its own: Playwright's sync API, used
-    by other tests of the same worker, leaves an event loop running in the main thread."""
-    out = []
-    thread = threading.Thread(target=lambda: out.append(asyncio.run(coroutine_function())))
-    thread.start()
-    thread.join(timeout=60)
-    assert out, "the coroutine did not finish"
-    return out[0]
-
-
-def test_save_run_off_the_loop_writes_in_a_store_write_thread_and_saves_a_double_click_once(state):
-    writers = []
-    write = state.store.save
-
-    def save(record):  # the store's own save, noting which thread ran it
-        writers.append(threading.current_thread())
-        write(record)
-
-    state.store.save = save
-    state.param.update(prediction="row 2 cannot see token 3", label="clicked twice")
-
-    async def double_click():
-        return await asyncio.gather(state.save_run_off_the_loop(), state.save_run_off_the_loop())
-
-    first, second = in_an_event_loop(double_click)
-    assert first is not None and second is None
-    assert [r.label for r in state.store.iter_records()] == ["clicked twice"]
-    assert state.save_ok and state.save_message.startswith("Saved run “clicked twice”")
-    assert [r.id for r in state.saved] == [first.id]
-    assert len(writers) == 1 and writers[0] is not threading.main_thread()
-    assert writers[0].name.startswith("store-write")
-    # A later click saves nothing new: the page knows the run is saved.
-    assert in_an_event_loop(state.save_run_off_the_loop) is None and "already saved" in state.save_message
 
 
 def test_reset_restores_the_starting_state(state):

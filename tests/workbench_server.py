@@ -412,7 +412,7 @@ class HealthWatch:
     port is closed, keeping every answer in order: a status, or ``"closed"`` (refused).
 
     ``pending_for()`` says how long the request in flight has waited: a server whose event loop
-    is held answers nothing meanwhile.
+    is held (by a save waiting on its store) answers nothing meanwhile.
     """
 
     def __init__(self, host: str, port: int, path: str = "/healthz", headers: dict | None = None) -> None:

@@ -130,18 +130,13 @@ class RecordView(pn.viewable.Viewer):
             label="Save run", color="primary",
             disabled=pn.bind(lambda ok, error: not ok or bool(error),
                              s.param.input_ok, s.param.tokens_error))
-        self.button.on_click(self._save)
+        self.button.on_click(lambda _event: s.save_run())
         self.message = pn.pane.HTML(
             pn.bind(status_html, s.param.save_message, s.param.save_ok),
             visible=pn.bind(bool, s.param.save_message), stylesheets=[STATUS_CSS])
         self._layout = pn.Column(
             pn.pane.HTML("<h3>Record your run</h3>"),
             pn.Row(self.learner, self.label), self.button, self.message)
-
-    async def _save(self, _event) -> None:
-        # Async: the store write runs off the server's event loop (app.store.writes), so a
-        # commit waiting on the disk or the database holds up no other page.
-        await self.state.save_run_off_the_loop()
 
     def __panel__(self):
         return self._layout

@@ -10,15 +10,12 @@ Saving is an explicit action (:meth:`LearnerState.save_run`). Left out: widgets 
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 import panel as pn
 import param
 
 from app.shared.parsing import clean_text, parse_number
 from app.store import RunStore, StoreError
-from app.store.writes import off_the_loop
 from attention_core import (
     ALIGNMENTS,
     MAX_BATCH,
@@ -319,7 +316,6 @@ class LearnerState(param.Parameterized):
     def __init__(self, **params) -> None:
         if params.get("mask_after_softmax") and "failure_mode" not in params:
             params["failure_mode"] = "mask_after_softmax"
-        self._saving = False  # a save_run_off_the_loop is writing
         super().__init__(**params)
 
     @param.depends("failure_mode", watch=True, on_init=True)
@@ -620,50 +616,6 @@ class LearnerState(param.Parameterized):
         Returns the record, or ``None`` with :attr:`save_message` saying why nothing was saved
         (invalid input, no prediction, text too long, or a store error such as a full disk).
         """
-        record = self._record_to_save(ablation)
-        if record is None:
-            return None
-        try:
-            self._store_record(record)
-        except StoreError as exc:  # already a sentence: "Run not saved: the store … is full."
-            return self._store_failed(exc)
-        return self._saved_run(record)
-
-    async def save_run_off_the_loop(self) -> ExperimentRecord | None:
-        """:meth:`save_run` for the page's ``Save run`` button: the store write runs in a
-        store-write thread (:func:`app.store.writes.off_the_loop`), so the server's other pages
-        are answered while it commits; the page hears "Saved" once it has.
-
-        A click while this page's save is still being written is ignored (returns ``None``): it
-        would save the same run again before "already saved" could say so.
-        """
-        if self._saving:
-            return None
-        record = self._record_to_save()
-        if record is None:
-            return None
-        self._saving = True
-        error = None
-        try:
-            await off_the_loop(self._store_record, record)
-        except StoreError as exc:
-            error = exc
-        # What the page shows of it, in one callback with the page's document lock (at once when
-        # not served): Panel's async callbacks run without it, and would send each change in a
-        # next-tick hop of its own (saves took 1.5 s at the median, 40 pages under load).
-        pn.state.execute(partial(self._show_save, record, error), schedule=True)
-        return None if error else record
-
-    def _show_save(self, record: ExperimentRecord, error: StoreError | None) -> None:
-        self._saving = False
-        if error is None:
-            self._saved_run(record)
-        else:
-            self._store_failed(error)
-
-    def _record_to_save(self, ablation: Ablation | None = None) -> ExperimentRecord | None:
-        """The record :meth:`save_run` would write now, or ``None`` with :attr:`save_message`
-        saying why there is none."""
         if not self.input_ok or self.layer is None or self.tokens_error:
             problems = [*self.field_errors.values(), *([self.tokens_error] if self.tokens_error else [])]
             return self._not_saved("fix the highlighted inputs first (" + "; ".join(problems) + ")")
@@ -683,18 +635,11 @@ class LearnerState(param.Parameterized):
         if no_answer and self.saved and _same_run(self.saved[-1], record):
             return self._not_saved(f"this run is already saved as #{len(self.saved)}; change an "
                                    "input, a toggle or the text to save another")
-        return record
-
-    def _store_record(self, record: ExperimentRecord) -> None:
-        """The store write of a save (blocking; may run in a store-write thread)."""
-        self.store.save(record)
-
-    def _store_failed(self, error: StoreError) -> None:
-        self.param.update(save_ok=False, save_message=str(error))
-        return None
-
-    def _saved_run(self, record: ExperimentRecord) -> ExperimentRecord:
-        """Show ``record``, now stored, as this page's newest saved run."""
+        try:
+            self.store.save(record)
+        except StoreError as exc:  # already a sentence: "Run not saved: the store … is full."
+            self.param.update(save_ok=False, save_message=str(exc))
+            return None
         self.param.update(saved=[*self.saved, record], last_saved=record, self_check=None)
         name = f"“{record.label}”" if record.label else f"#{len(self.saved)}"
         self.param.update(save_ok=True, save_message=f"Saved run {name} ({record.id}).")
