@@ -92,9 +92,15 @@ class _CurrentStderr(logging.StreamHandler):
 
 class _SessionField(logging.Filter):
     """Adds ``session=<short id>`` to a line logged while a page's session is current (a save,
-    an export), so it can be matched with that session's ``session opened`` line."""
+    an export), so it can be matched with that session's ``session opened`` line.
+
+    Lines of :data:`LOGGER` itself are about the whole process (``stopping: …``,
+    :mod:`app.shutdown`) and never get one, even when logged while some page's callback runs
+    (a signal handler interrupts it; Bokeh's current document is process-wide)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == LOGGER:
+            return True
         panel = sys.modules.get("panel")  # never imported for this: the CLI runs without Panel
         context = None
         if panel is not None:

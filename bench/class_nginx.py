@@ -178,9 +178,17 @@ class Learner(threading.Thread):
 
         doc = session.document
         classroom._as_a_browser_does(doc)
+
+        def save_button():
+            return next((m for m in doc.select({"type": Button}) if m.label == "Save run"), None)
+
+        # The page sends what lies below its maps (the record form among it) after the first
+        # paint, as classroom.py's learners wait for it.
+        if not classroom._wait(session, lambda: save_button() is not None, classroom.WAIT_TIMEOUT_S):
+            raise TimeoutError(f"no Save run in {classroom.WAIT_TIMEOUT_S} s")
+        save = save_button()
         fields = {m.title: m for m in doc.select({"type": TextInput}) if m.title in ("Learner", "Label")}
         prediction = next(m for m in doc.select({"type": TextAreaInput}) if m.title == "Prediction")
-        save = next(m for m in doc.select({"type": Button}) if m.label == "Save run")
         message = _message_pane(doc, save)
         weights = doc.get_model_by_name("weights-source")
         label = classroom._edited("default")

@@ -11,6 +11,8 @@ classroom_layer_without_ablation`` (not in the default run) measures the same pa
 projection-ablation panel, to say what the panel costs. ``--only class_nginx`` (not in the default
 run: about half an hour) is issue 25's class of 100 … 300 sessions on 2 processes behind nginx
 against 1 process direct, on PostgreSQL and on SQLite (``--quick``: 10 and 20 sessions).
+``--only gc_freeze`` (not in the default run: about 3 minutes) is what ``serve``'s ``gc.freeze()``
+after each page saves in full garbage collections (bench/gc_freeze.py).
 Servers bind 127.0.0.1 and pages abort any request that would leave them.
 """
 
@@ -30,6 +32,7 @@ import class_nginx  # noqa: E402
 import classroom  # noqa: E402
 import cold_start  # noqa: E402
 import core  # noqa: E402
+import gc_freeze  # noqa: E402
 import grid_cost  # noqa: E402
 import store_scale  # noqa: E402
 import upstream  # noqa: E402
@@ -38,7 +41,7 @@ from common import BENCH, machine  # noqa: E402
 NAMES = ("core", "store", "cold_start", "grid", "latency", "classroom", "latency_layer", "classroom_layer",
          "upstream")
 # Diagnoses, run only when named in --only: the layer page without its ablation panel.
-EXTRA = ("latency_layer_without_ablation", "classroom_layer_without_ablation", "class_nginx")
+EXTRA = ("latency_layer_without_ablation", "classroom_layer_without_ablation", "class_nginx", "gc_freeze")
 
 
 def _mark(ok) -> str:
@@ -192,6 +195,8 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
                          "", ""))
     if results.get("class_nginx"):
         rows.extend(class_nginx.table_rows(results["class_nginx"]))
+    if results.get("gc_freeze"):
+        rows.extend(gc_freeze.table_rows(results["gc_freeze"]))
     r = results.get("cold_start")
     if r:
         w, b = r["workbench_s"], r["baseline_s"]
@@ -258,6 +263,7 @@ def main(argv=None) -> int:
                 work, (10,) if quick else (10, 30), 8.0 if quick else 15.0, wait_cleanup=not quick, size="layer",
                 ablation=False),
             "upstream": lambda: upstream.run(work, 10 if quick else 30),
+            "gc_freeze": lambda: gc_freeze.run(10 if quick else 30),
             "class_nginx": lambda: class_nginx.run(work, (10, 20) if quick else class_nginx.LEVELS,
                                                    25.0 if quick else 20.0),
         }

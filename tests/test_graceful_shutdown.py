@@ -75,6 +75,13 @@ def click_save_and_wait_until_it_waits_on_the_store(page, server, health: Health
     wait_until(lambda: waits_on_the_store(server, health), "the server's save waiting on the held store")
 
 
+def assert_stopping_lines_name_no_session(log: str) -> None:
+    """The operator's "stopping: …" lines are about the process, never one page's session."""
+    stopping = [line for line in log.splitlines() if " stopping: " in line]
+    assert stopping, log
+    assert not [line for line in stopping if "session=" in line], stopping
+
+
 def test_every_pages_lost_connection_message_can_name_a_restart():
     for message in (LEARNER_DISCONNECTED, INSTRUCTOR_DISCONNECTED):
         assert message.startswith(LOST_LEAD)
@@ -138,6 +145,7 @@ def test_sigterm_lets_the_save_in_flight_commit_tells_the_page_and_exits_0_in_ti
         assert newcomer.result() == (503, REFUSED_PAGE)
         answers = health.wait_closed()
         assert failed_before_closing(answers), answers
+        assert_stopping_lines_name_no_session(server.log.read_text())
         # The run's page kept what it saved, now marked as the last thing saved.
         expect(saved).to_contain_text("nothing after this is saved")
     finally:
@@ -166,6 +174,7 @@ def test_past_the_grace_a_save_stuck_on_the_store_does_not_keep_the_process(tmp_
         assert server.process.returncode == 1
         log = server.log.read_text()
         assert re.search(r"stopping: not done 2 s after the signal .*; exiting now", log), log
+        assert_stopping_lines_name_no_session(log)
         lock.execute("ROLLBACK")
         assert server.records() == []  # not committed, and the page never said it was
         expect(page.get_by_role("status").filter(has_text="Saved run")).to_have_count(0)

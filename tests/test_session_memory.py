@@ -3,8 +3,9 @@ widgets' Bokeh document, not the notification area Panel added to it.
 
 A real Panel server on a free port, in a child process (its event loop cannot run inside a test
 run whose Playwright loop is already running): a page request builds a session as a browser's
-does; the session is then dropped as unused (after tens of milliseconds here, a minute in
-``serve``) and Panel's destroy hooks run. What the page built must then be garbage.
+does, and is moved out of full collections as ``serve`` does once a page has loaded
+(``gc.freeze``); the session is then dropped as unused (after tens of milliseconds here, a minute
+in ``serve``) and Panel's destroy hooks run. What the page built must then be garbage.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import panel as pn
 from tornado.httpclient import AsyncHTTPClient
 
 from app.learner.page import create_page
+from app.server import _collect_closed_pages, _out_of_full_collections
 from app.store import RunStore, sqlite_url
 
 
@@ -36,8 +38,12 @@ def _serve_pages_and_let_them_end(store: RunStore, pages: int) -> list[tuple[wea
         doc = pn.state.curdoc
         built.append((weakref.ref(page.state), weakref.ref(doc), weakref.ref(pn.state.notifications)))
         pn.state.on_session_destroyed(lambda context: ended.append(context.id))
+        # As serve does once a page has loaded (app.server): out of full collections; its
+        # session's end must bring it back under the collector, or its cycles would stay.
+        _out_of_full_collections()
         return page
 
+    pn.state.on_session_destroyed(_collect_closed_pages)  # as serve registers it
     server = pn.serve({"/": factory}, port=0, address="127.0.0.1", show=False, start=False,
                       check_unused_sessions_milliseconds=50, unused_session_lifetime_milliseconds=50)
 
