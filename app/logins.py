@@ -98,15 +98,17 @@ class Logins:
             if value else None
         return SessionLogin(self, self.login_id(verified))
 
-    def ended(self, login_id: str | None) -> bool | None:
+    def ended(self, login_id: str | None, fresh: bool = False) -> bool | None:
         """Whether ``login_id`` is not (or no longer) a login: True for none or an ended one, False
         for one that holds, None when the store cannot say (it logged why). Asked of the store at
-        most once per :data:`RECHECK_S` per login id that holds; an ended one never again."""
+        most once per :data:`RECHECK_S` per login id that holds, or every time when ``fresh`` (an
+        instructor page's reading of the store: a logout on another process ends it at once); an
+        ended one never again."""
         if login_id is None or login_id in self._ended:
             return True
         now = self._clock()
         checked = self._checked.get(login_id)
-        if checked is not None and now - checked < RECHECK_S:
+        if not fresh and checked is not None and now - checked < RECHECK_S:
             return False
         try:
             ended = login_ended(self.store, login_id)
@@ -156,7 +158,8 @@ class LoginEnded(PermissionError):
 
 class GuardedStore:
     """The server's store as one instructor page uses it: every method first asks ``holds()``
-    and raises :class:`LoginEnded` when it says no; other attributes are the store's."""
+    (:meth:`SessionLogin.holds_now`: one primary-key read, never a cached answer) and raises
+    :class:`LoginEnded` when it says no; other attributes are the store's."""
 
     def __init__(self, store: RunStore, holds: Callable[[], bool]) -> None:
         self._store, self._holds = store, holds
@@ -189,17 +192,22 @@ class SessionLogin:
         """Run ``callback`` once, when the login is first found ended."""
         self._on_end.append(callback)
 
-    def holds(self) -> bool:
-        """Whether the page's login still holds; when it is first found ended, run the ``on_end``
-        callbacks. A store that cannot say refuses this action without closing the page."""
+    def holds(self, fresh: bool = False) -> bool:
+        """Whether the page's login still holds (asked of the store within :data:`RECHECK_S`, or
+        now when ``fresh``); when it is first found ended, run the ``on_end`` callbacks. A store
+        that cannot say refuses this action without closing the page."""
         if self.ended:
             return False
-        ended = self._logins.ended(self.login_id)
+        ended = self._logins.ended(self.login_id, fresh)
         if ended:
             self.ended = True
             for callback in self._on_end:
                 callback()
         return ended is False
+
+    def holds_now(self) -> bool:
+        """:meth:`holds`, asked of the store now: before anything the page reads from it."""
+        return self.holds(fresh=True)
 
 
 __all__ = ["LOGIN_COOKIE", "RECHECK_S", "GuardedStore", "LoginEnded", "Logins", "SessionLogin",

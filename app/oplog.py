@@ -173,6 +173,15 @@ def _callback_failed(exception: BaseException) -> None:
           error=type(exception).__name__)
 
 
+class _NotRefusals(logging.Filter):
+    """Drops a record whose exception is a refusal on purpose (``refusal = True``:
+    :class:`app.logins.LoginEnded`): Panel logs a failed widget callback with its traceback on
+    ``panel.reactive`` before :func:`_callback_failed` hears of it, which logs the refusal once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record.exc_info and record.exc_info[1], "refusal", False)
+
+
 def log_sessions_and_errors() -> None:
     """Log each session's opening and closing, and every exception in a page's callbacks with
     its traceback, through Panel's public hooks; call once, before :func:`panel.serve`.
@@ -187,6 +196,9 @@ def log_sessions_and_errors() -> None:
     pn.state.on_session_created(_session_opened)
     pn.state.on_session_destroyed(_session_closed)
     pn.config.exception_handler = _callback_failed
+    reactive = logging.getLogger("panel.reactive")
+    if not any(isinstance(f, _NotRefusals) for f in reactive.filters):
+        reactive.addFilter(_NotRefusals())
 
 
 __all__ = ["LEVELS", "LOGGER", "client_address", "configure", "event", "fields", "log_sessions_and_errors",

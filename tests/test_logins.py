@@ -81,6 +81,22 @@ def test_an_open_page_whose_login_ended_reads_and_exports_nothing_more(tmp_path)
     assert not logins.session_login({LOGIN_COOKIE: cookie}).holds()  # unsigned
 
 
+def test_a_page_on_another_process_reads_nothing_once_the_login_ended_there(tmp_path):
+    store = sqlite_store(tmp_path)
+    store.save(make_record(learner="Ada"))
+    here, there = (Logins(store, "pw", SECRET, DAY_S) for _ in range(2))  # one a process
+    cookie = here.new_cookie()
+    signed = create_signed_value(SECRET, LOGIN_COOKIE, cookie).decode()
+    page = InstructorPage(store, here.session_login({LOGIN_COOKIE: signed}))
+    assert page.login.holds()  # this process now trusts the login for RECHECK_S
+    there.end(cookie)  # Log out, on the other process
+    # Within that second: the cached answer still says the login holds, but what the page
+    # reads from the store is asked of the store now, so an export is refused at once.
+    with pytest.raises(LoginEnded):
+        page.exports._download("csv")
+    assert [p.name for p in page._layout.objects] == ["logged-out", "to-login"]
+
+
 def test_failed_logins_from_one_address_wait_ever_longer():
     clock = Clock()
     limit = LoginLimit(clock=clock)

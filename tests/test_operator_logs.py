@@ -6,6 +6,7 @@ forwarded one only under ``--use-xheaders``), and never a learner's text nor a p
 from __future__ import annotations
 
 import http.client
+import logging
 import re
 import urllib.parse
 import uuid
@@ -26,6 +27,7 @@ from workbench_server import (
 
 from app import oplog
 from app.auth import PASSWORD_ENV
+from app.logins import LoginEnded
 
 STAMP = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 SESSION = r"session=(?P<session>[0-9a-f]{12})"
@@ -179,13 +181,25 @@ def test_an_exception_in_a_page_callback_is_logged_with_its_traceback(monkeypatc
     assert "in broken" in err and "ZeroDivisionError: a bug in a callback" in err
 
     def after_logout() -> None:
-        from app.logins import LoginEnded
-
         raise LoginEnded("this instructor login has ended")
 
     pn.state.execute(after_logout)  # refused on purpose: one line, no traceback
     err = capsys.readouterr().err
     assert re.fullmatch(STAMP + r" WARNING callback refused error=LoginEnded\n", err), err
+
+    # An export clicked after logout: Panel's handling of the browser's click logs a failed
+    # callback with its traceback itself, before the handler above; a refusal is still one line.
+    export = pn.widgets.FileDownload(callback=after_logout, filename="class-runs.csv")
+    panel_lines = []  # Panel's own handler writes to the stderr it found at import, not capsys's
+    heard = logging.Handler()
+    heard.emit = panel_lines.append
+    logging.getLogger("panel.reactive").addHandler(heard)
+    try:
+        with pytest.raises(LoginEnded):
+            export._process_events({"_clicks": 1})  # what a click from the browser runs
+    finally:
+        logging.getLogger("panel.reactive").removeHandler(heard)
+    assert panel_lines == [], [r.getMessage() for r in panel_lines]
 
 
 def test_fields_quote_what_would_split_a_line_and_leave_out_none():

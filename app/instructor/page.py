@@ -185,7 +185,7 @@ class InstructorPage(pn.viewable.Viewer):
     def __init__(self, store: RunStore | None = None, login: SessionLogin | None = None, **params):
         self.login = login
         if "state" not in params:
-            params["state"] = InstructorState(store=store if login is None else GuardedStore(store, login.holds))
+            params["state"] = InstructorState(store=store if login is None else GuardedStore(store, login.holds_now))
         super().__init__(**params)
         self.class_chart: ClassChartView | None = None  # these once the browser drew the rest
         self.exports: ExportView | None = None
