@@ -31,7 +31,6 @@ from app.auth import (
 )
 from app.framing import EMBED_ORIGINS_ENV, origins_from_env, parse_origins
 from app.oplog import LEVELS, configure
-from app.shutdown import SHUTDOWN_GRACE_S
 from attention_core import __version__
 
 EXIT_OK, EXIT_WRITE_FAILED, EXIT_USAGE = 0, 1, 2
@@ -108,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--prefix", default="", metavar="PATH",
                        help="serve the pages under /PATH/ (/PATH/embed, /PATH/instructor), as a "
                             "proxy forwards them")
-    serve.add_argument("--shutdown-grace", type=_seconds, default=SHUTDOWN_GRACE_S, metavar="SECONDS",
+    # app.shutdown.SHUTDOWN_GRACE_S, not imported: app.shutdown loads Panel, which export need not.
+    serve.add_argument("--shutdown-grace", type=_seconds, default=10.0, metavar="SECONDS",
                        help="on SIGTERM or Ctrl-C: fail /healthz and refuse new pages at once (503), "
                             "let saves in flight commit, tell open pages the server is restarting, "
                             "then stop; exit anyway SECONDS after the signal (default %(default)g)")

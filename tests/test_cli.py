@@ -151,7 +151,8 @@ def test_serve_passes_its_options_and_the_opened_store_to_app_server(monkeypatch
     stores = [call.pop("store") for call in calls]
     assert [s.where for s in stores] == [str(tmp_path / "runs.db"), str(tmp_path / "class.db")]
     rest = {"num_procs": 1, "no_instructor_auth": False, "embed_origins": [], "cookie_secret": None,
-            "allow_websocket_origin": [], "use_xheaders": False, "prefix": "", "shutdown_grace": 10.0}
+            "allow_websocket_origin": [], "use_xheaders": False, "prefix": "", "shutdown_grace": 10.0,
+            "unused_session_lifetime": None}
     assert calls == [
         {"port": 5006, "address": "localhost", "instructor_password": None, **rest},
         {"port": 0, "address": "0.0.0.0", "instructor_password": "pw", **rest},
