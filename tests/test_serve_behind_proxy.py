@@ -10,6 +10,7 @@ from urllib.parse import urlencode, urljoin, urlsplit
 from workbench_server import start_server
 
 from app.auth import PASSWORD_ENV
+from app.logins import LOGIN_COOKIE
 
 
 def request(url: str, method: str = "GET", body: str | None = None, headers: dict | None = None):
@@ -73,8 +74,8 @@ def test_a_login_on_one_server_holds_on_the_other_under_a_prefix(tmp_path):
             {"Content-Type": "application/x-www-form-urlencoded"})
         assert status == 302, headers
         cookies = "; ".join(c.split(";", 1)[0] for c in headers.get_all("Set-Cookie")
-                            if c.startswith(("user=", "id_token=")))
-        assert "user=" in cookies
+                            if c.startswith(("user=", "id_token=", f"{LOGIN_COOKIE}=")))
+        assert "user=" in cookies and f"{LOGIN_COOKIE}=" in cookies  # the login and its id (app.logins)
         status, headers, page = request(f"{two}/class/instructor", headers={"Cookie": cookies})
         assert status == 200, (status, headers.get("Location"))
         assert "Instructor" in page
