@@ -249,7 +249,7 @@ def test_import_takes_files_folders_and_bundles_whole_reports_each_and_exits_1_w
     assert f"{tmp_path / 'missing.json'}: no such file or folder" in out
     assert out.rstrip().splitlines()[-1].startswith(
         "imported 2 runs, skipped 2 already in the store, refused 1 (same id, different content), 0 not valid, "
-        "2 of 6 files not read, 1 not imported for these (holding 1 valid run)")
+        "2 of 6 files not read, 1 file refused whole (1 valid run held back)")
     with RunStore(url) as store:
         assert sorted(r.id for r in store.iter_records()) == sorted(r.id for r in [records[0], records[1], records[3]])
         assert [r.learner for r in store.iter_records()] == ["Ada"] * 3

@@ -144,7 +144,7 @@ def test_the_import_command_refuses_the_tampered_record_names_the_field_and_stor
     # Read, and not valid: tallied as in a bundle, not as a file not read.
     assert out.rstrip().splitlines()[-1].startswith(
         "imported 0 runs, skipped 0 already in the store, refused 0 (same id, different content), 1 not valid, "
-        "0 of 1 files not read, 1 not imported for these (holding 0 valid runs)")
+        "0 of 1 files not read, 1 file refused whole (0 valid runs held back)")
     # In a bundle, one tampered run keeps the whole file out (never a half import), named by its place.
     good = make_record("correct", minutes=3)
     bundle = json.loads(export_json([good]))
@@ -154,7 +154,7 @@ def test_the_import_command_refuses_the_tampered_record_names_the_field_and_stor
     out = capsys.readouterr().out
     assert "bundle.json: nothing imported (a file is taken whole), held back 1 valid, 1 not valid" in out
     assert "bundle.json runs[1]: results.min_row_sum says 1.0; its inputs give" in out
-    assert ", 1 not valid, 0 of 1 files not read, 1 not imported for these (holding 1 valid run)" in out
+    assert ", 1 not valid, 0 of 1 files not read, 1 file refused whole (1 valid run held back)" in out
     with RunStore(url) as store:
         assert stored(store) == []
     # A tampered file beside a good one: the good one goes in, and the exit status says one was refused.

@@ -40,8 +40,8 @@ def test_an_upload_imports_records_and_bundles_and_says_what_it_did(store):
     assert report.files[3].error.startswith("not valid JSON")
     summary = upload_summary(report)
     assert ("<b>Not imported: 2 of 4 files.</b> Upload: imported 2 runs, skipped 1 already in the store, "
-            "refused 1 (same id, different content), 0 not valid, 1 of 4 files not read, 1 not imported for "
-            "these (holding 0 valid runs).") in summary
+            "refused 1 (same id, different content), 0 not valid, 1 of 4 files not read, 1 file refused whole "
+            "(0 valid runs held back).") in summary
     assert "notes.json: not valid JSON" in summary
     assert "class='import refused' role='alert'" in summary  # not the green of an upload that all went in
     # The files not taken first, then the others.

@@ -158,8 +158,8 @@ class ImportReport:
         return (f"imported {imported:,} run{'' if imported == 1 else 's'}, skipped {self.total('skipped'):,} "
                 f"already in the store, refused {self.total('refused'):,} (same id, different content), "
                 f"{self.total('invalid'):,} not valid, {self.unread:,} of {len(self.files):,} files not read"
-                + (f", {kept_out:,} not imported for these (holding {held:,} valid run{'' if held == 1 else 's'})"
-                   if kept_out else "")
+                + (f", {kept_out:,} file{'' if kept_out == 1 else 's'} refused whole ({held:,} valid "
+                   f"run{'' if held == 1 else 's'} held back)" if kept_out else "")
                 + (f", {passed:,} passed over (not .json)" if passed else ""))
 
 
