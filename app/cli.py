@@ -155,9 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
-    Exit status: 0 done (``import``: at least one file could be read); 1 an output file could
-    not be written, ``export`` left out a run it could not read (named on stderr and in the
-    bundle's ``skipped``; the rest written), or ``import`` could read no file at all; 2 bad
+    Exit status: 0 done (``import``: every file read and taken whole, runs already there
+    skipped); 1 an output file could not be written, ``export`` left out a run it could not read
+    (named on stderr and in the bundle's ``skipped``; the rest written), or ``import`` could not
+    read a file or refused one (a record not valid or whose id holds other content); 2 bad
     usage, a store that cannot be opened (missing for ``export`` and ``test-case``, corrupt,
     foreign, newer, unreachable), (``test-case``) no such run, an unreadable one or one with padding (no test made), or
     (``serve``) an instructor password file or a cookie secret file that is missing, empty or
@@ -484,7 +485,7 @@ def _import(url: str, paths: list[str]) -> int:
     finally:
         store.close()
     print(f"{result.summary()} (store {store.where})")
-    return EXIT_WRITE_FAILED if result.nothing_read else EXIT_OK
+    return EXIT_OK if result.all_taken else EXIT_WRITE_FAILED
 
 
 def _write_stdout(pieces) -> None:

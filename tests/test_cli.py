@@ -218,7 +218,7 @@ def test_export_and_import_do_not_load_panel(runs, tmp_path):
     assert b"skipped 3 already in the store" in done.stdout, done.stdout
 
 
-def test_import_takes_files_folders_and_bundles_reports_each_and_exits_1_only_when_nothing_was_read(
+def test_import_takes_files_folders_and_bundles_whole_reports_each_and_exits_1_when_one_was_not_taken(
         tmp_path, capsys):
     url = sqlite_url(tmp_path / "class.db")
     laptop = tmp_path / "laptop" / "runs"
@@ -238,20 +238,23 @@ def test_import_takes_files_folders_and_bundles_reports_each_and_exits_1_only_wh
     other = tmp_path / "other-tool.json"
     other.write_text(json.dumps(naive))
     assert main(["import", "--store", url, str(tmp_path / "laptop"), str(bundle), str(other),
-                 str(tmp_path / "missing.json")]) == 0
+                 str(tmp_path / "missing.json")]) == 1
     out = capsys.readouterr().out
     assert f"{laptop / records[0].id}.json: imported 0, skipped 1 already in the store" in out
     assert f"{laptop / records[1].id}.json: imported 1" in out
     assert f"{laptop / 'notes.json'}: not valid JSON" in out
-    assert f"{bundle}: imported 1, skipped 1 already in the store, refused 1 whose id is in the store with " \
-           f"different content ({records[1].id})" in out
+    # One run of the bundle refused keeps the bundle out whole: never a half import.
+    assert f"{bundle}: nothing imported (a file is taken whole), held back 1 valid, skipped 1 already in the " \
+           f"store, refused 1 whose id is in the store with different content ({records[1].id})" in out
     assert "created_at 2025-01-31T09:18:02.123456 has no UTC offset; imported as UTC" in out
     assert f"{tmp_path / 'missing.json'}: no such file or folder" in out
     assert out.rstrip().splitlines()[-1].startswith(
-        "imported 3 runs, skipped 2 already in the store, refused 1 (same id, different content), 0 not valid, "
-        "2 of 6 files not read")
+        "imported 2 runs, skipped 2 already in the store, refused 1 (same id, different content), 0 not valid, "
+        "2 of 6 files not read, 1 file refused whole (1 valid run held back)")
     with RunStore(url) as store:
-        assert [r.learner for r in store.iter_records()] == ["Ada"] * 4
+        assert sorted(r.id for r in store.iter_records()) == sorted(r.id for r in [records[0], records[1], records[3]])
+        assert [r.learner for r in store.iter_records()] == ["Ada"] * 3
+    assert main(["import", "--store", url, str(laptop / f"{records[1].id}.json")]) == 0  # skipped: not refused
     assert main(["import", "--store", url, str(tmp_path / "missing.json"), str(laptop / "notes.json")]) == 1
 
 

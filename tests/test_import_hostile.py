@@ -5,8 +5,10 @@ function (``import_paths``) and to the upload's (``UploadView.take``).
 
 What must hold for every one: no exception but the documented ones (``RecordError`` from the
 parser; none from an import, whose report says what it refused); a file is imported whole or not
-at all (each record in it imported, skipped, refused or named as not valid); and every record the
-store then holds is schema-valid and is exactly what the core computes from its inputs.
+at all (each record in it imported, skipped, refused, named as not valid or held back with them;
+nothing imported when one is refused or not valid); and every record the store then holds is
+schema-valid, is exactly what the core computes from its inputs, and its text holds no control
+character or bidi override.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from store_helpers import T0, make_record, sqlite_store, tampered_broken_run
 
 from app.instructor import InstructorState
 from app.instructor.upload import UploadView, upload_summary
+from app.shared.parsing import TEXT_LIMITS, hidden_character
 from app.store import RunStore
 from app.store.exports import EXPORT_FORMAT
 from app.store.importing import import_paths
@@ -117,7 +120,7 @@ def hostile_texts(draw) -> bytes:
             duplicate = (path, draw(st.sampled_from(list(node))), json.dumps(draw(VALUES)), draw(st.booleans()))
         elif kind == "text" and parent is not None:
             parent[key] = draw(st.text(st.characters(codec="utf-8"), max_size=300)) + draw(
-                st.sampled_from(["", "\u202e", "\ud800", "<script>", "=1+1"]))
+                st.sampled_from(["", "\u202e", "\u2066", "\0", "\ud800", "<script>", "=1+1"]))
     text = dumps(data, raw=raw, duplicate=duplicate)
     if draw(st.booleans()):  # a NaN/Infinity literal or a number beyond float64 in place of a number
         numbers = list(NUMBER.finditer(text))
@@ -132,14 +135,19 @@ def assert_store_holds_only_what_the_core_computes(store: RunStore) -> None:
         record = ExperimentRecord.from_json(text)  # the schema and the shape rules
         check_record(json.loads(text))
         assert recomputed_record(record) is record, record.id
+        for name in TEXT_LIMITS:
+            assert hidden_character(name, getattr(record, name)) is None, (record.id, name)
 
 
 def assert_whole_or_nothing(report, runs_in_file: int) -> None:
-    """A file not read adds nothing; a file read accounts for each of its runs."""
+    """A file not read adds nothing; a file read accounts for each of its runs, and adds nothing
+    unless every one is imported or skipped."""
     if report.error is not None:
-        assert not (report.imported or report.skipped or report.refused or report.invalid)
+        assert not (report.imported or report.skipped or report.refused or report.invalid or report.held_back)
     else:
-        assert len(report.imported) + len(report.skipped) + len(report.refused) + len(report.invalid) == runs_in_file
+        assert len(report.imported) + len(report.skipped) + len(report.refused) + len(report.invalid) \
+            + len(report.held_back) == runs_in_file
+        assert report.taken or not report.imported
 
 
 HOSTILE = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -172,7 +180,7 @@ def test_the_import_command_takes_a_hostile_file_whole_or_not_at_all(text, in_a_
             assert_whole_or_nothing(report, 2 if in_a_bundle else 1)
             assert {r.id for r in store.iter_summaries()} == set(report.imported)
             if in_a_bundle and report.read:
-                assert good["id"] in report.imported
+                assert good["id"] in report.imported + report.held_back
             assert_store_holds_only_what_the_core_computes(store)
 
 

@@ -138,21 +138,66 @@ def test_the_import_command_refuses_the_tampered_record_names_the_field_and_stor
     real, tampered = tampered_broken_run()
     (tmp_path / "tampered.json").write_text(json.dumps(tampered), encoding="utf-8")
     url = sqlite_url(tmp_path / "class.db")
-    assert main(["import", "--store", url, str(tmp_path / "tampered.json")]) == 1  # nothing read, as any bad file
+    assert main(["import", "--store", url, str(tmp_path / "tampered.json")]) == 1
     out = capsys.readouterr().out
     assert f"tampered.json: results.min_row_sum says 1.0; its inputs give {real.min_row_sum!r}" in out
-    assert out.rstrip().splitlines()[-1].startswith("imported 0 runs")
-    # In a bundle the others still go in and the tampered run is named by its place.
+    # Read, and not valid: tallied as in a bundle, not as a file not read.
+    assert out.rstrip().splitlines()[-1].startswith(
+        "imported 0 runs, skipped 0 already in the store, refused 0 (same id, different content), 1 not valid, "
+        "0 of 1 files not read, 1 file refused whole (0 valid runs held back)")
+    # In a bundle, one tampered run keeps the whole file out (never a half import), named by its place.
     good = make_record("correct", minutes=3)
     bundle = json.loads(export_json([good]))
     bundle["runs"].append(tampered)
     (tmp_path / "bundle.json").write_text(json.dumps(bundle), encoding="utf-8")
-    assert main(["import", "--store", url, str(tmp_path / "bundle.json")]) == 0
+    assert main(["import", "--store", url, str(tmp_path / "bundle.json")]) == 1
     out = capsys.readouterr().out
-    assert "bundle.json: imported 1, 1 not valid" in out
-    assert "bundle.json runs[1]: not imported: results.min_row_sum says 1.0; its inputs give" in out
+    assert "bundle.json: nothing imported (a file is taken whole), held back 1 valid, 1 not valid" in out
+    assert "bundle.json runs[1]: results.min_row_sum says 1.0; its inputs give" in out
+    assert ", 1 not valid, 0 of 1 files not read, 1 file refused whole (1 valid run held back)" in out
+    with RunStore(url) as store:
+        assert stored(store) == []
+    # A tampered file beside a good one: the good one goes in, and the exit status says one was refused.
+    (tmp_path / "good.json").write_text(good.to_json(), encoding="utf-8")
+    assert main(["import", "--store", url, str(tmp_path / "tampered.json"), str(tmp_path / "good.json")]) == 1
     with RunStore(url) as store:
         assert [r["id"] for r in stored(store)] == [good.id]
+    assert main(["import", "--store", url, str(tmp_path / "good.json")]) == 0  # skipped: not refused
+
+
+@pytest.mark.parametrize("field", ["learner", "label", "prediction", "explanation", "notes"])
+@pytest.mark.parametrize("char, kind", [
+    ("\u202e", "a bidirectional override"), ("\u2066", "a bidirectional override"), ("\0", "a control character"),
+    ("\x1b", "a control character"), ("\x7f", "a control character"), ("\x85", "a control character")])
+def test_an_import_refuses_text_holding_a_control_character_or_a_bidi_override_naming_the_field(
+        field, char, kind, tmp_path):
+    """The page drops these as they are typed; a file holding them was not written by a page, and
+    storing it cleaned would store text nobody wrote, so it is refused (the store, the instructor's
+    views and CSV never carry them)."""
+    record = make_record(**{field: f"Ada{char}evil"})
+    with sqlite_store(tmp_path) as store:
+        report = import_data(store, "odd.json", record.to_json().encode("utf-8"))
+        [(where, reason)] = report.invalid
+        assert where == "" and reason.startswith(f"{field} holds U+{ord(char):04X} ({kind}")
+        assert not report.taken and stored(store) == []
+
+
+def test_an_import_takes_tabs_line_ends_and_plain_direction_marks(tmp_path):
+    record = make_record(learner="\u200fعلي\u200e", notes="first\r\nsecond\tthird")
+    with sqlite_store(tmp_path) as store:
+        assert import_data(store, "ok.json", record.to_json().encode("utf-8")).imported == [record.id]
+        assert stored(store) == [record.to_dict()]
+
+
+def test_the_bidi_learner_of_the_report_is_refused_by_the_command_and_never_reaches_the_csv(tmp_path, capsys):
+    record = make_record(learner="Ada\u202e\u0000evil", minutes=1)
+    other = make_record(learner="Lin", minutes=2)
+    (tmp_path / "bundle.json").write_text(export_json([other, record]), encoding="utf-8")
+    url = sqlite_url(tmp_path / "class.db")
+    assert main(["import", "--store", url, str(tmp_path / "bundle.json")]) == 1
+    assert "bundle.json runs[1]: learner holds U+202E (a bidirectional override" in capsys.readouterr().out
+    assert main(["export", "--store", url, "--format", "csv"]) == 0
+    assert "\u202e" not in capsys.readouterr().out
 
 
 def test_what_is_stored_is_the_cores_and_importing_it_again_is_skipped(tmp_path):

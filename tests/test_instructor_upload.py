@@ -39,10 +39,13 @@ def test_an_upload_imports_records_and_bundles_and_says_what_it_did(store):
         ("same-id.json", [], [], [here.id])]
     assert report.files[3].error.startswith("not valid JSON")
     summary = upload_summary(report)
-    assert ("Upload: imported 2 runs, skipped 1 already in the store, refused 1 (same id, different "
-            "content), 0 not valid, 1 of 4 files not read.") in summary
+    assert ("<b>Not imported: 2 of 4 files.</b> Upload: imported 2 runs, skipped 1 already in the store, "
+            "refused 1 (same id, different content), 0 not valid, 1 of 4 files not read, 1 file refused whole "
+            "(0 valid runs held back).") in summary
     assert "notes.json: not valid JSON" in summary
-    assert "class='import refused'" in summary  # not the green of an upload that all went in
+    assert "class='import refused' role='alert'" in summary  # not the green of an upload that all went in
+    # The files not taken first, then the others.
+    assert summary.index("same-id.json") < summary.index("notes.json") < summary.index("lin-run.json")
     done = view.take({"again.json": new[0].to_json().encode("utf-8")})
     assert "class='import done'" in upload_summary(done)
     assert f"refused 1 whose id is in the store with different content ({here.id})" in summary
@@ -75,6 +78,21 @@ def test_an_upload_refuses_a_record_whose_results_its_inputs_do_not_give_naming_
     assert real.id not in {r.id for r in store.iter_summaries()} and store.count() == 1
 
 
+def test_an_upload_refuses_a_whole_bundle_for_one_run_whose_learner_holds_a_bidi_override(store):
+    view = UploadView(state=InstructorState(store=store))
+    good, odd = make_record(minutes=2, learner="Lin"), make_record(minutes=3, learner="Ada\u202e\u0000evil")
+    view.dropper.value = {"class.json": export_json([good, odd])}
+    summary = view.summary.object
+    assert "class.json: nothing imported (a file is taken whole), held back 1 valid, 1 not valid" in summary
+    assert "class.json runs[1]: learner holds U+202E (a bidirectional override" in summary
+    assert "\u202e" not in summary and "\0" not in summary
+    assert "<b>Not imported: 1 of 1 file.</b>" in summary and "role='alert'" in summary
+    assert store.count() == 1 and "Lin" not in {r.learner for r in store.iter_summaries()}
+    # What the import made of the files stands above the drop area and its "Upload complete" tiles.
+    layout = view.__panel__()
+    assert list(layout).index(view.summary) < list(layout).index(view.dropper)
+
+
 def test_a_file_over_the_size_limit_is_refused_with_a_message(store):
     view = UploadView(state=InstructorState(store=store), max_mb=1)
     assert view.dropper.max_file_size == "1MB"  # the browser refuses it first, with FilePond's message
@@ -99,6 +117,8 @@ def test_upload_in_a_real_browser_then_the_size_limit(tmp_path, page):
     (files / "empty.json").write_bytes(b"")
     real, tampered = tampered_broken_run()
     (files / "rows-sum-to-1.json").write_text(json.dumps(tampered), encoding="utf-8")
+    (files / "ada-rlo.json").write_text(make_record(minutes=3, learner="Ada\u202e\u0000evil").to_json(),
+                                        encoding="utf-8")
     running = start_server(tmp_path / "class", tmp_path / "server.log", env=NO_PASSWORD)
     try:
         watch = watched(page, running)
@@ -107,9 +127,16 @@ def test_upload_in_a_real_browser_then_the_size_limit(tmp_path, page):
         expect(page.get_by_test_id("runs-total")).to_have_text("0")
         picker = page.locator("input[type=file]")
         picker.set_input_files([str(files / n) for n in ("lin-run.json", "lin-bundle.json", "broken.json",
-                                                           "readme.txt", "empty.json", "rows-sum-to-1.json")])
+                                                           "readme.txt", "empty.json", "rows-sum-to-1.json",
+                                                           "ada-rlo.json")])
         summary = page.get_by_test_id("import-summary")
-        expect(summary).to_contain_text("Upload: imported 2 runs, skipped 1 already in the store")
+        expect(summary).to_contain_text("Not imported: 5 of 7 files. Upload: imported 2 runs, skipped 1 already "
+                                        "in the store")
+        expect(summary).to_contain_text("ada-rlo.json: learner holds U+202E (a bidirectional override")
+        # An error, above the drop area whose tiles all say "Upload complete".
+        expect(page.get_by_role("alert").filter(has_text="Not imported")).to_be_visible()
+        assert summary.bounding_box()["y"] + summary.bounding_box()["height"] <= \
+            page.locator(".filepond--root").bounding_box()["y"]
         expect(summary).to_contain_text("broken.json: not valid JSON")
         # Not refused by FilePond's type check ("Expects  or application/json"): named, in the
         # import command's words.
@@ -120,6 +147,7 @@ def test_upload_in_a_real_browser_then_the_size_limit(tmp_path, page):
         expect(page.get_by_text("Expects", exact=False)).to_have_count(0)
         expect(page.get_by_test_id("runs-total")).to_have_text("2")  # in the table without a reload
         expect(table_rows(page).filter(has_text="at home 2")).to_have_count(1)
+        expect(table_rows(page).filter(has_text="Ada")).to_have_count(0)
         assert blocking_violations(page) == []
         # Over the limit: refused in the browser with a message, nothing sent.
         big = tmp_path / "huge-bundle.json"

@@ -133,7 +133,7 @@ def test_saves_explanations_imports_and_exports_are_logged_by_id_never_by_learne
         instructor = line(server, rf"INFO session opened page=instructor {SESSION} client=127\.0\.0\.1")
         page.locator("input[type=file]").set_input_files(str(upload))
         expect(page.get_by_test_id("import-summary")).to_contain_text("imported 1 run")
-        line(server, r"INFO import source=upload files=1 imported=1 skipped=0 refused=0 invalid=0 unread=0"
+        line(server, r"INFO import source=upload files=1 imported=1 skipped=0 refused=0 invalid=0 unread=0 held_back=0"
                      rf" session={instructor['session']}")
         with page.expect_download():
             page.get_by_role("button", name="Export JSON").click()

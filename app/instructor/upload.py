@@ -2,8 +2,9 @@
 
 The rules are the ``import`` command's, by the same function (:func:`app.store.importing.import_data`,
 one transaction per file): each record validated and its results computed again, a run already
-in the store with the same content skipped, the same id with different content refused (never overwritten), a bad file
-reported with its reason, in the command's words, while the others still go in. What happened is summed up on the page,
+in the store with the same content skipped, a file holding a record not valid or an id with different content refused
+whole (never overwritten), a bad file reported with its reason, in the command's words, while the others still go in.
+What happened is summed up above the drop area, the files refused first,
 file by file. Learners' runs come from ``panel serve`` on their own machines: their downloads
 (*Download my runs*) and exports are these files.
 
@@ -32,14 +33,20 @@ MAX_UPLOAD_MB = 50  # per file: a class's export bundle of 10,000 runs is ~30 MB
 
 def upload_summary(report: ImportReport, limit: int = 40) -> Markup:
     """What an upload did, as escaped HTML: the totals in one sentence, then each file's lines
-    (what it added, skipped and refused, and why a file or a record was not taken)."""
-    lines = [line for f in report.files for line in f.lines()]
+    (what it added, skipped and refused, and why a file or a record was not taken), the files
+    not taken first; styled as an error (``import refused``) unless every file was taken."""
+    files = [f for f in report.files if not f.taken] + [f for f in report.files if f.taken]
+    lines = [line for f in files for line in f.lines()]
     # A file's name is the uploader's text: no bidi override may turn the rest of its line round.
     shown = join(html("<li>{}</li>", displayable(line)) for line in lines[:limit])
     more = html("<li>… and {:,} more lines</li>", len(lines) - limit) if len(lines) > limit else ""
-    kind = "refused" if report.unread or report.total("refused") or report.total("invalid") else "done"
-    return html("<div class='import {}' role='status' data-testid='import-summary'>"
-                "<p><b>Upload: {}.</b></p><ul>{}{}</ul></div>", kind, report.summary(), shown, more)
+    if report.all_taken:
+        return html("<div class='import done' role='status' data-testid='import-summary'>"
+                    "<p><b>Upload: {}.</b></p><ul>{}{}</ul></div>", report.summary(), shown, more)
+    kept_out = sum(not f.taken for f in report.files)
+    return html("<div class='import refused' role='alert' data-testid='import-summary'><p><b>Not imported: "
+                "{:,} of {:,} file{}.</b> Upload: {}.</p><ul>{}{}</ul></div>", kept_out, len(report.files),
+                "s" if len(report.files) != 1 else "", report.summary(), shown, more)
 
 
 _SUMMARY_CSS = read_text(__package__, "upload_summary.css")
@@ -133,4 +140,6 @@ class UploadView(pn.viewable.Viewer):
                               "<code>attention-workbench import</code>. A run already here is skipped; a "
                               "different run with the same id is refused, never overwritten.</p>",
                               self.max_mb)),
-            self.dropper, self.summary, sizing_mode="stretch_width")
+            # The summary above the drop area: FilePond marks every file it sent "Upload complete",
+            # so what the import made of each (a refusal first) must be in view before its tiles.
+            self.summary, self.dropper, sizing_mode="stretch_width")

@@ -76,12 +76,30 @@ def _refuse(field: str, reason: str) -> float:
     raise ValueError(f"{field}: {reason}")
 
 
+def _shown(ch: str) -> bool:
+    return ch in "\n\t" or (unicodedata.category(ch) not in ("Cc", "Cs") and ch not in _BIDI_CONTROLS)
+
+
 def displayable(text: str) -> str:
     """``text`` without control characters other than newline and tab, and without the
     bidirectional embedding, override and isolate controls (they could make a name display as
     another)."""
-    return "".join(ch for ch in text if ch in "\n\t" or (
-        unicodedata.category(ch) not in ("Cc", "Cs") and ch not in _BIDI_CONTROLS))
+    return "".join(ch for ch in text if _shown(ch))
+
+
+def hidden_character(field: str, text: str | None) -> str | None:
+    """Why ``text`` may not be stored as it is, naming ``field`` and the first character that
+    :func:`displayable` would drop (a carriage return, as in CRLF line ends, is let through):
+    ``"learner holds U+202E (a bidirectional override, embedding or isolate control: it reorders
+    the text after it)…"``; None when there is none. An import refuses such a record rather than
+    store text its learner never saw (the page drops these characters as they are typed)."""
+    ch = next((c for c in text or "" if c != "\r" and not _shown(c)), None)
+    if ch is None:
+        return None
+    kind = ("a bidirectional override, embedding or isolate control: it reorders the text after it"
+            if ch in _BIDI_CONTROLS else "a control character")
+    return (f"{field} holds U+{ord(ch):04X} ({kind}), which the workbench never stores or shows; "
+            "remove it from the file")
 
 
 def clean_text(text: str | None, field: str) -> str | None:

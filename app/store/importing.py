@@ -4,10 +4,12 @@ Each file is read and every record in it validated against the JSON Schema (and 
 and its results computed again from its inputs and settings
 (:func:`~attention_core.recompute.recomputed_record`: a record whose results disagree is refused,
 naming the first field that differs; one that agrees is stored with the core's numbers) before
-anything is written; then the file's valid records go into the store in one transaction
-(:meth:`~app.store.runs.RunStore.import_records`), so a file is never half-imported. A run
-already in the store with the same content is skipped; the same id with different content is
-refused and reported, never overwritten. A bad file (unreadable, not JSON, neither a record nor
+anything is written; a record whose free text holds a control character or a bidi override
+(:func:`~app.shared.parsing.hidden_character`) is not valid either. A file is taken whole or not at
+all: one record not valid, or one whose id is in the store with different content (refused, never
+overwritten), keeps the whole file out, and each such record is named; otherwise its records go
+into the store in one transaction (:meth:`~app.store.runs.RunStore.import_records`). A run
+already in the store with the same content is skipped. A bad file (unreadable, not JSON, neither a record nor
 a bundle, empty, too large) is reported with its reason and the other files are still imported. A
 ``created_at`` without a UTC offset (another tool's record) is read as UTC, with a note. A key
 given twice in one object counts as its last (as Python's ``json`` reads it); the record is
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.oplog import event, logger
+from app.shared.parsing import TEXT_LIMITS, hidden_character
 from app.store.dialects import StoreError
 from app.store.exports import EXPORT_FORMAT
 from app.store.runs import RunStore
@@ -55,7 +58,10 @@ class FileReport:
         different content (not overwritten).
     invalid : list of (str, str)
         ``(where, reason)`` for records in the file that are not valid experiment records, e.g.
-        ``("runs[3]", "not an experiment record: inputs.queries: …")``.
+        ``("runs[3]", "not an experiment record: inputs.queries: …")`` (``where`` is ``""`` for a
+        file of one record).
+    held_back : list of str
+        Run ids of valid records not imported because others in the file were not valid or refused.
     notes : list of str
         E.g. a ``created_at`` read as UTC.
     """
@@ -66,6 +72,7 @@ class FileReport:
     skipped: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     invalid: list[tuple[str, str]] = field(default_factory=list)
+    held_back: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -73,11 +80,18 @@ class FileReport:
         """Whether the file could be read (even if none of its records went in)."""
         return self.error is None
 
+    @property
+    def taken(self) -> bool:
+        """Whether every record of the file was imported or skipped (nothing refused)."""
+        return self.read and not (self.invalid or self.refused)
+
     def lines(self) -> list[str]:
         """What to tell a person about this file, one sentence a line."""
         if self.error is not None:
             return [f"{self.name}: {self.error}"]
-        parts = [f"imported {len(self.imported):,}"]
+        parts = [f"imported {len(self.imported):,}" if self.taken else "nothing imported (a file is taken whole)"]
+        if self.held_back:
+            parts.append(f"held back {len(self.held_back):,} valid")
         if self.skipped:
             parts.append(f"skipped {len(self.skipped):,} already in the store")
         if self.refused:
@@ -86,7 +100,7 @@ class FileReport:
         if self.invalid:
             parts.append(f"{len(self.invalid):,} not valid")
         out = [f"{self.name}: " + ", ".join(parts)]
-        out += [f"{self.name} {where}: not imported: {reason}" for where, reason in self.invalid[:20]]
+        out += [f"{self.name}{' ' if where else ''}{where}: {reason}" for where, reason in self.invalid[:20]]
         if len(self.invalid) > 20:
             out.append(f"{self.name}: … and {len(self.invalid) - 20:,} more records not valid")
         out += [f"{self.name}: {note}" for note in self.notes[:20]]
@@ -133,35 +147,39 @@ class ImportReport:
         return sum(not f.read for f in self.files)
 
     @property
-    def nothing_read(self) -> bool:
-        """No file could be read (the command then exits non-zero)."""
-        return not any(f.read for f in self.files)
+    def all_taken(self) -> bool:
+        """Every file was read and taken whole (the command exits non-zero otherwise)."""
+        return all(f.taken for f in self.files)
 
     def summary(self) -> str:
         """One closing sentence with the totals."""
         imported, passed = self.total("imported"), sum(len(p.names) for p in self.passed_over)
+        held, kept_out = self.total("held_back"), sum(f.read and not f.taken for f in self.files)
         return (f"imported {imported:,} run{'' if imported == 1 else 's'}, skipped {self.total('skipped'):,} "
                 f"already in the store, refused {self.total('refused'):,} (same id, different content), "
                 f"{self.total('invalid'):,} not valid, {self.unread:,} of {len(self.files):,} files not read"
+                + (f", {kept_out:,} file{'' if kept_out == 1 else 's'} refused whole ({held:,} valid "
+                   f"run{'' if held == 1 else 's'} held back)" if kept_out else "")
                 + (f", {passed:,} passed over (not .json)" if passed else ""))
 
 
-def _records_in(document: object) -> tuple[list[tuple[str, object]], bool]:
-    """``(where, data)`` of each record in a parsed file, and whether it is a bundle."""
+def _records_in(document: object) -> list[tuple[str, object]]:
+    """``(where, data)`` of each record in a parsed file (``where`` ``""`` for a lone record)."""
     if isinstance(document, dict) and document.get("format") == EXPORT_FORMAT:
         runs = document.get("runs")
         if not isinstance(runs, list):
             raise ValueError("an export bundle without a list of runs")
-        return [(f"runs[{n}]", data) for n, data in enumerate(runs)], True
+        return [(f"runs[{n}]", data) for n, data in enumerate(runs)]
     if isinstance(document, dict) and "schema_version" in document:
-        return [("", document)], False
+        return [("", document)]
     raise ValueError("neither an experiment record nor an export bundle "
                      f"(a bundle has \"format\": \"{EXPORT_FORMAT}\")")
 
 
 def read_records(name: str, data: bytes) -> FileReport | tuple[FileReport, list[ExperimentRecord]]:
-    """Parse, validate and recompute one file's content; the report so far and its valid records
-    (as :func:`~attention_core.recompute.recomputed_record` gives them).
+    """Parse, validate and recompute one file's content; the report so far and its records (as
+    :func:`~attention_core.recompute.recomputed_record` gives them), none when one is not valid
+    (each such named in ``invalid``, the others' ids in ``held_back``).
 
     Returns a bare :class:`FileReport` (with ``error``) when the file cannot be read at all:
     :data:`EMPTY` for an empty file; :data:`NOT_JSON` for one that is not JSON and not named
@@ -179,7 +197,7 @@ def read_records(name: str, data: bytes) -> FileReport | tuple[FileReport, list[
         report.error = f"not valid JSON ({error})" if name.lower().endswith(".json") else NOT_JSON
         return report
     try:
-        found, bundle = _records_in(document)
+        found = _records_in(document)
     except ValueError as error:
         report.error = str(error)
         return report
@@ -192,13 +210,17 @@ def read_records(name: str, data: bytes) -> FileReport | tuple[FileReport, list[
             report.notes.append(f"run {who}: created_at {item['created_at']} has no UTC offset; imported as UTC")
             item = {**item, "created_at": item["created_at"] + "+00:00"}
         try:
-            records.append(recomputed_record(ExperimentRecord.from_dict(item)))
+            record = ExperimentRecord.from_dict(item)
+            hidden = next(filter(None, (hidden_character(f, getattr(record, f)) for f in TEXT_LIMITS)), None)
+            if hidden:
+                raise RecordError(hidden)
+            records.append(recomputed_record(record))
         except RecordError as error:
-            if not bundle:
-                report.error = str(error)
-                report.notes.clear()
-                return report
-            report.invalid.append((label, str(error)))
+            report.invalid.append((where, str(error)))
+    if report.invalid:  # the file is not taken: none of its records, and no "imported as UTC"
+        report.held_back = [r.id for r in records]
+        report.notes.clear()
+        return report, []
     return report, records
 
 
@@ -218,6 +240,7 @@ def import_data(store: RunStore, name: str, data: bytes, *, relaxed: bool = Fals
     if records:
         outcome = store.import_records(records, relaxed=relaxed)
         report.imported, report.skipped, report.refused = outcome.imported, outcome.skipped, outcome.refused
+        report.held_back = outcome.held_back
     return report
 
 
@@ -295,7 +318,7 @@ def log_import(report: ImportReport, source: str) -> None:
     file's name (a learner may have named it)."""
     event(logger("store"), "import", source=source, files=len(report.files), imported=report.total("imported"),
           skipped=report.total("skipped"), refused=report.total("refused"), invalid=report.total("invalid"),
-          unread=report.unread)
+          unread=report.unread, held_back=report.total("held_back"))
 
 
 def unimported_runs_notice(store: RunStore, folder: Path, store_option: str = "") -> str | None:

@@ -24,7 +24,7 @@ import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -182,12 +182,14 @@ class NotOwnerError(PermissionError):
 class ImportOutcome:
     """What importing one file's records did: ids by outcome, in the file's order.
 
-    ``refused`` are ids already in the store with different content (never overwritten).
+    ``refused`` are ids already in the store with different content (never overwritten); when
+    there is one, nothing is added, and the runs that would have been are ``held_back``.
     """
 
     imported: list[str]
     skipped: list[str]
     refused: list[str]
+    held_back: list[str] = field(default_factory=list)
 
 
 def _record_row(record: ExperimentRecord, text: str, dialect: str, key_hash: str | None = None) -> dict:
@@ -797,7 +799,8 @@ class RunStore:
 
         A run whose id is already in the store is skipped when its content is the same and
         refused when it differs (the stored run is never overwritten); within ``records`` the
-        first of an id counts the same way. ``relaxed``: commit without waiting for the disk
+        first of an id counts the same way. One refused run keeps the others out too (in
+        ``held_back``): a file is never half imported. ``relaxed``: commit without waiting for the disk
         (many files in a row; call :meth:`sync` after the last).
 
         Raises
@@ -840,6 +843,8 @@ class RunStore:
                 same = (held == record if isinstance(held, ExperimentRecord)
                         else json.loads(held) == record.to_dict())
                 (skipped if same else refused).append(record.id)
+            if refused:
+                return ImportOutcome([], skipped, refused, held_back=imported)
             for chunk in _chunks(rows):
                 conn.execute(runs.insert(), list(chunk))
             if rows:
