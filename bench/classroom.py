@@ -162,15 +162,17 @@ def _largest_page(session, doc, size: str) -> None:
         selects.update({"Model width d_model": layer["d_model"], "Batch size": layer["batch"]})
     for title, value in selects.items():
         next(m for m in doc.select({"type": Select}) if m.title == title).value = str(value)
-    last, weights = f"Value {tokens}, component {width}", doc.get_model_by_name("weights-source")
+    last, weights = f"Value {tokens}, component {width}", "weights-source"
     if layer is not None:
         next(m for m in doc.select({"type": CheckboxGroup})
              if m.labels == ["Output projection W_O"]).active = [0]
         last = f"W_O row {width}, column {layer['d_model']}"
-        weights = doc.get_model_by_name(f"weights-item-{layer['batch']}-source")
+        weights = f"weights-item-{layer['batch']}-source"
 
     def ready() -> bool:
-        return _has_cell(doc, last) and len(weights.data["value"]) == tokens * tokens
+        # Looked up each time: a batch item's maps exist only once the server has made them.
+        source = doc.get_model_by_name(weights)
+        return source is not None and _has_cell(doc, last) and len(source.data["value"]) == tokens * tokens
 
     if not _wait(session, ready, WAIT_TIMEOUT_S):
         raise RuntimeError(f"the page did not take the {size} size in {WAIT_TIMEOUT_S} s")
