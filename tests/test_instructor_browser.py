@@ -84,9 +84,9 @@ def save_as_learner(context, server, learner: str, label: str, *, broken: bool =
     expect(page.get_by_label("Query 1")).to_be_visible(timeout=30_000)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     if not causal:
-        page.get_by_label("Causal mask").uncheck()
+        page.get_by_label("Causal mask", exact=True).uncheck()
     if broken:
-        page.get_by_label("Mask after softmax (broken)").check()
+        page.get_by_label("Mask after softmax (broken)", exact=True).check()
         if causal:
             expect(page.get_by_text("BROKEN MODE: mask after softmax.")).to_be_visible()
     page.get_by_label("Prediction").fill(prediction)
