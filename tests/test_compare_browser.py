@@ -55,7 +55,7 @@ def test_comparison_maps_are_drawn_and_name_runs_as_the_table(server, page, watc
     page.get_by_label("Prediction").fill("p")
     save(page)
     expect(page.get_by_role("status").filter(has_text="Saved run #1")).to_be_visible()
-    page.get_by_label("Mask after softmax (broken)").check()
+    page.get_by_label("Mask after softmax (broken)", exact=True).check()
     save(page)
     expect(page.get_by_role("status").filter(has_text="Saved run #2")).to_be_visible()
     for n in (1, 2):

@@ -189,7 +189,8 @@ def test_a_trusted_course_page_frames_the_embed_and_hears_each_saved_run_once(se
     brief = frame.get_by_test_id("invariants")
     for locator in (frame.get_by_label("Tokens"), frame.get_by_label("Failure mode"),
                     frame.get_by_label("Query 3", exact=True), frame.get_by_label("Key 3", exact=True),
-                    frame.get_by_label("Causal mask"), frame.get_by_label("Mask after softmax (broken)"),
+                    frame.get_by_label("Causal mask", exact=True),
+                    frame.get_by_label("Mask after softmax (broken)", exact=True),
                     frame.locator(".bk-Figure").nth(0), frame.locator(".bk-Figure").nth(1),
                     brief.locator("[data-check='row_sums']"), brief.locator("[data-check='forbidden_zeros']"),
                     frame.get_by_role("button", name="Save run")):
@@ -209,7 +210,7 @@ def test_a_trusted_course_page_frames_the_embed_and_hears_each_saved_run_once(se
     wait_to_hear(page, "experiment-recorded", 1)
     screenshot(page, "embed-host-1280x720-correct.png", full_page=False)
     # A round trip after the save (another failure mode shown) and still one message.
-    frame.get_by_label("Mask after softmax (broken)").check()
+    frame.get_by_label("Mask after softmax (broken)", exact=True).check()
     expect(frame.get_by_test_id("invariants").locator("[data-check='row_sums']")).to_contain_text("FAIL")
     [first] = heard(page, "experiment-recorded")
     [ready] = heard(page, "ready")

@@ -33,7 +33,7 @@ def save_broken_run(page: Page, server) -> ExperimentRecord:
         for label, text in ((f"Query {i}", q), (f"Key {i}", k)):
             page.get_by_label(label, exact=True).fill(text)
             page.get_by_label(label, exact=True).press("Enter")
-    page.get_by_label("Mask after softmax (broken)").check()
+    page.get_by_label("Mask after softmax (broken)", exact=True).check()
     page.get_by_label("Prediction").fill("Token 2 cannot read token 3; masking after softmax breaks row sums.")
     page.get_by_label("Label", exact=True).fill("mine")
     page.get_by_label("Label", exact=True).press("Tab")

@@ -45,7 +45,7 @@ def test_no_mask_marks_a_leaked_cell_and_its_hover_says_the_mask_was_forgotten(s
     watch = watched(page, server)
     open_learner_page(page, server.url, at_1280=True)
     choose(page, "No mask")
-    expect(page.get_by_label("Causal mask")).to_be_checked()
+    expect(page.get_by_label("Causal mask", exact=True)).to_be_checked()
     wait_for_cell(page, "weights-source", 1, 3, lambda kind: kind == "leaked", key="kind")
     legend = page.get_by_test_id("cell-legend")
     expect(legend).to_be_visible()
@@ -62,7 +62,7 @@ def test_no_mask_marks_a_leaked_cell_and_its_hover_says_the_mask_was_forgotten(s
 def test_mask_after_softmax_bars_show_the_row_sums_the_readouts_print(server, page):
     watch = watched(page, server)
     open_learner_page(page, server.url, at_1280=True)
-    page.get_by_label("Mask after softmax (broken)").check()
+    page.get_by_label("Mask after softmax (broken)", exact=True).check()
     bars = page.get_by_test_id("lost-mass")
     expect(bars).to_be_visible()
     expect(bars.locator("tr")).to_have_count(3)

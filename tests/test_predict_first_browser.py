@@ -48,7 +48,7 @@ def test_predict_first_hides_the_weights_until_a_prediction_then_shows_it_beside
         expect(hidden).to_have_count(0)
     expect(page.locator("ol.row-steps")).not_to_contain_text("Weights of row 2")
     expect(page.get_by_text("The steps after the scores show once your prediction is written.")).to_be_visible()
-    page.get_by_label("Mask after softmax (broken)").check()
+    page.get_by_label("Mask after softmax (broken)", exact=True).check()
     expect(page.get_by_text("BROKEN MODE")).to_have_count(0)  # the banner would tell the answer
     screenshot(page, "predict-first-hidden-1280x720.png", full_page=False)
     assert blocking_violations(page) == []  # axe-core: nothing critical or serious
@@ -68,7 +68,7 @@ def test_predict_first_hides_the_weights_until_a_prediction_then_shows_it_beside
     expect(outcome).to_contain_text("Mask after softmax (broken)")
     expect(outcome).to_contain_text("row 2's weight on token 3: 0; row 2's future-token weight: 0")
     expect(outcome).to_contain_text("row sums: 0.000335 ✗ not 1, 0.00125 ✗ not 1, 1.000")
-    page.get_by_label("Mask after softmax (broken)").uncheck()
+    page.get_by_label("Mask after softmax (broken)", exact=True).uncheck()
     expect(outcome).to_contain_text("row sums: 1.000, 1.000, 1.000")
     screenshot(page, "predict-first-revealed-1280x720.png", full_page=False)
 

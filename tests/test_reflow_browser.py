@@ -131,7 +131,7 @@ def test_the_700_px_embed_does_not_scroll_sideways_with_saved_runs_and_their_com
     for label in ("correct", "broken"):
         if label == "broken":
             page.locator(".bk-tab", has_text="Workbench").click()
-            page.get_by_label("Mask after softmax (broken)").check()
+            page.get_by_label("Mask after softmax (broken)", exact=True).check()
         page.locator(".bk-tab", has_text="Workbench").click()
         page.get_by_role("button", name="Save run").click()
         expect(page.get_by_role("status").filter(has_text="Saved run")).to_have_count(1)

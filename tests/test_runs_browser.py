@@ -67,7 +67,7 @@ def test_row_steps_of_the_worked_row_and_of_the_broken_mode(server, page, watch)
         "[1.000, 2.000, 9.000]", "Masked", "[1.000, 2.000, −∞]",
         "Minus the largest visible score", "[−1.000, 0, −∞]", "Divided by the row sum",
         "[0.269, 0.731, 0]", "Output of row 2", "17.311"))
-    page.get_by_label("Mask after softmax (broken)").check()
+    page.get_by_label("Mask after softmax (broken)", exact=True).check()
     # Softmax of [1, 2, 9] first, then the zeroing: the visible prefix sums to 0.00125.
     expect(row_steps(page)).to_have_text(in_order(
         "Not masked before softmax", "[1.000, 2.000, 9.000]", "Divided by the row sum",
@@ -105,7 +105,7 @@ def test_editing_the_explanation_of_a_saved_run_changes_that_record_and_adds_non
     page.get_by_label("Prediction").fill("Token 2 cannot read token 3.")
     page.get_by_label("Learner").fill("Grace")
     save_run(page, "correct")
-    page.get_by_label("Mask after softmax (broken)").check()
+    page.get_by_label("Mask after softmax (broken)", exact=True).check()
     save_run(page, "broken")
     expect(runs_table(page).locator("tbody tr")).to_have_count(2)
     mine = {r["label"]: name for name, r in records_on_disk(server).items() if r["learner"] == "Grace"}
@@ -163,7 +163,7 @@ def test_ticking_two_runs_compares_them_and_says_which(server, page, watch):
     page.get_by_role("button", name="Worked row (seed 003)").click()
     page.get_by_label("Prediction").fill("p")
     save_run(page, "one")
-    page.get_by_label("Mask after softmax (broken)").check()
+    page.get_by_label("Mask after softmax (broken)", exact=True).check()
     save_run(page, "<b>two</b>")
     expect(page.get_by_text("Tick two saved runs to compare them side by side.")).to_be_visible()
     # Learner text is text, in the table and in the checkbox's name.
