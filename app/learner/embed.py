@@ -118,7 +118,10 @@ class EmbedPage(pn.viewable.Viewer):
         super().__init__(**params)
         if self.page is None:
             self.page = LearnerPage(map_size=MAP_SIZE)
-        self.page.make_below_maps()  # the tabs lay out every view at once
+        # The tabs lay out every view at once, matrix mode's controls too.
+        self.page.make_below_maps()
+        self.page.make_item_select()
+        self.page.inputs.make_layer_controls()
         p, s = self.page, self.page.state
         i = p.inputs
         s.predict_first = True  # revealed as soon as the course page passes a prediction in

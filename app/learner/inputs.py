@@ -189,10 +189,6 @@ class InputsView(pn.viewable.Viewer):
         self.d_v = pn.widgets.Select.from_param(s.param.d_v, label="Value width d_v", options=sizes,
                                                 description=None, width=100, margin=(5, 10),
                                                 visible=s.param.use_values, stylesheets=[_SIZE_CSS])
-        self.d_model = pn.widgets.Select.from_param(
-            s.param.d_model, label="Model width d_model", options=sizes, description=None, width=110,
-            margin=(5, 10), visible=pn.bind(lambda m: m == "matrices", s.param.input_mode),
-            stylesheets=[_SIZE_CSS])
         # Up to three grids: a grid holds at most GRID_COLUMNS numbers across, so the widest
         # inputs (d_k = d_v = 4) still fit the sidebar at 1280 px. The sidebar's width, so a
         # grid whose long numbers widen it past that scrolls sideways on its own.
@@ -204,7 +200,57 @@ class InputsView(pn.viewable.Viewer):
         s.param.watch(self._sync_grids, ["input_mode", "tokens", "d_k", "d_v", "d_model", *GRID_FIELDS,
                                           "use_values", *PADDING_FIELDS, "field_errors", "batch_size",
                                           "cross_attention", "kv_tokens", "use_w_o"])
+        self.toggles = pn.Column(
+            labelled_checkbox(s, "use_values", "Use values (adds output and contributions)"),
+            labelled_checkbox(s, "causal", "Causal mask"),
+            labelled_checkbox(s, "mask_after_softmax", "Mask after softmax (broken)"),
+            margin=0)
+        self.mask_note = pn.pane.HTML(
+            pn.bind(mask_note_html, s.param.causal, s.param.failure_mode, s.param.tokens),
+            stylesheets=[_NOTE_CSS], margin=(0, 10), sizing_mode="stretch_width")
+        self.failure_mode = pn.widgets.Select.from_param(
+            s.param.failure_mode, label="Failure mode",
+            options={m.title: m.name for m in FAILURE_MODES.values()}, description=None, width=250,
+            margin=(5, 10))
+        self.mode_note = pn.pane.HTML(pn.bind(mode_html, s.param.failure_mode),
+                                      stylesheets=[_NOTE_CSS], margin=(0, 10), sizing_mode="stretch_width")
+        self.presets = [self._preset_button(key) for key in (*_SHOWN_PRESETS, "reset")]
+        self._sizes = pn.Row(self.d_k, self.d_v, margin=0)
+        self._preset_row = pn.FlexBox(*self.presets, margin=(0, 6))
+        self._layout = pn.Column(
+            pn.Row(self.tokens, self.failure_mode, margin=0), self.mode_note, self.tokens_message,
+            self.input_mode, self._sizes,
+            self._grid_column, self.toggles, self.mask_note,
+            pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
+            self._preset_row,
+            margin=0, sizing_mode="stretch_width")
+        self._sync_grids()
+        # The layer's controls (d_model, the batch, cross-attention, W_O, the causal alignment
+        # and the layer's presets) show only in matrix mode: made the first time the page is in
+        # it, not on the default page (about 400 KiB of a session's memory; bench/page_memory.py).
+        self.layer_controls: pn.Column | None = None
+        s.param.watch(lambda _event: self.make_layer_controls() if s.matrices else None, "input_mode")
+        if s.matrices:
+            self.make_layer_controls()
+
+    def _preset_button(self, key: str, **params) -> pn.widgets.Button:
+        button = pn.widgets.Button(label=PRESETS[key]["label"] if key in PRESETS else "Reset",
+                                   margin=(3, 4), **params)
+        button.on_click(lambda _e: self.state.apply_preset(key))
+        return button
+
+    def make_layer_controls(self) -> None:
+        """Make the matrix mode's controls and add them to the layout, once: ``d_model`` beside
+        the head widths, the layer's controls (:attr:`layer_controls`: batch size, keys T_k,
+        cross-attention, W_O) under them, the causal alignment and its note under the masks, and
+        the layer's presets before ``Reset``. Each shows only in matrix mode."""
+        if self.layer_controls is not None:
+            return
+        s = self.state
         in_matrices = pn.bind(lambda m: m == "matrices", s.param.input_mode)
+        self.d_model = pn.widgets.Select.from_param(
+            s.param.d_model, label="Model width d_model", options=[1, 2, 3, 4], description=None, width=110,
+            margin=(5, 10), visible=in_matrices, stylesheets=[_SIZE_CSS])
         # Review, "The Complete Layer": the batch, cross-attention and W_O are the layer's, over X.
         self.batch_size = pn.widgets.Select.from_param(
             s.param.batch_size, label="Batch size", options=list(range(1, MAX_BATCH + 1)),
@@ -227,35 +273,12 @@ class InputsView(pn.viewable.Viewer):
             pn.Row(self.batch_size, self.kv_tokens, margin=0),
             pn.Row(self.cross_attention, self.use_w_o, margin=0),
             margin=0, visible=in_matrices)
-        self.toggles = pn.Column(
-            labelled_checkbox(s, "use_values", "Use values (adds output and contributions)"),
-            labelled_checkbox(s, "causal", "Causal mask"),
-            labelled_checkbox(s, "mask_after_softmax", "Mask after softmax (broken)"),
-            self.causal_alignment, self.alignment_note,
-            margin=0)
-        self.mask_note = pn.pane.HTML(
-            pn.bind(mask_note_html, s.param.causal, s.param.failure_mode, s.param.tokens),
-            stylesheets=[_NOTE_CSS], margin=(0, 10), sizing_mode="stretch_width")
-        self.failure_mode = pn.widgets.Select.from_param(
-            s.param.failure_mode, label="Failure mode",
-            options={m.title: m.name for m in FAILURE_MODES.values()}, description=None, width=250,
-            margin=(5, 10))
-        self.mode_note = pn.pane.HTML(pn.bind(mode_html, s.param.failure_mode),
-                                      stylesheets=[_NOTE_CSS], margin=(0, 10), sizing_mode="stretch_width")
-        self.presets = []
-        for key in (*_SHOWN_PRESETS, *_LAYER_PRESETS, "reset"):
-            button = pn.widgets.Button(label=PRESETS[key]["label"] if key in PRESETS else "Reset",
-                                       margin=(3, 4), visible=in_matrices if key in _LAYER_PRESETS else True)
-            button.on_click(lambda _e, key=key: s.apply_preset(key))
-            self.presets.append(button)
-        self._layout = pn.Column(
-            pn.Row(self.tokens, self.failure_mode, margin=0), self.mode_note, self.tokens_message,
-            self.input_mode, pn.Row(self.d_k, self.d_v, self.d_model, margin=0), self.layer_controls,
-            self._grid_column, self.toggles, self.mask_note,
-            pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
-            pn.FlexBox(*self.presets, margin=(0, 6)),
-            margin=0, sizing_mode="stretch_width")
-        self._sync_grids()
+        layer_presets = [self._preset_button(key, visible=in_matrices) for key in _LAYER_PRESETS]
+        self.presets[-1:-1] = layer_presets
+        self._sizes.append(self.d_model)
+        self._layout.insert(self._layout.objects.index(self._sizes) + 1, self.layer_controls)
+        self.toggles.extend([self.causal_alignment, self.alignment_note])
+        self._preset_row.objects = list(self.presets)
 
     def _sync_grids(self, *events) -> None:
         s = self.state

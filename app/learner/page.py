@@ -102,25 +102,38 @@ class LearnerPage(pn.viewable.Viewer):
             visible=pn.bind(bool, s.param.open_message), stylesheets=[_OPENED_CSS],
             margin=(5, 10), sizing_mode="stretch_width")
         self.row, self.row_message = checked_int_input(s, "row", "Row", s.set_row)
-        # Which batch item's row steps and contributions are shown (each has its own maps).
-        self.item = pn.widgets.Select.from_param(
-            s.param.item, label="Batch item", options=pn.bind(lambda b: list(range(1, b + 1)), s.param.batch_size),
-            description=None, width=100, margin=(5, 10),
-            visible=pn.bind(lambda layer: layer is not None and layer.B > 1 and not layer.flattened, s.param.layer))
         # The browser's page key, over the websocket: what makes this page's runs its own.
         self.page_key = PageKey(visible=False)
         self.page_key.param.watch(lambda event: s.take_page_key(event.new), "page_key")
+        self._row_controls = pn.Row(self.row, pn.pane.HTML(
+            "<p>Click a heat-map row, or set Row, for its steps below.</p>", margin=(22, 0, 0, 0)), margin=0)
+        # Which batch item's row steps and contributions are shown (each has its own maps): a
+        # batch is matrix mode's, so the choice is made the first time the page is in it.
+        self.item: pn.widgets.Select | None = None
+        s.param.watch(lambda _event: self.make_item_select() if s.matrices else None, "input_mode")
+        if s.matrices:
+            self.make_item_select()
         self.sidebar = pn.Column(self.inputs, margin=(10, 0), stylesheets=[_SIDEBAR_CSS],
                                  sizing_mode="stretch_width", styles=_SIDEBAR_FLEX)
         self.main = pn.Column(
             self.prediction, self.opened, self.banner, self.projections, self.matrices,
-            pn.Row(self.item, self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "
-                                                     "below.</p>", margin=(22, 0, 0, 0)), margin=0),
-            self.row_message, sizing_mode="stretch_width", margin=0, styles=_MAIN_FLEX)
+            self._row_controls, self.row_message, sizing_mode="stretch_width", margin=0, styles=_MAIN_FLEX)
         # A served page is usable once its inputs and maps show: what lies below the maps is made
         # and sent once the browser has drawn them (at once when not served).
         self._below_made = False
         pn.state.onload(self.make_below_maps)
+
+    def make_item_select(self) -> None:
+        """Make ``Batch item`` (:attr:`item`) and put it before ``Row``, once; it shows only when
+        the layer has a batch of more than one item, each in its own maps."""
+        if self.item is not None:
+            return
+        s = self.state
+        self.item = pn.widgets.Select.from_param(
+            s.param.item, label="Batch item", options=pn.bind(lambda b: list(range(1, b + 1)), s.param.batch_size),
+            description=None, width=100, margin=(5, 10),
+            visible=pn.bind(lambda layer: layer is not None and layer.B > 1 and not layer.flattened, s.param.layer))
+        self._row_controls.insert(0, self.item)
 
     def make_below_maps(self) -> None:
         """Make the views below the maps (readouts, row steps, contributions, ablations, the
