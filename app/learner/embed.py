@@ -121,6 +121,7 @@ class EmbedPage(pn.viewable.Viewer):
         # The tabs lay out every view at once, matrix mode's controls too.
         self.page.make_below_maps()
         self.page.make_item_select()
+        self.page.make_opened()
         self.page.inputs.make_layer_controls()
         p, s = self.page, self.page.state
         i = p.inputs

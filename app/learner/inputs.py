@@ -26,7 +26,7 @@ from app.learner.state import (
 from app.shared.grid import MatrixGrid
 from app.shared.html import Markup, html
 from app.shared.static import read_text
-from app.shared.widgets import NO_SPIN_BUTTONS
+from app.shared.widgets import NO_SPIN_BUTTONS, insert_after, when_first
 from attention_core import ALIGNMENTS, MAX_BATCH
 from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES
@@ -229,9 +229,7 @@ class InputsView(pn.viewable.Viewer):
         # and the layer's presets) show only in matrix mode: made the first time the page is in
         # it, not on the default page (about 400 KiB of a session's memory; bench/page_memory.py).
         self.layer_controls: pn.Column | None = None
-        s.param.watch(lambda _event: self.make_layer_controls() if s.matrices else None, "input_mode")
-        if s.matrices:
-            self.make_layer_controls()
+        when_first(s, "input_mode", self.make_layer_controls, "matrices".__eq__)
 
     def _preset_button(self, key: str, **params) -> pn.widgets.Button:
         button = pn.widgets.Button(label=PRESETS[key]["label"] if key in PRESETS else "Reset",
@@ -276,7 +274,7 @@ class InputsView(pn.viewable.Viewer):
         layer_presets = [self._preset_button(key, visible=in_matrices) for key in _LAYER_PRESETS]
         self.presets[-1:-1] = layer_presets
         self._sizes.append(self.d_model)
-        self._layout.insert(self._layout.objects.index(self._sizes) + 1, self.layer_controls)
+        insert_after(self._layout, self._sizes, self.layer_controls)
         self.toggles.extend([self.causal_alignment, self.alignment_note])
         self._preset_row.objects = list(self.presets)
 
