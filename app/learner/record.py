@@ -141,12 +141,22 @@ class RecordView(pn.viewable.Viewer):
             disabled=pn.bind(lambda ok, error: not ok or bool(error),
                              s.param.input_ok, s.param.tokens_error))
         self.button.on_click(lambda _event: s.save_run())
+        self._layout = pn.Column(
+            pn.pane.HTML("<h3>Record your run</h3>"),
+            pn.Row(self.learner, self.label), self.button)
+        # What Save run did, made the first time there is something to say.
+        self.message: pn.pane.HTML | None = None
+        when_first(s, "save_message", self.make_message)
+
+    def make_message(self) -> None:
+        """Make the pane saying what Save run did (:attr:`message`) and put it under the button, once."""
+        if self.message is not None:
+            return
+        s = self.state
         self.message = pn.pane.HTML(
             pn.bind(status_html, s.param.save_message, s.param.save_ok),
             visible=pn.bind(bool, s.param.save_message), stylesheets=[STATUS_CSS])
-        self._layout = pn.Column(
-            pn.pane.HTML("<h3>Record your run</h3>"),
-            pn.Row(self.learner, self.label), self.button, self.message)
+        self._layout.append(self.message)
 
     def __panel__(self):
         return self._layout
