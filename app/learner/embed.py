@@ -122,6 +122,8 @@ class EmbedPage(pn.viewable.Viewer):
         self.page.make_below_maps()
         self.page.make_item_select()
         self.page.make_opened()
+        self.page.make_row_message()
+        self.page.inputs.make_tokens_message()
         self.page.inputs.make_layer_controls()
         p, s = self.page, self.page.state
         i = p.inputs

@@ -45,9 +45,8 @@ def alert_html(message: str) -> Markup:
     return html('<span role="alert">{}</span>', message) if message else Markup("")
 
 
-def checked_int_input(state: param.Parameterized, name: str, label: str, setter) -> tuple[
-        pn.widgets.IntInput, pn.pane.HTML]:
-    """A field for integer parameter ``name`` of ``state`` and the pane with its message.
+def checked_int_input(state: param.Parameterized, name: str, label: str, setter) -> pn.widgets.IntInput:
+    """A field for integer parameter ``name`` of ``state`` (its message: :func:`int_message`).
 
     Every typed number goes to ``setter``, which takes it or keeps the current one and says why
     in ``state.<name>_error``. No start/end on the field: with bounds the browser silently keeps
@@ -64,9 +63,15 @@ def checked_int_input(state: param.Parameterized, name: str, label: str, setter)
             field.value = getattr(state, name)
 
     state.param.watch(show_taken, error)
-    message = pn.pane.HTML(pn.bind(alert_html, state.param[error]), visible=pn.bind(bool, state.param[error]),
-                           stylesheets=[ERROR_CSS], margin=(0, 10))
-    return field, message
+    return field
+
+
+def int_message(state: param.Parameterized, name: str) -> pn.pane.HTML:
+    """The pane showing ``state.<name>_error``, the message of :func:`checked_int_input`'s field
+    (an alert), hidden while there is none."""
+    error = state.param[f"{name}_error"]
+    return pn.pane.HTML(pn.bind(alert_html, error), visible=pn.bind(bool, error), stylesheets=[ERROR_CSS],
+                        margin=(0, 10))
 
 
 def labelled_checkbox(owner: param.Parameterized, name: str, label: str, **params) -> pn.widgets.CheckBoxGroup:
@@ -178,7 +183,7 @@ class InputsView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.state
-        self.tokens, self.tokens_message = checked_int_input(s, "tokens", "Tokens", s.set_tokens)
+        self.tokens = checked_int_input(s, "tokens", "Tokens", s.set_tokens)
         self.input_mode = pn.widgets.Select.from_param(
             s.param.input_mode, label="Input mode", options={v: k for k, v in INPUT_MODES.items()},
             description=None, width=320, margin=(5, 10))
@@ -218,18 +223,28 @@ class InputsView(pn.viewable.Viewer):
         self._sizes = pn.Row(self.d_k, self.d_v, margin=0)
         self._preset_row = pn.FlexBox(*self.presets, margin=(0, 6))
         self._layout = pn.Column(
-            pn.Row(self.tokens, self.failure_mode, margin=0), self.mode_note, self.tokens_message,
+            pn.Row(self.tokens, self.failure_mode, margin=0), self.mode_note,
             self.input_mode, self._sizes,
             self._grid_column, self.toggles, self.mask_note,
             pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
             self._preset_row,
             margin=0, sizing_mode="stretch_width")
         self._sync_grids()
+        # Why a typed token count was refused, made the first time one is.
+        self.tokens_message: pn.pane.HTML | None = None
+        when_first(s, "tokens_error", self.make_tokens_message)
         # The layer's controls (d_model, the batch, cross-attention, W_O, the causal alignment
         # and the layer's presets) show only in matrix mode: made the first time the page is in
         # it, not on the default page (about 400 KiB of a session's memory; bench/page_memory.py).
         self.layer_controls: pn.Column | None = None
         when_first(s, "input_mode", self.make_layer_controls, "matrices".__eq__)
+
+    def make_tokens_message(self) -> None:
+        """Make the token count's message (:attr:`tokens_message`) and put it under the failure
+        mode's note, once."""
+        if self.tokens_message is None:
+            self.tokens_message = int_message(self.state, "tokens")
+            insert_after(self._layout, self.mode_note, self.tokens_message)
 
     def _preset_button(self, key: str, **params) -> pn.widgets.Button:
         button = pn.widgets.Button(label=PRESETS[key]["label"] if key in PRESETS else "Reset",

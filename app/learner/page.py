@@ -13,7 +13,7 @@ import param
 from app.learner.ablation import LEAD, NEEDS_MATRIX_MODE, AblationPanel
 from app.learner.checks import BannerView, ReadoutsView
 from app.learner.contributions import ContributionsView
-from app.learner.inputs import InputsView, checked_int_input
+from app.learner.inputs import InputsView, checked_int_input, int_message
 from app.learner.matrices import MatricesView
 from app.learner.page_key import PageKey
 from app.learner.projections import ProjectionsView
@@ -99,7 +99,7 @@ class LearnerPage(pn.viewable.Viewer):
         self.banner = BannerView(state=s)
         self.matrices = MatricesView(state=s, size=self.map_size)
         self.projections = ProjectionsView(state=s)
-        self.row, self.row_message = checked_int_input(s, "row", "Row", s.set_row)
+        self.row = checked_int_input(s, "row", "Row", s.set_row)
         # The browser's page key, over the websocket: what makes this page's runs its own.
         self.page_key = PageKey(visible=False)
         self.page_key.param.watch(lambda event: s.take_page_key(event.new), "page_key")
@@ -113,7 +113,10 @@ class LearnerPage(pn.viewable.Viewer):
                                  sizing_mode="stretch_width", styles=_SIDEBAR_FLEX)
         self.main = pn.Column(
             self.prediction, self.banner, self.projections, self.matrices,
-            self._row_controls, self.row_message, sizing_mode="stretch_width", margin=0, styles=_MAIN_FLEX)
+            self._row_controls, sizing_mode="stretch_width", margin=0, styles=_MAIN_FLEX)
+        # Why a typed row was refused, made the first time one is.
+        self.row_message: pn.pane.HTML | None = None
+        when_first(s, "row_error", self.make_row_message)
         # What the page says about a run it was asked to open (?run=), under the prediction.
         self.opened: pn.pane.HTML | None = None
         when_first(s, "open_message", self.make_opened)
@@ -121,6 +124,12 @@ class LearnerPage(pn.viewable.Viewer):
         # and sent once the browser has drawn them (at once when not served).
         self._below_made = False
         pn.state.onload(self.make_below_maps)
+
+    def make_row_message(self) -> None:
+        """Make Row's message (:attr:`row_message`) and put it under Row, once."""
+        if self.row_message is None:
+            self.row_message = int_message(self.state, "row")
+            insert_after(self.main, self._row_controls, self.row_message)
 
     def make_opened(self) -> None:
         """Make the note on an opened run (:func:`opened_html`; :attr:`opened`) and put it under
