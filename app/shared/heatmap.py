@@ -47,6 +47,7 @@ from bokeh.transform import transform
 from app.shared.html import each, html, join
 from app.shared.numbers import MINUS, format_number
 from app.shared.static import read_text
+from app.shared.widgets import replace_data
 
 MASKED_COLOR = "#d0d0d0"
 LEAKED_COLOR = "#c2185b"  # not the batch boundaries' red: a leaked cell can sit beside one
@@ -437,9 +438,8 @@ class HeatMap(pn.viewable.Viewer):
             self.table.text = self._table_html(data, T, T_k)
             # Bokeh sends a source's data each time it is set, equal or not, and the browser
             # redraws the map: an unchanged map (another batch item's, say) is left alone.
-            for source, new in ((self.source, data), (self.boundaries, self._boundaries(T, T_k, blocks))):
-                if dict(source.data) != new:
-                    source.data = new
+            replace_data(self.source, data)
+            replace_data(self.boundaries, self._boundaries(T, T_k, blocks))
         self._shown_key = shown_key
 
     def patch_column(self, column: str, texts: list[str]) -> None:
