@@ -107,6 +107,7 @@ def text_width(text: str, font_px: float) -> float:
     return em * font_px
 
 
+@functools.lru_cache(maxsize=8192)  # a map's labels mostly stay from one edit to the next
 def label_fits(text: str, font_px: float, cell_width: float, cell_height: float, padding: float = 0) -> bool:
     """Whether ``text`` (lines split on ``\n``) drawn at ``font_px`` with ``padding`` px of
     patch around it stays inside a ``cell_width`` × ``cell_height`` px cell, a pixel clear of its
