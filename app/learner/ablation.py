@@ -25,7 +25,7 @@ from app.learner.state import number_text
 from app.shared.compare import TABLE_CSS
 from app.shared.grid import MatrixGrid
 from app.shared.heatmap import HeatMap, file_name
-from app.shared.html import Markup, html, join
+from app.shared.html import Markup, each, html, join
 from app.shared.numbers import format_number
 from app.shared.parsing import parse_number
 from app.shared.static import read_text
@@ -136,9 +136,9 @@ def weights_summary_html(a: Ablation, item: int) -> Markup:
 
 
 def _matrix_table(caption: str, m: np.ndarray, testid: str) -> Markup:
-    head = join(html("<th scope='col'>{}</th>", j + 1) for j in range(m.shape[1]))
+    head = each("<th scope='col'>{}</th>", range(1, m.shape[1] + 1))
     rows = join(html("<tr><th scope='row'>{}</th>{}</tr>", i + 1,
-                     join(html("<td>{}</td>", format_number(x)) for x in row))
+                     each("<td>{}</td>", map(format_number, row)))
                 for i, row in enumerate(m))
     return html("<table class='ablation-matrix' data-testid='{}'><caption>{}</caption><thead><tr>"
                 "<th scope='col'>row</th>{}</tr></thead><tbody>{}</tbody></table>",

@@ -30,7 +30,7 @@ from bokeh.plotting import figure
 
 from app.learner.state import LearnerState
 from app.shared.compare import TABLE_CSS
-from app.shared.html import Markup, html, join
+from app.shared.html import Markup, each, html, join
 from app.shared.numbers import format_number
 from app.shared.static import read_text
 from app.shared.widgets import WRAPPING_ROW_CSS, replace_data
@@ -142,7 +142,7 @@ def _table(r: AttentionResult, i: int) -> Markup:
         if r.contributions is not None:
             cells += [vector_text(r.mixed[j]), vector_text(r.contributions[i, j])]
         rows.append(html("<tr><th scope='row'>key {}</th>{}</tr>", j + 1,
-                         join(html("<td>{}</td>", c) for c in cells)))
+                         each("<td>{}</td>", cells)))
     foot = Markup("")
     if r.output is not None:
         foot = html("<tfoot><tr><th scope='row' colspan='{}'>output h<sub>{}</sub>: the sum of the "
