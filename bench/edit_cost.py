@@ -41,6 +41,7 @@ from bokeh.protocol import Protocol
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from browser_latency import LAYER, SIZES, edited_label, page_state, query_values  # noqa: E402
+from common import patch_bytes, patch_bytes_by_model  # noqa: E402
 
 from app.learner.page import LearnerPage  # noqa: E402
 from app.store import RunStore, sqlite_url  # noqa: E402
@@ -90,18 +91,13 @@ def measure(tmp: Path, size: str, edits: int, profile: cProfile.Profile | None) 
         if profile is not None:
             profile.disable()
         changes = [e for e in events if hasattr(e, "to_serializable")]
-        patch = protocol.create("PATCH-DOC", changes)
         if n < 2:
             continue
         times.append(elapsed * 1e3)
         cpu.append(used * 1e3)
-        sizes.append(len(patch.content_json) + sum(len(b) for b in patch.buffers))
+        sizes.append(patch_bytes(protocol, changes))
         if n == 2:
-            for e in changes:
-                one = protocol.create("PATCH-DOC", [e])
-                model = getattr(e, "model", None)
-                name = (getattr(model, "name", None) or type(model).__name__) if model else type(e).__name__
-                by_name[name] += len(one.content_json) + sum(len(b) for b in one.buffers)
+            by_name.update(patch_bytes_by_model(protocol, changes))
     gc.unfreeze()
     times.sort()
     return {"page": size, "edited": label, "edits": len(times),
