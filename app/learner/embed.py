@@ -118,7 +118,10 @@ class EmbedPage(pn.viewable.Viewer):
         super().__init__(**params)
         if self.page is None:
             self.page = LearnerPage(map_size=MAP_SIZE)
-        self.page.make_below_maps()  # the tabs lay out every view at once
+        # The tabs lay out every view at once, but for the ablation panel (no room for it), which
+        # would otherwise compute every edit in matrix mode for no one.
+        self.page.ablations = False
+        self.page.make_below_maps()
         p, s = self.page, self.page.state
         i = p.inputs
         s.predict_first = True  # revealed as soon as the course page passes a prediction in

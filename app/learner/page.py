@@ -84,9 +84,13 @@ class LearnerPage(pn.viewable.Viewer):
     state = param.ClassSelector(class_=LearnerState, doc="This page's one state.")
     map_size = param.Integer(default=300, bounds=(120, None), constant=True,
                              doc="Height of each heat map in pixels (the embed's are smaller).")
+    ablations = param.Boolean(default=True, doc=(
+        "Whether the projection-ablation panel is made (on the first switch to matrix mode) and "
+        "follows each edit: the embed lays it out nowhere, and turns it off."))
 
     def __init__(self, **params):
         super().__init__(**params)
+        self.ablation_panel: AblationPanel | None = None  # made on the first switch to matrix mode
         if self.store is None:
             self.store = RunStore(resolve_store_url())
         if self.state is None:
@@ -141,7 +145,6 @@ class LearnerPage(pn.viewable.Viewer):
             pn.pane.HTML(LEAD + html("<p>{}</p>", NEEDS_MATRIX_MODE), margin=(0, 10),
                          sizing_mode="stretch_width"), margin=0, sizing_mode="stretch_width",
             visible=s.param.revealed)  # ablations change the weights: they wait for a prediction
-        self._ablation_made = False
         s.param.watch(self._make_ablation, "input_mode")
         self._make_ablation()
         self.main.extend([
@@ -152,9 +155,19 @@ class LearnerPage(pn.viewable.Viewer):
             self.record, self.runs])
 
     def _make_ablation(self, *_events) -> None:
-        if self.state.input_mode == "matrices" and not self._ablation_made:
-            self._ablation_made = True
-            self.ablation[:] = [AblationPanel(self.state, on_save=self.state.save_ablation)]
+        if self.state.input_mode == "matrices" and self.ablation_panel is None and self.ablations:
+            # Hidden with the weights until a prediction is written: it waits as long.
+            panel = AblationPanel(self.state, on_save=self.state.save_ablation, active=self._ablation_shown())
+            self.ablation[:] = [panel]
+            self.ablation_panel = panel
+
+    @param.depends("state.revealed", "ablations", watch=True)
+    def _activate_ablation(self) -> None:
+        if self.ablation_panel is not None:
+            self.ablation_panel.active = self._ablation_shown()
+
+    def _ablation_shown(self) -> bool:
+        return self.ablations and self.state.revealed
 
     def serve_session(self, notice_in_header: bool = True) -> LearnerPage:
         """Set this browser session up for the page: its disconnect notice (in the header bar,

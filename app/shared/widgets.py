@@ -6,7 +6,7 @@ The learner page's one custom component, the input grid, is in :mod:`app.shared.
 from __future__ import annotations
 
 import panel as pn
-from bokeh.models import CustomJS
+from bokeh.models import ColumnDataSource, CustomJS
 from panel.theme import Inherit, Native
 
 from app.shared.static import read_text
@@ -53,3 +53,17 @@ class Reflowing(Native):
     """
 
     modifiers = {pn.Row: {"stylesheets": [Inherit, WRAPPING_ROW_CSS]}}
+
+
+def replace_data(source: ColumnDataSource, data: dict) -> bool:
+    """Set ``source.data`` to ``data`` only if it differs; returns whether it was set.
+
+    Bokeh sends a source's data each time it is set, equal or not, and the browser redraws
+    every glyph drawn from it: an edit that leaves a chart's numbers as they were (another
+    row's, another item's) sends nothing for it. Call it where the document may be changed
+    (``pn.io.unlocked()`` from a Panel callback).
+    """
+    if dict(source.data) == data:
+        return False
+    source.data = data
+    return True
