@@ -393,13 +393,15 @@ def _output_projection(h: np.ndarray | None, projection: Projection | None, mode
 def attend(queries: object, keys: object, values: object = None, *, causal: bool = True,
            mask_after_softmax: bool = False, padding_mask: object = None,
            failure_mode: str | FailureMode = "correct", projection: Projection | None = None,
-           causal_alignment: str | None = None, masks: tuple | None = None) -> AttentionResult:
+           causal_alignment: str | None = None, masks: tuple | None = None,
+           audit: bool = True) -> AttentionResult:
     """:func:`scaled_dot_product_attention` for the package: ``projection`` (matrix mode's X and
     W's, of which the inputs are the projections) is kept on the result before it is audited,
     so the ``input_shapes`` check covers it. ``masks`` is :mod:`attention_core.layer`'s for a
     flattened batch: ``(allowed, applied, future)``, the cells the rule allows, the cells the
-    broken pipeline lets through before softmax, and the future cells. Same parameters, returns
-    and raises otherwise."""
+    broken pipeline lets through before softmax, and the future cells. ``audit=False`` leaves
+    ``checks`` empty, for a run only compared and then dropped (the layer's independence check
+    compares its weights and outputs). Same parameters, returns and raises otherwise."""
     mode = _resolve_mode(failure_mode, mask_after_softmax)
     # A flattened batch is one sequence of up to B·T tokens, each item already checked.
     limit = MAX_TOKENS if masks is None else max(MAX_TOKENS, *masks[0].shape)
@@ -459,4 +461,4 @@ def attend(queries: object, keys: object, values: object = None, *, causal: bool
         causal_alignment=alignment, y=y, y_error=y_error, output_error=output_error,
     )
     # The checks audit the finished result, so they go into a copy of it.
-    return replace(result, checks=run_checks(result))
+    return replace(result, checks=run_checks(result)) if audit else result

@@ -227,8 +227,8 @@ def _flattened(items: list[AttentionResult], causal: bool, alignment: str | None
     return allowed, applied, future
 
 
-def _compute(xs, x_kvs, w_q, w_k, w_v, w_o, padding, mode, causal, alignment):
-    """The maps of one layer (no layer checks yet)."""
+def _compute(xs, x_kvs, w_q, w_k, w_v, w_o, padding, mode, causal, alignment, audit=True):
+    """The maps of one layer (no layer checks yet); ``audit=False``: maps without their checks."""
     B = len(xs)
     items = []
     for b in range(B):
@@ -236,13 +236,14 @@ def _compute(xs, x_kvs, w_q, w_k, w_v, w_o, padding, mode, causal, alignment):
             p = project(xs[b], w_q, w_k, w_v, w_o, x_kv=None if x_kvs is None else x_kvs[b])
             items.append(attend(p.queries, p.keys, p.values, causal=causal, causal_alignment=alignment,
                                 padding_mask=None if padding is None else padding[b],
-                                failure_mode=CORRECT if mode.batch == "flattened" else mode, projection=p))
+                                failure_mode=CORRECT if mode.batch == "flattened" else mode, projection=p,
+                                audit=audit))
         except AttentionInputError as error:
             raise _item_error(error, b + 1, B) from None
     if mode.batch != "flattened" or B == 1:
         if mode.batch == "flattened":  # one item: nothing to mix, the mode computes correctly
             items = [attend(r.queries, r.keys, r.values, causal=causal, causal_alignment=alignment,
-                            padding_mask=r.key_is_real, failure_mode=mode, projection=r.projection)
+                            padding_mask=r.key_is_real, failure_mode=mode, projection=r.projection, audit=audit)
                      for r in items]
         return tuple(items)
     # The flattened sequence may pass the core's token limit, so it is stacked from the items'
@@ -258,7 +259,7 @@ def _compute(xs, x_kvs, w_q, w_k, w_v, w_o, padding, mode, causal, alignment):
     real = None if padding is None else np.concatenate(padding)
     return (attend(p.queries, p.keys, p.values, causal=causal, causal_alignment=alignment,
                    padding_mask=real, failure_mode=mode, projection=p,
-                   masks=_flattened(items, causal, alignment)),)
+                   masks=_flattened(items, causal, alignment), audit=audit),)
 
 
 def attention_layer(
@@ -437,9 +438,10 @@ def _independence(layer: LayerResult) -> Check:
         if not np.isfinite(x).all() or (x_kv is not None and not np.isfinite(x_kv).all()):
             continue
         try:
+            # Only its weights and outputs are compared: its own checks would be dropped unread.
             other = _compute(list(x), None if x_kv is None else list(x_kv), layer.w_q, layer.w_k,
                              layer.w_v, layer.w_o, None if layer.padding_mask is None else list(layer.padding_mask),
-                             layer.mode, layer.causal, layer.causal_alignment)
+                             layer.mode, layer.causal, layer.causal_alignment, audit=False)
         except AttentionInputError:  # the changed input overflows: try the next item
             continue
         tested += 1

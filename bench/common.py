@@ -37,6 +37,24 @@ def summary(samples: list[float], scale: float = 1.0) -> dict:
     return {"n": int(a.size), "median": float(np.median(a)), "p95": float(a[rank])}
 
 
+def patch_bytes(protocol, changes: list) -> int:
+    """Bytes of one ``PATCH-DOC`` message carrying the document change events ``changes`` (its
+    JSON and its binary buffers), as Panel would send them: ``protocol`` is a
+    ``bokeh.protocol.Protocol``."""
+    message = protocol.create("PATCH-DOC", changes)
+    return len(message.content_json) + sum(len(b) for b in message.buffers)
+
+
+def patch_bytes_by_model(protocol, changes: list) -> dict[str, int]:
+    """:func:`patch_bytes` of each change event alone, summed per model name (or type)."""
+    out: dict[str, int] = {}
+    for event in changes:
+        model = getattr(event, "model", None)
+        name = (getattr(model, "name", None) or type(model).__name__) if model else type(event).__name__
+        out[name] = out.get(name, 0) + patch_bytes(protocol, [event])
+    return out
+
+
 def machine() -> dict:
     """Date, cores, CPU model and the versions that matter, for results.json."""
     import bokeh

@@ -35,6 +35,7 @@ from bokeh.protocol import Protocol
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from browser_latency import page_state, query_values  # noqa: E402
+from common import patch_bytes, patch_bytes_by_model  # noqa: E402
 
 import app.learner.page as page_module  # noqa: E402
 from app.store import RunStore, sqlite_url  # noqa: E402
@@ -73,17 +74,11 @@ def measure(tmp: Path, ablation: bool, edits: int) -> dict:
         page.state.set_token_text("x", 2, text)
         elapsed = time.perf_counter() - t
         changes = [e for e in events if hasattr(e, "to_serializable")]
-        msg = protocol.create("PATCH-DOC", changes)
-        size = len(msg.content_json) + sum(len(b) for b in msg.buffers)
         if n >= 2:
             times.append(elapsed * 1e3)
-            sizes.append(size)
+            sizes.append(patch_bytes(protocol, changes))
             if n == 2:
-                for e in changes:
-                    one = protocol.create("PATCH-DOC", [e])
-                    model = getattr(e, "model", None)
-                    name = (getattr(model, "name", None) or type(model).__name__) if model else type(e).__name__
-                    by_name[name] += len(one.content_json) + sum(len(b) for b in one.buffers)
+                by_name.update(patch_bytes_by_model(protocol, changes))
     return {"ablation_panel": ablation, "python_kib": held / 1024, "bokeh_models": len(doc.models),
             "edit_ms": {"median": statistics.median(times), "min": min(times)},
             "patch_kib": statistics.median(sizes) / 1024,

@@ -14,12 +14,13 @@ import logging
 import os
 import sys
 import types
+from collections import Counter
 
 import pytest
 from find_browser import HOW_TO_FIX, find_chromium
 from playwright.sync_api import Page, expect
 from postgres_server import start_postgres
-from workbench_server import NO_PASSWORD, PageWatch, start_server
+from workbench_server import NO_PASSWORD, PageWatch, back_to_the_default_input, open_learner_page, start_server
 
 from app.oplog import LOGGER
 from app.store import sqlite_url
@@ -41,10 +42,22 @@ BROWSER_FIXTURES = {"page", "context", "new_context", "browser", "launch_browser
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses a Playwright browser fixture as ``browser``."""
-    for item in items:
+    """Mark every test that uses a Playwright browser fixture as ``browser``, and run the files
+    with the most browser tests first.
+
+    ``make test``'s workers (``--dist loadfile``) take whole files in collection order; in
+    alphabetical order the long browser files came last, and one worker ran the last of them
+    while the other had finished. Longest first keeps both busy to the end; a file's tests keep
+    their order."""
+    browser_tests: Counter[str] = Counter()
+    first_seen: dict[str, int] = {}
+    for n, item in enumerate(items):
+        path = item.nodeid.split("::")[0]
+        first_seen.setdefault(path, n)
         if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.browser)
+            browser_tests[path] += 1
+    items.sort(key=lambda item: (-browser_tests[path := item.nodeid.split("::")[0]], first_seen[path]))
 
 
 @pytest.fixture(autouse=True)
@@ -133,6 +146,43 @@ def fake_server(monkeypatch) -> list[dict]:
     for name in (auth.PASSWORD_ENV, auth.PASSWORD_FILE_ENV, auth.COOKIE_SECRET_FILE_ENV, EMBED_ORIGINS_ENV):
         monkeypatch.delenv(name, raising=False)
     return calls
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report on the test item (``item.rep_call``): fixtures read whether it failed."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+@pytest.fixture(scope="module")
+def _module_learner_page(browser, server):
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    watch = PageWatch(origin=server.url.rstrip("/"))
+    watch.attach(page)
+    open_learner_page(page, server.url)
+    yield page, watch
+    context.close()
+
+
+@pytest.fixture
+def default_learner_page(request, _module_learner_page, server):
+    """One learner page at 1280×720 shared by a module's tests, back on the default input at
+    the start of each (``back_to_the_default_input``) and watched like ``watch``'s.
+
+    For modules that walk one case per failure mode: opening a page costs seconds of a 2-core
+    machine, most of such a test. A test that fails leaves the page reloaded for the next."""
+    page, watch = _module_learner_page
+    back_to_the_default_input(page)
+    yield page
+    errors = watch.errors, watch.outside_requests, watch.console_errors
+    watch.errors, watch.outside_requests, watch.console_errors = [], [], []
+    failed = getattr(request.node, "rep_call", None) is None or request.node.rep_call.failed
+    if failed:
+        open_learner_page(page, server.url)
+    assert errors == ([], [], []), f"page errors, requests leaving the server, console errors: {errors}"
 
 
 @pytest.fixture

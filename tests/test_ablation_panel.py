@@ -274,3 +274,15 @@ def test_the_vector_mode_page_says_the_panel_needs_matrix_mode_as_html_not_escap
     main = learner_page.main.objects
     assert main.index(learner_page.ablation) == main.index(learner_page.intro) - 1
     assert "Projection ablations" not in str(learner_page.intro.object)
+
+
+def test_an_inactive_panel_leaves_a_new_layer_for_when_it_is_active_again(panel, source):
+    """Hidden (``active`` false, as the learner page's panel is until a prediction is written), a
+    new layer is not ablated; it is once the panel is active again."""
+    last = panel.ablation
+    panel.active = False
+    source.layer = trace_layer(w_v=W_V * 3)
+    assert panel.ablation is last
+    panel.active = True
+    assert panel.ablation is not last and panel.ablation.before is source.layer
+    assert "W_V before" in shown(panel) and panel.message == ""

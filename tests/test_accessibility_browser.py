@@ -15,8 +15,8 @@ from attention_core.modes import FAILURE_MODES
 
 
 @pytest.mark.parametrize("name", list(FAILURE_MODES))
-def test_no_critical_or_serious_violation_in_each_failure_mode(server, page, watch, name):
-    open_learner_page(page, server.url, at_1280=True)
+def test_no_critical_or_serious_violation_in_each_failure_mode(default_learner_page, name):
+    page = default_learner_page
     mode = FAILURE_MODES[name]
     page.get_by_label("Failure mode").select_option(label=mode.title)
     expect(page.get_by_test_id("mode-description")).to_have_text(mode.description)

@@ -86,9 +86,9 @@ def assert_no_nan_on_the_page(page: Page) -> None:
 
 
 @pytest.mark.parametrize("name", [n for n in FAILURE_MODES if n != "correct"])
-def test_each_failure_mode_chosen_on_an_input_that_exposes_it_fails_exactly_its_checks(server, page, watch, name):
-    mode = FAILURE_MODES[name]
-    open_learner_page(page, server.url)
+def test_each_failure_mode_chosen_on_an_input_that_exposes_it_fails_exactly_its_checks(
+        server, default_learner_page, name):
+    page, mode = default_learner_page, FAILURE_MODES[name]
     choose(page, mode.title)
     expect(page.get_by_test_id("mode-description")).to_have_text(mode.description)
     expect(page.get_by_test_id("mode-breaks")).to_be_visible()

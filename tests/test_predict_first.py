@@ -96,6 +96,28 @@ def test_y_made_from_the_weights_waits_too(learner_page):
     assert table in page.projections.pane.object
 
 
+def test_the_ablation_panel_is_not_computed_while_it_waits(learner_page):
+    """Hidden with the weights, the panel does not follow each edit; it catches up once shown."""
+    page, state = learner_page, learner_page.state
+    state.predict_first = True
+    state.apply_preset("four_token_trace")
+    panel = page.ablation_panel
+    assert not page.ablation.visible and not panel.active and panel.ablation is None
+    state.set_token_text("x", 2, "5")
+    assert panel.ablation is None
+    state.prediction = "Token 4 reads token 3 most."
+    assert page.ablation.visible and panel.active and panel.ablation.before is state.layer
+    state.set_token_text("x", 2, "6")
+    assert panel.ablation.before is state.layer
+
+
+def test_the_embed_makes_no_ablation_panel_it_would_not_show(tmp_path):
+    embed = EmbedPage(page=LearnerPage(store=sqlite_store(tmp_path / "runs"), map_size=176))
+    embed.take_host_text({"prediction": "It cannot."})
+    embed.page.state.apply_preset("four_token_trace")
+    assert embed.page.ablation_panel is None and embed.page.state.layer.x is not None
+
+
 def test_the_embed_waits_for_a_prediction_unless_one_is_passed_in(tmp_path):
     embed = EmbedPage(page=LearnerPage(store=sqlite_store(tmp_path / "runs"), map_size=176))
     state = embed.page.state

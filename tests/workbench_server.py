@@ -184,6 +184,21 @@ def open_learner_page(page, url: str, *, at_1280: bool = False):
     return response
 
 
+def back_to_the_default_input(page) -> None:
+    """Put an open learner page back on the default input without reloading it: the worked-row
+    preset (the default page's numbers; every other input it leaves at its default: vectors,
+    d_k = 1, no padding, batch of 1, failure mode Correct) with its values off again."""
+    from playwright.sync_api import expect
+
+    page.get_by_role("button", name="Worked row (seed 003)").click()
+    values = page.get_by_label("Use values (adds output and contributions)", exact=True)
+    expect(values).to_be_checked()
+    values.uncheck()
+    expect(values).not_to_be_checked()
+    expect(page.get_by_label("Failure mode")).to_have_value("Correct")
+    expect(page.get_by_label("Key 3", exact=True)).to_have_value("9")
+
+
 def watched(page, server) -> PageWatch:
     """A :class:`PageWatch` on ``page`` that also keeps (and dismisses) every dialog the page
     opens, in ``watch.dialogs``: learner text that ran as code would open one."""

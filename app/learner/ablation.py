@@ -25,7 +25,7 @@ from app.learner.state import number_text
 from app.shared.compare import TABLE_CSS
 from app.shared.grid import MatrixGrid
 from app.shared.heatmap import HeatMap, file_name
-from app.shared.html import Markup, html, join
+from app.shared.html import Markup, each, html, join
 from app.shared.numbers import format_number
 from app.shared.parsing import parse_number
 from app.shared.static import read_text
@@ -136,9 +136,9 @@ def weights_summary_html(a: Ablation, item: int) -> Markup:
 
 
 def _matrix_table(caption: str, m: np.ndarray, testid: str) -> Markup:
-    head = join(html("<th scope='col'>{}</th>", j + 1) for j in range(m.shape[1]))
+    head = each("<th scope='col'>{}</th>", range(1, m.shape[1] + 1))
     rows = join(html("<tr><th scope='row'>{}</th>{}</tr>", i + 1,
-                     join(html("<td>{}</td>", format_number(x)) for x in row))
+                     each("<td>{}</td>", map(format_number, row)))
                 for i, row in enumerate(m))
     return html("<table class='ablation-matrix' data-testid='{}'><caption>{}</caption><thead><tr>"
                 "<th scope='col'>row</th>{}</tr></thead><tbody>{}</tbody></table>",
@@ -260,11 +260,16 @@ class AblationPanel(pn.viewable.Viewer):
                                    doc="The last valid ablation of the layer.")
     message = param.String(default="", doc="Why the controls give no ablation now, or ''.")
     save_message = param.String(default="", doc="What on_save answered last.")
+    active = param.Boolean(default=True, doc=(
+        "Whether the panel is shown and follows the layer: while False a new layer is left for "
+        "later and taken when it turns True (the learner page hides the panel until a prediction "
+        "is written)."))
 
     def __init__(self, layer_source: param.Parameterized | None = None, *,
                  on_save: Callable[[Ablation], str] | None = None, **params):
         super().__init__(layer_source=layer_source, on_save=on_save, **params)
         self._quiet = False
+        self._behind = False  # a layer arrived while not active
         # A source that has its own batch item choice (the learner state) is followed, so the
         # page has one such control, not two.
         self._follows_item = layer_source is not None and "item" in layer_source.param
@@ -331,8 +336,17 @@ class AblationPanel(pn.viewable.Viewer):
         self._copied_from = original
         self.copy = copy_texts(original)
 
+    @param.depends("active", watch=True)
+    def _catch_up(self) -> None:
+        if self.active and self._behind:
+            self._layer_changed()
+
     @param.depends("layer_source.layer", watch=True)
     def _layer_changed(self) -> None:
+        if not self.active:  # hidden: nothing to show it to until it is active again
+            self._behind = True
+            return
+        self._behind = False
         layer, targets = self.layer, targets_of(self.layer)
         with self._syncing():
             if targets:

@@ -30,10 +30,10 @@ from bokeh.plotting import figure
 
 from app.learner.state import LearnerState
 from app.shared.compare import TABLE_CSS
-from app.shared.html import Markup, html, join
+from app.shared.html import Markup, each, html, join
 from app.shared.numbers import format_number
 from app.shared.static import read_text
-from app.shared.widgets import WRAPPING_ROW_CSS
+from app.shared.widgets import WRAPPING_ROW_CSS, replace_data
 from attention_core import AttentionResult
 
 # One dark colour per quantity (each at least 3:1 against white), grey for a masked score.
@@ -142,7 +142,7 @@ def _table(r: AttentionResult, i: int) -> Markup:
         if r.contributions is not None:
             cells += [vector_text(r.mixed[j]), vector_text(r.contributions[i, j])]
         rows.append(html("<tr><th scope='row'>key {}</th>{}</tr>", j + 1,
-                         join(html("<td>{}</td>", c) for c in cells)))
+                         each("<td>{}</td>", cells)))
     foot = Markup("")
     if r.output is not None:
         foot = html("<tfoot><tr><th scope='row' colspan='{}'>output h<sub>{}</sub>: the sum of the "
@@ -396,8 +396,9 @@ class ContributionsView(pn.viewable.Viewer):
                                     (self.contribution_figure, "contribution")):
                     start, end = bar_range(per_component[column])
                     fig.y_range.update(start=start, end=end)
-            self.source.data = per_source
-            self.component_source.data = per_component
+            # Row 2's bars, say, stay as they were when an edit changed only row 3.
+            replace_data(self.source, per_source)
+            replace_data(self.component_source, per_component)
         self.value_pane.visible = d > 0
 
     @param.depends("chart_width", watch=True)

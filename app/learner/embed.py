@@ -118,7 +118,9 @@ class EmbedPage(pn.viewable.Viewer):
         super().__init__(**params)
         if self.page is None:
             self.page = LearnerPage(map_size=MAP_SIZE)
-        # The tabs lay out every view at once, matrix mode's controls too.
+        # The tabs lay out every view at once, matrix mode's controls too, but for the ablation
+        # panel (no room for it), which would otherwise compute every edit in matrix mode for no one.
+        self.page.ablations = False
         self.page.make_below_maps()
         self.page.make_item_select()
         self.page.make_opened()

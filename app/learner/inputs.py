@@ -126,6 +126,7 @@ GROUP_TITLES = {"queries": "Query", "keys": "Key", "values": "Value", "x": "X", 
                 **dict.fromkeys(KV_FIELDS, "X_kv")}
 _SIZE_CSS = ":host select { min-width: 4em; }"
 _SEQUENCE_FIELDS = (*X_FIELDS, *KV_FIELDS)  # grids whose rows are tokens, one per item
+_TEXTS_AND_MESSAGES = {*GRID_FIELDS, "field_errors"}  # what an edit changes: no grid's shape or labels
 
 
 GRID_COLUMNS = 8
@@ -165,12 +166,23 @@ def grid_view(state: LearnerState, fields: list[str]) -> dict:
     layout = [(f, state.shape(f)) for f in fields]
     rows = layout[0][1][0] if layout else 0
     labels = [[state.cell_name(f, i, j) for f, (_, w) in layout for j in range(w)] for i in range(rows)]
-    own = {label for row in labels for label in row}
     return dict(
-        labels=labels,
-        value=[[getattr(state, f)[i][j] for f, (_, w) in layout for j in range(w)] for i in range(rows)],
+        labels=labels, value=grid_texts_of(state, fields),
         groups=[[group_title(state, f), w] for f, (_, w) in layout],
-        errors={k: v for k, v in state.field_errors.items() if k in own})
+        errors=grid_errors(state, labels))
+
+
+def grid_texts_of(state: LearnerState, fields: list[str]) -> list[list[str]]:
+    """The texts a :class:`MatrixGrid` of ``fields`` side by side shows, row by row."""
+    layout = [(getattr(state, f), state.shape(f)) for f in fields]
+    rows = layout[0][1][0] if layout else 0
+    return [[texts[i][j] for texts, (_, w) in layout for j in range(w)] for i in range(rows)]
+
+
+def grid_errors(state: LearnerState, labels: list[list[str]]) -> dict[str, str]:
+    """Those of the state's messages that name one of the cells ``labels`` (a grid's rows of them)."""
+    own = {label for row in labels for label in row}
+    return {k: v for k, v in state.field_errors.items() if k in own}
 
 
 class InputsView(pn.viewable.Viewer):
@@ -295,6 +307,11 @@ class InputsView(pn.viewable.Viewer):
 
     def _sync_grids(self, *events) -> None:
         s = self.state
+        changed = {event.name for event in events}
+        if changed and changed <= _TEXTS_AND_MESSAGES:
+            # Only texts or messages changed (an edit): every grid keeps its fields, shape and labels.
+            self._sync_texts(changed)
+            return
         layout = grid_layout(s)
         for n in range(len(self.grids), len(layout)):
             # A small right margin: the widest grid (d_k = 4 and padding) fits the sidebar.
@@ -322,6 +339,19 @@ class InputsView(pn.viewable.Viewer):
                 checks=list(padding[:s.key_tokens]) if item else [],
                 check_labels=[padding_label(item, i, s.batched) for i in range(s.key_tokens)] if item else [],
                 check_title="Padding" if item else "")
+
+    def _sync_texts(self, changed: set[str]) -> None:
+        """Give each grid the texts of its fields among ``changed`` and, if ``field_errors`` is
+        among them, its messages (on an edit most grids have neither)."""
+        s = self.state
+        for grid, fields in zip(self.grids, self._grid_fields, strict=True):
+            update = {}
+            if changed.intersection(fields):
+                update["value"] = grid_texts_of(s, fields)
+            if fields and "field_errors" in changed:
+                update["errors"] = grid_errors(s, grid.labels)
+            if update:
+                grid.param.update(**update)
 
     @staticmethod
     def _alignment_needed(mode: str, cross: bool, causal: bool, tokens: int, kv_tokens: int) -> bool:

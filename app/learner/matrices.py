@@ -221,9 +221,7 @@ def hidden_note_html(text: str) -> str:
 def hide_weights_in_hover(scores: HeatMap) -> None:
     """Say in the Scores map's hover that its cells' weights wait for the prediction, as the
     Weights map does (``state.revealed``): the hover would tell them."""
-    n = len(scores.source.data["weight_text"])
-    with pn.io.unlocked():
-        scores.source.patch({"weight_text": [(slice(0, n), [HIDDEN_WEIGHT] * n)]})
+    scores.patch_column("weight_text", [HIDDEN_WEIGHT] * len(scores.source.data["weight_text"]))
 
 
 def alignment_masks(layer: LayerResult) -> dict[str, np.ndarray] | None:

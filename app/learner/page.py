@@ -86,9 +86,13 @@ class LearnerPage(pn.viewable.Viewer):
     state = param.ClassSelector(class_=LearnerState, doc="This page's one state.")
     map_size = param.Integer(default=300, bounds=(120, None), constant=True,
                              doc="Height of each heat map in pixels (the embed's are smaller).")
+    ablations = param.Boolean(default=True, doc=(
+        "Whether the projection-ablation panel is made (on the first switch to matrix mode) and "
+        "follows each edit: the embed lays it out nowhere, and turns it off."))
 
     def __init__(self, **params):
         super().__init__(**params)
+        self.ablation_panel: AblationPanel | None = None  # made on the first switch to matrix mode
         if self.store is None:
             self.store = RunStore(resolve_store_url())
         if self.state is None:
@@ -187,10 +191,23 @@ class LearnerPage(pn.viewable.Viewer):
         return html("{}<div style='display: flow-root'>{}</div>", ablation, Markup(INTRO))
 
     def _make_ablation(self) -> None:
-        self.ablation = pn.Column(AblationPanel(self.state, on_save=self.state.save_ablation), margin=0,
-                                  sizing_mode="stretch_width", visible=self.state.param.revealed)
+        if not self.ablations or self.ablation_panel is not None:
+            return
+        # Hidden with the weights until a prediction is written: it waits as long.
+        self.ablation_panel = AblationPanel(self.state, on_save=self.state.save_ablation,
+                                            active=self._ablation_shown())
+        self.ablation = pn.Column(self.ablation_panel, margin=0, sizing_mode="stretch_width",
+                                  visible=self.state.param.revealed)
         self.intro.object = self._intro_html()
         insert_after(self.main, self.contributions, self.ablation)
+
+    @param.depends("state.revealed", "ablations", watch=True)
+    def _activate_ablation(self) -> None:
+        if self.ablation_panel is not None:
+            self.ablation_panel.active = self._ablation_shown()
+
+    def _ablation_shown(self) -> bool:
+        return self.ablations and self.state.revealed
 
     def serve_session(self, notice_in_header: bool = True) -> LearnerPage:
         """Set this browser session up for the page: its disconnect notice (in the header bar,

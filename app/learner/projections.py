@@ -18,7 +18,7 @@ import panel as pn
 import param
 
 from app.learner.state import LearnerState
-from app.shared.html import Markup, html, join
+from app.shared.html import Markup, each, html, join
 from app.shared.numbers import format_number
 from app.shared.static import read_text
 from attention_core import AttentionResult, LayerResult
@@ -31,7 +31,7 @@ def matrix_html(name: str, formula: str, a: np.ndarray, symbols: str = "") -> Ma
     symbols, "T×d_k", if given), a row per token."""
     a = a.reshape(len(a), -1)
     rows = join(html("<tr><th scope='row'>{}</th>{}</tr>", i + 1,
-                     join(html("<td>{}</td>", format_number(x)) for x in row))
+                     each("<td>{}</td>", map(format_number, row)))
                 for i, row in enumerate(a))
     caption = (f"{name} = {formula}" if formula else name) + f" ({a.shape[0]} × {a.shape[1]})" \
         + (f": {symbols}" if symbols else "")

@@ -10,6 +10,7 @@ Saving is an explicit action (:meth:`LearnerState.save_run`). Left out: widgets 
 
 from __future__ import annotations
 
+import functools
 import secrets
 
 import numpy as np
@@ -58,6 +59,13 @@ FIELD_NAMES = {"queries": "Query", "keys": "Key", "values": "Value", "x": "X", "
 # The core's field names (AttentionInputError.field) for each W grid; X and X_kv go by item.
 _CORE_FIELDS = {"queries": "queries", "keys": "keys", "values": "values", "W_Q": "w_q",
                 "W_K": "w_k", "W_V": "w_v", "W_O": "w_o"}
+
+
+@functools.lru_cache(maxsize=4096)
+def _typed_number(text: str) -> float:
+    """:func:`parse_number` of one cell's text, unnamed (ValueError for a refused text); kept for
+    the texts typed already: an edit changes one cell, and the page parses every cell in use."""
+    return parse_number(text, "")
 
 
 def item_of(field: str) -> int:
@@ -451,11 +459,14 @@ class LearnerState(param.Parameterized):
         for i in range(rows):
             row = []
             for j in range(width):
-                label = self.cell_name(field, i, j)
                 try:
-                    row.append(parse_number(grid[i][j], label))
-                except ValueError as exc:
-                    errors[label] = str(exc)
+                    row.append(_typed_number(grid[i][j]))
+                except ValueError:  # said again with the cell's name, which only a refusal needs
+                    label = self.cell_name(field, i, j)
+                    try:
+                        parse_number(grid[i][j], label)
+                    except ValueError as exc:
+                        errors[label] = str(exc)
             # One number per token in vector mode at width 1: the core's scalar mode.
             out.append(row[0] if field in TOKEN_FIELDS and width == 1 and row else row)
         return out

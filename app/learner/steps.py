@@ -16,7 +16,7 @@ import panel as pn
 import param
 
 from app.learner.state import LearnerState
-from app.shared.html import Markup, html, join
+from app.shared.html import Markup, each, html, join
 from app.shared.numbers import format_number
 from app.shared.static import read_text
 from attention_core import AttentionResult, row_steps, scaled_dot_product_attention
@@ -149,7 +149,7 @@ def _numbers_html(text: str | list[str]) -> Markup:
     """A step's numbers: one line, or (vectors) one line per source in a sub-list."""
     if isinstance(text, str):
         return html("<span class='numbers'>{}</span>", text)
-    return html("<ul class='per-source'>{}</ul>", join(html("<li class='numbers'>{}</li>", line) for line in text))
+    return html("<ul class='per-source'>{}</ul>", each("<li class='numbers'>{}</li>", text))
 
 
 def score_steps(r: AttentionResult) -> int:

@@ -16,6 +16,7 @@ colours and hatching alone and the hover and the mirror table tell the values.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -43,9 +44,10 @@ from bokeh.palettes import Cividis256, PuOr11, Viridis256
 from bokeh.plotting import figure
 from bokeh.transform import transform
 
-from app.shared.html import html, join
+from app.shared.html import each, html, join
 from app.shared.numbers import MINUS, format_number
 from app.shared.static import read_text
+from app.shared.widgets import replace_data
 
 MASKED_COLOR = "#d0d0d0"
 LEAKED_COLOR = "#c2185b"  # not the batch boundaries' red: a leaked cell can sit beside one
@@ -65,6 +67,11 @@ _MARKS = {  # each kind of marked cell's glyph: causal diagonals, padding horizo
 
 def _kind_view(kind: str) -> CDSView:
     return CDSView(filter=GroupFilter(column_name="kind", group=kind))
+
+
+def _array_key(a: np.ndarray | None) -> tuple | None:
+    """An array as a key that is equal only for the same dtype, shape and bytes (``None`` stays)."""
+    return None if a is None else (a.dtype.str, a.shape, a.tobytes())
 # The mirrored table is for screen readers: in the accessibility tree, visually hidden. Inline,
 # so it needs no stylesheet model of its own.
 _SR_ONLY = ("position: absolute; width: 1px; height: 1px; padding: 0; margin: -1px; "
@@ -100,6 +107,7 @@ def text_width(text: str, font_px: float) -> float:
     return em * font_px
 
 
+@functools.lru_cache(maxsize=8192)  # a map's labels mostly stay from one edit to the next
 def label_fits(text: str, font_px: float, cell_width: float, cell_height: float, padding: float = 0) -> bool:
     """Whether ``text`` (lines split on ``\n``) drawn at ``font_px`` with ``padding`` px of
     patch around it stays inside a ``cell_width`` × ``cell_height`` px cell, a pixel clear of its
@@ -159,6 +167,7 @@ def nice_bound(x: float) -> float:
     return x
 
 
+@functools.lru_cache(maxsize=1024)  # a few palettes of 256 colours and the masked grey
 def contrasting_text(background: str) -> str:
     """``"black"`` or ``"white"``, whichever contrasts more with ``background`` (``#rrggbb``).
 
@@ -294,6 +303,7 @@ class HeatMap(pn.viewable.Viewer):
         self.model = BokehColumn(children=children, margin=(0, 10), width=size + 120,
                                  visible=self.visible)
         self._pane: pn.pane.Bokeh | None = None
+        self._shown_key: tuple | None = None  # what update() last drew the map from
 
     def _mark(self, kind: str) -> None:
         """Add the glyph marking ``kind`` cells ("padding", "leaked") if not there yet, drawn
@@ -368,6 +378,13 @@ class HeatMap(pn.viewable.Viewer):
             "leaked: "), or ``""`` for a cell that may be read: outlined, kind ``"leaked"``.
         """
         T, T_k = values.shape
+        # What the map would be drawn from: an update with the same arguments at the same cell
+        # size (another batch item's map, say) changes nothing, so it is not worked out again.
+        shown_key = (self.cell_size(T, T_k), _array_key(values), _array_key(masked), _array_key(scores),
+                     _array_key(weights), masked_label, masked_note, filename, value_range, blocks, title,
+                     _array_key(padding), None if leaked is None else leaked.tolist())
+        if shown_key == self._shown_key:
+            return
         factors = [str(i) for i in range(1, T + 1)]
         columns = [str(j) for j in range(1, T_k + 1)]
         largest_font, label_masked = next((size, label) for top, size, label in _TEXT_SIZES
@@ -376,28 +393,34 @@ class HeatMap(pn.viewable.Viewer):
         style = "cell" if max(T, T_k) <= 4 else "narrow"
         finite = np.isfinite(values)
         low, high = value_range if value_range is not None else self._range(values[finite & ~masked])
-        data = self._empty()
-        for i in range(T):
-            for j in range(T_k):
-                v = float(values[i, j])
-                is_masked = bool(masked[i, j])
-                why = "" if leaked is None or is_masked else str(leaked[i, j])
-                kind = ("padding" if padding is not None and padding[i, j] else "causal") if is_masked \
-                    else "leaked" if why else "visible"
-                text = cell_text(v, style)
-                data["row"].append(factors[i])
-                data["column"].append(columns[j])
-                data["value"].append(v if np.isfinite(v) and not is_masked else np.nan)
-                data["text"].append(f"{text}\n{masked_label}" if is_masked and label_masked else text)
-                drawn = self._colour(v, low, high) if np.isfinite(v) and not is_masked else MASKED_COLOR
-                data["text_color"].append("masked" if is_masked else contrasting_text(drawn))
-                data["hatch"].append("/" if is_masked else " ")
-                data["kind"].append(kind)
-                data["score_text"].append(self._hover(scores, i, j, v))
-                data["weight_text"].append(self._hover(weights, i, j, v))
-                note = masked_note or masked_label
-                data["state"].append(f"{note} (padding key)" if kind == "padding" else note if is_masked
-                                     else f"leaked: {why}" if why else "visible")
+        # One row per cell, row by row; each column as a list of Python values.
+        flat = np.asarray(values, dtype=float).ravel().tolist()
+        is_masked = np.asarray(masked, dtype=bool).ravel().tolist()
+        drawn_ok = (finite.ravel() & ~np.asarray(masked, dtype=bool).ravel()).tolist()
+        why = [""] * len(flat) if leaked is None else [
+            "" if m else str(w) for w, m in zip(leaked.ravel().tolist(), is_masked, strict=True)]
+        is_padding = [False] * len(flat) if padding is None else np.asarray(padding, dtype=bool).ravel().tolist()
+        kinds = [("padding" if p else "causal") if m else "leaked" if w else "visible"
+                 for m, w, p in zip(is_masked, why, is_padding, strict=True)]
+        texts = [cell_text(v, style) for v in flat]
+        note = masked_note or masked_label
+        data = {
+            "row": [f for f in factors for _ in range(T_k)],
+            "column": columns * T,
+            "value": [v if ok else np.nan for v, ok in zip(flat, drawn_ok, strict=True)],
+            "text": [f"{t}\n{masked_label}" if m and label_masked else t
+                     for t, m in zip(texts, is_masked, strict=True)],
+            "label": [],
+            "text_color": ["masked" if m else contrasting_text(self._colour(v, low, high) if ok else MASKED_COLOR)
+                           for v, m, ok in zip(flat, is_masked, drawn_ok, strict=True)],
+            "hatch": ["/" if m else " " for m in is_masked],
+            "kind": kinds,
+            "score_text": self._hovers(scores, flat),
+            "weight_text": self._hovers(weights, flat),
+            "state": [f"{note} (padding key)" if k == "padding" else note if m
+                      else f"leaked: {w}" if w else "visible"
+                      for k, m, w in zip(kinds, is_masked, why, strict=True)],
+        }
         font = self._fit_labels(data, largest_font, *self.cell_size(T, T_k))
         data["text_group"] = [c if label else "" for c, label in zip(data["text_color"], data["label"], strict=True)]
         font_size = f"{font}px"
@@ -418,9 +441,16 @@ class HeatMap(pn.viewable.Viewer):
             self.table.text = self._table_html(data, T, T_k)
             # Bokeh sends a source's data each time it is set, equal or not, and the browser
             # redraws the map: an unchanged map (another batch item's, say) is left alone.
-            for source, new in ((self.source, data), (self.boundaries, self._boundaries(T, T_k, blocks))):
-                if dict(source.data) != new:
-                    source.data = new
+            replace_data(self.source, data)
+            replace_data(self.boundaries, self._boundaries(T, T_k, blocks))
+        self._shown_key = shown_key
+
+    def patch_column(self, column: str, texts: list[str]) -> None:
+        """Replace the text of one column of the map's source (e.g. the hover's
+        ``weight_text``), cell by cell; the next :meth:`update` draws the map again in full."""
+        with pn.io.unlocked():
+            self.source.patch({column: [(slice(0, len(texts)), list(texts))]})
+        self._shown_key = None
 
     def cell_size(self, T: int, T_k: int) -> tuple[float, float]:
         """The estimated width and height in px of one cell of a ``T`` × ``T_k`` map at the
@@ -468,9 +498,10 @@ class HeatMap(pn.viewable.Viewer):
         return -bound, bound
 
     @staticmethod
-    def _hover(matrix: np.ndarray | None, i: int, j: int, fallback: float) -> str:
-        v = fallback if matrix is None else float(matrix[i, j])
-        return format_number(v)
+    def _hovers(matrix: np.ndarray | None, fallback: list[float]) -> list[str]:
+        """Each cell's number in the hover: ``matrix``'s, row by row, else the drawn value's."""
+        numbers = fallback if matrix is None else np.asarray(matrix, dtype=float).ravel().tolist()
+        return [format_number(v) for v in numbers]
 
     @staticmethod
     def _table_cell(data: dict, n: int) -> str:
@@ -489,11 +520,11 @@ class HeatMap(pn.viewable.Viewer):
         return lines
 
     def _table_html(self, data: dict, T: int, T_k: int) -> str:
-        head = join(html('<th scope="col">key {}</th>', j) for j in range(1, T_k + 1))
-        rows = join(
-            html('<tr><th scope="row">query {}</th>{}</tr>', i + 1,
-                 join(html("<td>{}</td>", self._table_cell(data, i * T_k + j)) for j in range(T_k)))
-            for i in range(T))
+        head = each('<th scope="col">key {}</th>', range(1, T_k + 1))
+        cells = [self._table_cell(data, n) for n in range(T * T_k)]
+        rows = join(html('<tr><th scope="row">query {}</th>{}</tr>', i + 1,
+                         each("<td>{}</td>", cells[i * T_k:(i + 1) * T_k]))
+                    for i in range(T))
         # The clipping box is a div: a table ignores width 1px, and clipped but wide it still
         # widened the page (a horizontal scroll bar at 1280 px).
         return str(html(

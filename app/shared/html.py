@@ -40,10 +40,19 @@ def html(template: str, /, *args: object, **kwargs: object) -> Markup:
     return Markup(template).format(*args, **kwargs)
 
 
+def each(template: str, values: Iterable[object]) -> Markup:
+    """``template`` (trusted HTML with one ``{}`` field) once per value of ``values``, each
+    escaped into it, one after another: the same as ``join(html(template, v) for v in values)``
+    (``each("<td>{}</td>", [1, "<b>"])`` is ``Markup("<td>1</td><td>&lt;b&gt;</td>")``), without a
+    formatter per value: a table's cells, built on every edit. A value that is already
+    :class:`~markupsafe.Markup` goes in as it is."""
+    return Markup("".join([template.format(markupsafe.escape(v)) for v in values]))
+
+
 def join(fragments: Iterable[object], separator: str = "") -> Markup:
     """``fragments`` one after another (``separator`` between, trusted HTML); a plain string
     among them is escaped."""
     return Markup(separator).join(fragments)
 
 
-__all__ = ["Markup", "html", "join"]
+__all__ = ["Markup", "each", "html", "join"]

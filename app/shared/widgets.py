@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import panel as pn
 import param
-from bokeh.models import CustomJS
+from bokeh.models import ColumnDataSource, CustomJS
 from panel.theme import Inherit, Native
 
 from app.shared.static import read_text
@@ -90,3 +90,17 @@ def insert_after(layout: pn.layout.ListLike, anchor: object, *objects: object) -
     if at is None:
         raise ValueError(f"{type(anchor).__name__} is not a child of the layout")
     layout.objects = [*children[:at + 1], *objects, *children[at + 1:]]
+
+
+def replace_data(source: ColumnDataSource, data: dict) -> bool:
+    """Set ``source.data`` to ``data`` only if it differs; returns whether it was set.
+
+    Bokeh sends a source's data each time it is set, equal or not, and the browser redraws
+    every glyph drawn from it: an edit that leaves a chart's numbers as they were (another
+    row's, another item's) sends nothing for it. Call it where the document may be changed
+    (``pn.io.unlocked()`` from a Panel callback).
+    """
+    if dict(source.data) == data:
+        return False
+    source.data = data
+    return True
