@@ -265,9 +265,15 @@ def test_a_layer_the_core_refuses_is_said_and_the_last_valid_ablation_stays():
 
 
 def test_the_vector_mode_page_says_the_panel_needs_matrix_mode_as_html_not_escaped_text(learner_page):
-    """Before the panel is made, its heading and lead are markup: not "&lt;h3&gt;" shown as text."""
-    text = str(learner_page.ablation[0].object)
+    """Before the panel is made, its heading and lead are markup: not "&lt;h3&gt;" shown as text
+    (they begin the introduction's pane until the panel is made in matrix mode)."""
+    assert learner_page.ablation is None
+    text = str(learner_page.intro.object)
     assert "<h3>Projection ablations</h3>" in text and "&lt;" not in text and NEEDS_MATRIX_MODE in text
+    learner_page.state.input_mode = "matrices"  # the panel, made, goes just before the introduction
+    main = learner_page.main.objects
+    assert main.index(learner_page.ablation) == main.index(learner_page.intro) - 1
+    assert "Projection ablations" not in str(learner_page.intro.object)
 
 
 def test_an_inactive_panel_leaves_a_new_layer_for_when_it_is_active_again(panel, source):

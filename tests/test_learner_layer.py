@@ -221,3 +221,22 @@ def test_the_layer_presets_set_every_input_they_depend_on(state):
         assert state.input_ok and PRESETS[name]["label"]
         np.testing.assert_array_equal(state.layer.x, first.x)
         assert (state.layer.B, state.layer.T_k, state.layer.cross) == (first.B, first.T_k, first.cross)
+
+
+def test_matrix_modes_controls_are_made_the_first_time_the_page_is_in_matrix_mode(learner_page):
+    """The default page (vector mode) carries none of the layer's controls (their memory:
+    bench/page_memory.py); the first switch makes them in their places, and they stay, hidden,
+    after a switch back."""
+    page, i = learner_page, learner_page.inputs
+    assert i.layer_controls is None and page.item is None
+    assert [b.name for b in i.presets] == [b.name for b in i._preset_row] and i.presets[-1].name == "Reset"
+    page.state.input_mode = "matrices"
+    assert [w.name for w in i._sizes] == ["Head width d_k", "Value width d_v", "Model width d_model"]
+    layout = i.__panel__().objects
+    assert layout.index(i.layer_controls) == layout.index(i._sizes) + 1
+    assert [b.name for b in i._preset_row] == [b.name for b in i.presets]
+    assert len(i.presets) == 9 and i.presets[-1].name == "Reset"
+    assert i.toggles.objects[-2:] == [i.causal_alignment, i.alignment_note]
+    assert page._row_controls.objects[0] is page.item
+    page.state.input_mode = "vectors"
+    assert not i.d_model.visible and not i.layer_controls.visible and len(i.presets) == 9

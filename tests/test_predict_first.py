@@ -17,7 +17,10 @@ def hidden_parts(page: LearnerPage) -> dict[str, bool]:
     """Whether each part derived from the weights shows now."""
     return {"weights map": page.matrices.weights.visible, "readouts": page.readouts.pane.visible,
             "banner": page.banner.pane.visible,
-            "contributions": page.contributions.__panel__().visible, "ablation": page.ablation.visible,
+            "contributions": page.contributions.__panel__().visible,
+            # In vector mode the ablations are a heading and a sentence atop the introduction.
+            "ablation": page.ablation.visible if page.ablation is not None
+            else "Projection ablations" in str(page.intro.object),
             "weight steps": "Weights of row 2" in str(page.steps.pane.object)}
 
 

@@ -118,10 +118,15 @@ class EmbedPage(pn.viewable.Viewer):
         super().__init__(**params)
         if self.page is None:
             self.page = LearnerPage(map_size=MAP_SIZE)
-        # The tabs lay out every view at once, but for the ablation panel (no room for it), which
-        # would otherwise compute every edit in matrix mode for no one.
+        # The tabs lay out every view at once, matrix mode's controls too, but for the ablation
+        # panel (no room for it), which would otherwise compute every edit in matrix mode for no one.
         self.page.ablations = False
         self.page.make_below_maps()
+        self.page.make_item_select()
+        self.page.make_opened()
+        self.page.make_row_message()
+        self.page.inputs.make_tokens_message()
+        self.page.inputs.make_layer_controls()
         p, s = self.page, self.page.state
         i = p.inputs
         s.predict_first = True  # revealed as soon as the course page passes a prediction in
@@ -138,6 +143,7 @@ class EmbedPage(pn.viewable.Viewer):
                                       visible=pn.bind(bool, self.param.host_message),
                                       stylesheets=[STATUS_CSS], sizing_mode="stretch_width")
         r = p.record
+        r.make_message()  # laid out below beside the button, before there is anything to say
         i.tokens.width, i.failure_mode.width = 70, 230  # side by side in 340 px
         # The PNG buttons stay on the full page: here the frame's height goes to the maps.
         m = p.matrices

@@ -21,6 +21,7 @@ from app.learner.record import STATUS_CSS, status_html
 from app.learner.state import LearnerState
 from app.shared.html import html
 from app.shared.static import read_text
+from app.shared.widgets import insert_after, when_first
 from attention_core.exercise import EXERCISE_FUNCTION, ExerciseCaseError, case_filename, render_test
 
 LANGUAGE_NAMES = {"TypeScript (vitest)": "ts", "Python (pytest)": "py"}
@@ -65,16 +66,23 @@ class ExerciseTestView(pn.viewable.Viewer):
         self.download = pn.widgets.FileDownload(
             callback=self._file, filename="attention-test.ts", label="Download test", embed=False,
             disabled=pn.bind(lambda text: not text, self.param.text))
-        self.problem = pn.pane.HTML(pn.bind(status_html, self.param.message, False),
-                                    visible=pn.bind(bool, self.param.message), stylesheets=[STATUS_CSS])
+        self._choices = pn.Row(self.run_select, self.language_choice)
         self._layout = pn.Column(
             pn.pane.HTML(html("<h3>The exercise's test from a run</h3><p>A vitest or pytest test of "
                               "<code>{}</code> with the run's queries, keys and causal mask, expecting "
                               "the correct weights.</p>", EXERCISE_FUNCTION.signature), margin=(5, 10)),
-            pn.Row(self.run_select, self.language_choice), self.problem,
+            self._choices,
             pn.Row(pn.pane.Bokeh(self.copy), self.download, pn.pane.Bokeh(self.copy_status)),
             pn.pane.Bokeh(self.area, sizing_mode="stretch_width"), sizing_mode="stretch_width")
         self._show_runs()
+        # Why a run has no test, made the first time one has none (few runs do).
+        self.problem: pn.pane.HTML | None = None
+        when_first(self, "message", self._make_problem)
+
+    def _make_problem(self) -> None:
+        self.problem = pn.pane.HTML(pn.bind(status_html, self.param.message, False),
+                                    visible=pn.bind(bool, self.param.message), stylesheets=[STATUS_CSS])
+        insert_after(self._layout, self._choices, self.problem)
 
     def _options(self) -> dict[str, int]:
         return {self.run_name(n, r): n - 1 for n, r in enumerate(self.state.saved, start=1)}

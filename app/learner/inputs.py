@@ -26,7 +26,7 @@ from app.learner.state import (
 from app.shared.grid import MatrixGrid
 from app.shared.html import Markup, html
 from app.shared.static import read_text
-from app.shared.widgets import NO_SPIN_BUTTONS
+from app.shared.widgets import NO_SPIN_BUTTONS, insert_after, when_first
 from attention_core import ALIGNMENTS, MAX_BATCH
 from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES
@@ -45,9 +45,8 @@ def alert_html(message: str) -> Markup:
     return html('<span role="alert">{}</span>', message) if message else Markup("")
 
 
-def checked_int_input(state: param.Parameterized, name: str, label: str, setter) -> tuple[
-        pn.widgets.IntInput, pn.pane.HTML]:
-    """A field for integer parameter ``name`` of ``state`` and the pane with its message.
+def checked_int_input(state: param.Parameterized, name: str, label: str, setter) -> pn.widgets.IntInput:
+    """A field for integer parameter ``name`` of ``state`` (its message: :func:`int_message`).
 
     Every typed number goes to ``setter``, which takes it or keeps the current one and says why
     in ``state.<name>_error``. No start/end on the field: with bounds the browser silently keeps
@@ -64,9 +63,15 @@ def checked_int_input(state: param.Parameterized, name: str, label: str, setter)
             field.value = getattr(state, name)
 
     state.param.watch(show_taken, error)
-    message = pn.pane.HTML(pn.bind(alert_html, state.param[error]), visible=pn.bind(bool, state.param[error]),
-                           stylesheets=[ERROR_CSS], margin=(0, 10))
-    return field, message
+    return field
+
+
+def int_message(state: param.Parameterized, name: str) -> pn.pane.HTML:
+    """The pane showing ``state.<name>_error``, the message of :func:`checked_int_input`'s field
+    (an alert), hidden while there is none."""
+    error = state.param[f"{name}_error"]
+    return pn.pane.HTML(pn.bind(alert_html, error), visible=pn.bind(bool, error), stylesheets=[ERROR_CSS],
+                        margin=(0, 10))
 
 
 def labelled_checkbox(owner: param.Parameterized, name: str, label: str, **params) -> pn.widgets.CheckBoxGroup:
@@ -190,7 +195,7 @@ class InputsView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.state
-        self.tokens, self.tokens_message = checked_int_input(s, "tokens", "Tokens", s.set_tokens)
+        self.tokens = checked_int_input(s, "tokens", "Tokens", s.set_tokens)
         self.input_mode = pn.widgets.Select.from_param(
             s.param.input_mode, label="Input mode", options={v: k for k, v in INPUT_MODES.items()},
             description=None, width=320, margin=(5, 10))
@@ -201,10 +206,6 @@ class InputsView(pn.viewable.Viewer):
         self.d_v = pn.widgets.Select.from_param(s.param.d_v, label="Value width d_v", options=sizes,
                                                 description=None, width=100, margin=(5, 10),
                                                 visible=s.param.use_values, stylesheets=[_SIZE_CSS])
-        self.d_model = pn.widgets.Select.from_param(
-            s.param.d_model, label="Model width d_model", options=sizes, description=None, width=110,
-            margin=(5, 10), visible=pn.bind(lambda m: m == "matrices", s.param.input_mode),
-            stylesheets=[_SIZE_CSS])
         # Up to three grids: a grid holds at most GRID_COLUMNS numbers across, so the widest
         # inputs (d_k = d_v = 4) still fit the sidebar at 1280 px. The sidebar's width, so a
         # grid whose long numbers widen it past that scrolls sideways on its own.
@@ -216,7 +217,65 @@ class InputsView(pn.viewable.Viewer):
         s.param.watch(self._sync_grids, ["input_mode", "tokens", "d_k", "d_v", "d_model", *GRID_FIELDS,
                                           "use_values", *PADDING_FIELDS, "field_errors", "batch_size",
                                           "cross_attention", "kv_tokens", "use_w_o"])
+        self.toggles = pn.Column(
+            labelled_checkbox(s, "use_values", "Use values (adds output and contributions)"),
+            labelled_checkbox(s, "causal", "Causal mask"),
+            labelled_checkbox(s, "mask_after_softmax", "Mask after softmax (broken)"),
+            margin=0)
+        self.mask_note = pn.pane.HTML(
+            pn.bind(mask_note_html, s.param.causal, s.param.failure_mode, s.param.tokens),
+            stylesheets=[_NOTE_CSS], margin=(0, 10), sizing_mode="stretch_width")
+        self.failure_mode = pn.widgets.Select.from_param(
+            s.param.failure_mode, label="Failure mode",
+            options={m.title: m.name for m in FAILURE_MODES.values()}, description=None, width=250,
+            margin=(5, 10))
+        self.mode_note = pn.pane.HTML(pn.bind(mode_html, s.param.failure_mode),
+                                      stylesheets=[_NOTE_CSS], margin=(0, 10), sizing_mode="stretch_width")
+        self.presets = [self._preset_button(key) for key in (*_SHOWN_PRESETS, "reset")]
+        self._sizes = pn.Row(self.d_k, self.d_v, margin=0)
+        self._preset_row = pn.FlexBox(*self.presets, margin=(0, 6))
+        self._layout = pn.Column(
+            pn.Row(self.tokens, self.failure_mode, margin=0), self.mode_note,
+            self.input_mode, self._sizes,
+            self._grid_column, self.toggles, self.mask_note,
+            pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
+            self._preset_row,
+            margin=0, sizing_mode="stretch_width")
+        self._sync_grids()
+        # Why a typed token count was refused, made the first time one is.
+        self.tokens_message: pn.pane.HTML | None = None
+        when_first(s, "tokens_error", self.make_tokens_message)
+        # The layer's controls (d_model, the batch, cross-attention, W_O, the causal alignment
+        # and the layer's presets) show only in matrix mode: made the first time the page is in
+        # it, not on the default page (about 400 KiB of a session's memory; bench/page_memory.py).
+        self.layer_controls: pn.Column | None = None
+        when_first(s, "input_mode", self.make_layer_controls, "matrices".__eq__)
+
+    def make_tokens_message(self) -> None:
+        """Make the token count's message (:attr:`tokens_message`) and put it under the failure
+        mode's note, once."""
+        if self.tokens_message is None:
+            self.tokens_message = int_message(self.state, "tokens")
+            insert_after(self._layout, self.mode_note, self.tokens_message)
+
+    def _preset_button(self, key: str, **params) -> pn.widgets.Button:
+        button = pn.widgets.Button(label=PRESETS[key]["label"] if key in PRESETS else "Reset",
+                                   margin=(3, 4), **params)
+        button.on_click(lambda _e: self.state.apply_preset(key))
+        return button
+
+    def make_layer_controls(self) -> None:
+        """Make the matrix mode's controls and add them to the layout, once: ``d_model`` beside
+        the head widths, the layer's controls (:attr:`layer_controls`: batch size, keys T_k,
+        cross-attention, W_O) under them, the causal alignment and its note under the masks, and
+        the layer's presets before ``Reset``. Each shows only in matrix mode."""
+        if self.layer_controls is not None:
+            return
+        s = self.state
         in_matrices = pn.bind(lambda m: m == "matrices", s.param.input_mode)
+        self.d_model = pn.widgets.Select.from_param(
+            s.param.d_model, label="Model width d_model", options=[1, 2, 3, 4], description=None, width=110,
+            margin=(5, 10), visible=in_matrices, stylesheets=[_SIZE_CSS])
         # Review, "The Complete Layer": the batch, cross-attention and W_O are the layer's, over X.
         self.batch_size = pn.widgets.Select.from_param(
             s.param.batch_size, label="Batch size", options=list(range(1, MAX_BATCH + 1)),
@@ -239,35 +298,12 @@ class InputsView(pn.viewable.Viewer):
             pn.Row(self.batch_size, self.kv_tokens, margin=0),
             pn.Row(self.cross_attention, self.use_w_o, margin=0),
             margin=0, visible=in_matrices)
-        self.toggles = pn.Column(
-            labelled_checkbox(s, "use_values", "Use values (adds output and contributions)"),
-            labelled_checkbox(s, "causal", "Causal mask"),
-            labelled_checkbox(s, "mask_after_softmax", "Mask after softmax (broken)"),
-            self.causal_alignment, self.alignment_note,
-            margin=0)
-        self.mask_note = pn.pane.HTML(
-            pn.bind(mask_note_html, s.param.causal, s.param.failure_mode, s.param.tokens),
-            stylesheets=[_NOTE_CSS], margin=(0, 10), sizing_mode="stretch_width")
-        self.failure_mode = pn.widgets.Select.from_param(
-            s.param.failure_mode, label="Failure mode",
-            options={m.title: m.name for m in FAILURE_MODES.values()}, description=None, width=250,
-            margin=(5, 10))
-        self.mode_note = pn.pane.HTML(pn.bind(mode_html, s.param.failure_mode),
-                                      stylesheets=[_NOTE_CSS], margin=(0, 10), sizing_mode="stretch_width")
-        self.presets = []
-        for key in (*_SHOWN_PRESETS, *_LAYER_PRESETS, "reset"):
-            button = pn.widgets.Button(label=PRESETS[key]["label"] if key in PRESETS else "Reset",
-                                       margin=(3, 4), visible=in_matrices if key in _LAYER_PRESETS else True)
-            button.on_click(lambda _e, key=key: s.apply_preset(key))
-            self.presets.append(button)
-        self._layout = pn.Column(
-            pn.Row(self.tokens, self.failure_mode, margin=0), self.mode_note, self.tokens_message,
-            self.input_mode, pn.Row(self.d_k, self.d_v, self.d_model, margin=0), self.layer_controls,
-            self._grid_column, self.toggles, self.mask_note,
-            pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
-            pn.FlexBox(*self.presets, margin=(0, 6)),
-            margin=0, sizing_mode="stretch_width")
-        self._sync_grids()
+        layer_presets = [self._preset_button(key, visible=in_matrices) for key in _LAYER_PRESETS]
+        self.presets[-1:-1] = layer_presets
+        self._sizes.append(self.d_model)
+        insert_after(self._layout, self._sizes, self.layer_controls)
+        self.toggles.extend([self.causal_alignment, self.alignment_note])
+        self._preset_row.objects = list(self.presets)
 
     def _sync_grids(self, *events) -> None:
         s = self.state

@@ -250,16 +250,16 @@ class MatricesView(pn.viewable.Viewer):
                                        line_color=HIGHLIGHT_OUTLINE, line_alpha=1, line_width=4,
                                        left=0, right=0, bottom=0, top=0)
         self.weights.figure.add_layout(self.highlight)
-        self.batch_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
-        self.mask_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
-        # The items' small multiples and the alignments' masks are made the first time a run
-        # needs them: eight figures the default page never shows would triple its Bokeh models.
+        # The items' small multiples and the alignments' masks, each with its note, are made the
+        # first time a run needs them: eight figures the default page never shows would triple
+        # its Bokeh models (and their notes and rows are four panes more per session).
         self.item_scores: list[HeatMap] = []
         self.item_weights: list[HeatMap] = []
         self.masks: dict[str, HeatMap] = {}
-        # Rows hidden with their maps: a hidden map's pane still has its margins.
-        self.items_row = pn.Column(margin=0, visible=False)
-        self.masks_row = pn.Row(margin=0, visible=False)
+        self.batch_note: pn.pane.HTML | None = None
+        self.items_row: pn.Column | None = None
+        self.mask_note: pn.pane.HTML | None = None
+        self.masks_row: pn.Row | None = None
         # Where the weights would be while they wait for a prediction, saying why.
         self.hidden_note = pn.pane.HTML(
             hidden_note_html(HIDDEN_NOTE),
@@ -270,9 +270,17 @@ class MatricesView(pn.viewable.Viewer):
         self.scaling: ScalingPair | None = None
         self.pictures = pn.Column(margin=0, visible=False)
         self._layout = pn.Column(
-            pn.Row(self.scores, self.weights, self.hidden_note, margin=0), self.legend, self.pictures,
-            self.batch_note, self.items_row, self.mask_note, self.masks_row, margin=0)
+            pn.Row(self.scores, self.weights, self.hidden_note, margin=0), self.legend, self.pictures, margin=0)
         self._update()
+
+    def _make_batch_part(self) -> None:
+        """The batch's note and the row its items' small multiples go in, before the masks' part."""
+        self.batch_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
+        # Hidden with its maps: a hidden map's pane still has its margins.
+        self.items_row = pn.Column(margin=0, visible=False)
+        objects = list(self._layout.objects)
+        at = objects.index(self.mask_note) if self.mask_note is not None else len(objects)
+        self._layout.objects = [*objects[:at], self.batch_note, self.items_row, *objects[at:]]
 
     def _make_items(self) -> None:
         # Three items side by side in the main area at 1280 px (each figure is 120 px wider
@@ -285,6 +293,9 @@ class MatricesView(pn.viewable.Viewer):
         self.items_row[:] = [pn.Row(*self.item_scores, margin=0), pn.Row(*self.item_weights, margin=0)]
 
     def _make_masks(self) -> None:
+        self.mask_note = pn.pane.HTML(margin=(0, 10), sizing_mode="stretch_width")
+        self.masks_row = pn.Row(margin=0, visible=False)
+        self._layout.extend([self.mask_note, self.masks_row])
         # Two side by side, wide enough for "masked" under four keys and the "(chosen)" title.
         self.masks.update({a: HeatMap(f"Causal mask, {a.replace('_', '-')}", f"mask-{a.replace('_', '-')}",
                                       kind="weights", size=max(120, self.size * 2 // 3)) for a in ALIGNMENTS})
@@ -303,6 +314,8 @@ class MatricesView(pn.viewable.Viewer):
         if r is None or layer is None:
             return
         apart = layer.B > 1 and not layer.flattened  # small multiples, one per item
+        if (apart or layer.flattened) and self.batch_note is None:
+            self._make_batch_part()
         if apart and not self.item_scores:
             self._make_items()
         self.scores.visible = not apart
@@ -322,6 +335,18 @@ class MatricesView(pn.viewable.Viewer):
                 # One colour scale for every item: one colour bar, beside the last item.
                 with pn.io.unlocked():
                     scores.color_bar.visible = weights.color_bar.visible = b == layer.B - 1
+        if self.batch_note is not None:
+            self._show_batch_note(layer, apart)
+        shown = [m for m in (*self.item_weights[:layer.B], *self.item_scores[:layer.B]) if apart] or \
+            [self.weights, self.scores]
+        kinds = {k for m in shown for k in m.source.data["kind"]}
+        self.legend.object = legend_html(kinds, after=r.mode.mask == "after")
+        # The legend and the pictures tell what the weights did: they wait for the prediction too.
+        self.legend.visible = bool(kinds - {"visible"}) and self.state.revealed
+        self._update_masks(layer)
+        self._update_pictures()
+
+    def _show_batch_note(self, layer: LayerResult, apart: bool) -> None:
         self.batch_note.object = (
             html("<p data-testid='batch-note'>Each of the {} batch items attends only within "
                  "itself: its own maps, one colour scale for all (click a row for its steps).</p>", layer.B)
@@ -332,14 +357,6 @@ class MatricesView(pn.viewable.Viewer):
             if layer.flattened else "")
         self.batch_note.visible = apart or layer.flattened
         self.items_row.visible = apart
-        shown = [m for m in (*self.item_weights[:layer.B], *self.item_scores[:layer.B]) if apart] or \
-            [self.weights, self.scores]
-        kinds = {k for m in shown for k in m.source.data["kind"]}
-        self.legend.object = legend_html(kinds, after=r.mode.mask == "after")
-        # The legend and the pictures tell what the weights did: they wait for the prediction too.
-        self.legend.visible = bool(kinds - {"visible"}) and self.state.revealed
-        self._update_masks(layer)
-        self._update_pictures()
 
     @param.depends("state.row", watch=True)
     def _update_pictures(self) -> None:
@@ -394,6 +411,8 @@ class MatricesView(pn.viewable.Viewer):
             with pn.io.unlocked():
                 heatmap.figure.outline_line_color = CHOSEN_OUTLINE if chosen else "#e5e5e5"
                 heatmap.figure.outline_line_width = 4 if chosen else 1
+        if self.mask_note is None:
+            return
         self.mask_note.visible = self.masks_row.visible = masks is not None
         if masks is not None:
             differ = int((masks["top_left"] != masks["bottom_right"]).sum())

@@ -13,7 +13,7 @@ import param
 from app.learner.ablation import LEAD, NEEDS_MATRIX_MODE, AblationPanel
 from app.learner.checks import BannerView, ReadoutsView
 from app.learner.contributions import ContributionsView
-from app.learner.inputs import InputsView, checked_int_input
+from app.learner.inputs import InputsView, checked_int_input, int_message
 from app.learner.matrices import MatricesView
 from app.learner.page_key import PageKey
 from app.learner.projections import ProjectionsView
@@ -23,9 +23,9 @@ from app.learner.self_check import SelfCheckPanel
 from app.learner.state import MAX_RESTORED_RUNS, LearnerState
 from app.learner.steps import RowStepsView
 from app.shared.connection import announce_lost_connection
-from app.shared.html import html
+from app.shared.html import Markup, html
 from app.shared.static import read_text
-from app.shared.widgets import Reflowing, keyboard_callback
+from app.shared.widgets import Reflowing, insert_after, keyboard_callback, when_first
 from app.store import RunStore, resolve_store_url
 
 TITLE = "Self-attention workbench"
@@ -56,6 +56,8 @@ _SIDEBAR_CSS = (":host { border-right: 1px solid #dee2e6; } @media (max-width: 8
 # min-width 0: a flex item is otherwise never narrower than its widest content.
 _SIDEBAR_FLEX = {"flex": "1 1 399px", "min-width": "0"}
 _MAIN_FLEX = {"flex": "99999 1 480px", "min-width": "0"}
+
+_MATRIX_MODE = "matrices".__eq__  # a value of LearnerState.input_mode: the layer's inputs (X, W)
 
 DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is saved. "
                 "Reload the page once the server is back; your saved runs are kept.")
@@ -101,30 +103,61 @@ class LearnerPage(pn.viewable.Viewer):
         self.banner = BannerView(state=s)
         self.matrices = MatricesView(state=s, size=self.map_size)
         self.projections = ProjectionsView(state=s)
-        self.opened = pn.pane.HTML(
-            pn.bind(opened_html, s.param.open_message, s.param.open_ok, s.param.opened_edited),
-            visible=pn.bind(bool, s.param.open_message), stylesheets=[_OPENED_CSS],
-            margin=(5, 10), sizing_mode="stretch_width")
-        self.row, self.row_message = checked_int_input(s, "row", "Row", s.set_row)
-        # Which batch item's row steps and contributions are shown (each has its own maps).
-        self.item = pn.widgets.Select.from_param(
-            s.param.item, label="Batch item", options=pn.bind(lambda b: list(range(1, b + 1)), s.param.batch_size),
-            description=None, width=100, margin=(5, 10),
-            visible=pn.bind(lambda layer: layer is not None and layer.B > 1 and not layer.flattened, s.param.layer))
+        self.row = checked_int_input(s, "row", "Row", s.set_row)
         # The browser's page key, over the websocket: what makes this page's runs its own.
         self.page_key = PageKey(visible=False)
         self.page_key.param.watch(lambda event: s.take_page_key(event.new), "page_key")
+        self._row_controls = pn.Row(self.row, pn.pane.HTML(
+            "<p>Click a heat-map row, or set Row, for its steps below.</p>", margin=(22, 0, 0, 0)), margin=0)
+        # Which batch item's row steps and contributions are shown (each has its own maps): a
+        # batch is matrix mode's, so the choice is made the first time the page is in it.
+        self.item: pn.widgets.Select | None = None
+        when_first(s, "input_mode", self.make_item_select, _MATRIX_MODE)
         self.sidebar = pn.Column(self.inputs, margin=(10, 0), stylesheets=[_SIDEBAR_CSS],
                                  sizing_mode="stretch_width", styles=_SIDEBAR_FLEX)
         self.main = pn.Column(
-            self.prediction, self.opened, self.banner, self.projections, self.matrices,
-            pn.Row(self.item, self.row, pn.pane.HTML("<p>Click a heat-map row, or set Row, for its steps "
-                                                     "below.</p>", margin=(22, 0, 0, 0)), margin=0),
-            self.row_message, sizing_mode="stretch_width", margin=0, styles=_MAIN_FLEX)
+            self.prediction, self.banner, self.projections, self.matrices,
+            self._row_controls, sizing_mode="stretch_width", margin=0, styles=_MAIN_FLEX)
+        # Why a typed row was refused, made the first time one is.
+        self.row_message: pn.pane.HTML | None = None
+        when_first(s, "row_error", self.make_row_message)
+        # What the page says about a run it was asked to open (?run=), under the prediction.
+        self.opened: pn.pane.HTML | None = None
+        when_first(s, "open_message", self.make_opened)
         # A served page is usable once its inputs and maps show: what lies below the maps is made
         # and sent once the browser has drawn them (at once when not served).
         self._below_made = False
         pn.state.onload(self.make_below_maps)
+
+    def make_row_message(self) -> None:
+        """Make Row's message (:attr:`row_message`) and put it under Row, once."""
+        if self.row_message is None:
+            self.row_message = int_message(self.state, "row")
+            insert_after(self.main, self._row_controls, self.row_message)
+
+    def make_opened(self) -> None:
+        """Make the note on an opened run (:func:`opened_html`; :attr:`opened`) and put it under
+        the prediction, once: made when the page is first asked to open a run."""
+        if self.opened is not None:
+            return
+        s = self.state
+        self.opened = pn.pane.HTML(
+            pn.bind(opened_html, s.param.open_message, s.param.open_ok, s.param.opened_edited),
+            visible=pn.bind(bool, s.param.open_message), stylesheets=[_OPENED_CSS],
+            margin=(5, 10), sizing_mode="stretch_width")
+        insert_after(self.main, self.prediction, self.opened)
+
+    def make_item_select(self) -> None:
+        """Make ``Batch item`` (:attr:`item`) and put it before ``Row``, once; it shows only when
+        the layer has a batch of more than one item, each in its own maps."""
+        if self.item is not None:
+            return
+        s = self.state
+        self.item = pn.widgets.Select.from_param(
+            s.param.item, label="Batch item", options=pn.bind(lambda b: list(range(1, b + 1)), s.param.batch_size),
+            description=None, width=100, margin=(5, 10),
+            visible=pn.bind(lambda layer: layer is not None and layer.B > 1 and not layer.flattened, s.param.layer))
+        self._row_controls.insert(0, self.item)
 
     def make_below_maps(self) -> None:
         """Make the views below the maps (readouts, row steps, contributions, ablations, the
@@ -140,26 +173,33 @@ class LearnerPage(pn.viewable.Viewer):
         self.self_check = SelfCheckPanel(state=s)
         self.runs = SavedRunsView(state=s)
         # The ablation panel (two figures, a grid and its controls) is made the first time the
-        # page is in matrix mode, the only mode it works in; until then one sentence says so.
-        self.ablation = pn.Column(
-            pn.pane.HTML(LEAD + html("<p>{}</p>", NEEDS_MATRIX_MODE), margin=(0, 10),
-                         sizing_mode="stretch_width"), margin=0, sizing_mode="stretch_width",
-            visible=s.param.revealed)  # ablations change the weights: they wait for a prediction
-        s.param.watch(self._make_ablation, "input_mode")
-        self._make_ablation()
+        # page is in matrix mode, the only mode it works in, and put before the introduction;
+        # until then the introduction's pane starts with its heading and a sentence saying so.
+        self.ablation: pn.Column | None = None
+        self.intro = pn.pane.HTML(self._intro_html(), margin=(0, 10), sizing_mode="stretch_width")
+        s.param.watch(lambda _event: setattr(self.intro, "object", self._intro_html()), "revealed")
         self.main.extend([
-            self.readouts, self.steps, self.contributions,
-            self.ablation,
-            pn.pane.HTML(INTRO, margin=(0, 10), sizing_mode="stretch_width"),
-            self.self_check,
+            self.readouts, self.steps, self.contributions, self.intro, self.self_check,
             self.record, self.runs])
+        when_first(s, "input_mode", self._make_ablation, _MATRIX_MODE)
 
-    def _make_ablation(self, *_events) -> None:
-        if self.state.input_mode == "matrices" and self.ablation_panel is None and self.ablations:
-            # Hidden with the weights until a prediction is written: it waits as long.
-            panel = AblationPanel(self.state, on_save=self.state.save_ablation, active=self._ablation_shown())
-            self.ablation[:] = [panel]
-            self.ablation_panel = panel
+    def _intro_html(self) -> str:
+        # Each part in a box of its own (flow-root), so their paragraphs keep the space between
+        # them that two panes had. Ablations change the weights: they wait for a prediction.
+        waiting = self.ablation is None and self.state.revealed
+        ablation = html("<div style='display: flow-root'>{}<p>{}</p></div>", LEAD, NEEDS_MATRIX_MODE) if waiting else ""
+        return html("{}<div style='display: flow-root'>{}</div>", ablation, Markup(INTRO))
+
+    def _make_ablation(self) -> None:
+        if not self.ablations or self.ablation_panel is not None:
+            return
+        # Hidden with the weights until a prediction is written: it waits as long.
+        self.ablation_panel = AblationPanel(self.state, on_save=self.state.save_ablation,
+                                            active=self._ablation_shown())
+        self.ablation = pn.Column(self.ablation_panel, margin=0, sizing_mode="stretch_width",
+                                  visible=self.state.param.revealed)
+        self.intro.object = self._intro_html()
+        insert_after(self.main, self.contributions, self.ablation)
 
     @param.depends("state.revealed", "ablations", watch=True)
     def _activate_ablation(self) -> None:

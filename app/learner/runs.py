@@ -24,6 +24,7 @@ from app.shared.compare import ComparisonView, failed_checks_text
 from app.shared.html import Markup, html, join
 from app.shared.numbers import format_result
 from app.shared.static import read_text
+from app.shared.widgets import insert_after, when_first
 from app.store import NotOwnerError, StoreError, export_csv, export_json
 
 EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
@@ -174,9 +175,6 @@ class SavedRunsView(pn.viewable.Viewer):
         self.heading = pn.pane.HTML(
             pn.bind(lambda ticked: html("<h3>Saved runs</h3><p>{}</p>", compared_hint(sorted(ticked))),
                     self.ticks.param.value), margin=(5, 10))
-        self.restore_status = pn.pane.HTML(
-            pn.bind(status_html, s.param.restore_message, False),
-            visible=pn.bind(bool, s.param.restore_message), stylesheets=[STATUS_CSS])
         self.explanation = pn.widgets.TextAreaInput(
             label="Explanation", placeholder=limited(EXPLAIN_QUESTION, "explanation"),
             max_length=MAX_TYPED, height=80, width=620)
@@ -186,9 +184,6 @@ class SavedRunsView(pn.viewable.Viewer):
         self.target = pn.pane.HTML(
             pn.bind(lambda ticked, saved, owned: html("<p>{}</p>", explanation_target(saved, sorted(ticked), owned)),
                     self.ticks.param.value, s.param.saved, s.param.owned), margin=(0, 10))
-        self.explanation_status = pn.pane.HTML(
-            pn.bind(status_html, self.param.explanation_message, self.param.explanation_ok),
-            visible=pn.bind(bool, self.param.explanation_message), stylesheets=[STATUS_CSS])
         self.download_json = pn.widgets.FileDownload(
             callback=lambda: self._download("json"), filename="attention-runs.json",
             label="Download my runs (JSON)", embed=False, disabled=no_runs)
@@ -199,11 +194,30 @@ class SavedRunsView(pn.viewable.Viewer):
         self.exercise_test = ExerciseTestView(state=s, run_name=tick_label)
         self._last_stamp: datetime | None = None
         self.ticks.param.watch(self._show_ticked, "value")
+        self._save_row = pn.Row(self.save_explanation)
         self._layout = pn.Column(
-            self.heading, self.restore_status, self.ticks, self.table, self.explanation, self.target,
-            pn.Row(self.save_explanation, self.explanation_status),
+            self.heading, self.ticks, self.table, self.explanation, self.target, self._save_row,
             pn.Row(self.download_json, self.download_csv), self.compare, self.exercise_test,
             sizing_mode="stretch_width")
+        # Why saved runs could not be shown, and what Save explanation did: each made the first
+        # time there is something to say (most pages never have).
+        self.restore_status: pn.pane.HTML | None = None
+        self.explanation_status: pn.pane.HTML | None = None
+        when_first(s, "restore_message", self._make_restore_status)
+        when_first(self, "explanation_message", self._make_explanation_status)
+
+    def _make_restore_status(self) -> None:
+        s = self.state
+        self.restore_status = pn.pane.HTML(
+            pn.bind(status_html, s.param.restore_message, False),
+            visible=pn.bind(bool, s.param.restore_message), stylesheets=[STATUS_CSS])
+        insert_after(self._layout, self.heading, self.restore_status)
+
+    def _make_explanation_status(self) -> None:
+        self.explanation_status = pn.pane.HTML(
+            pn.bind(status_html, self.param.explanation_message, self.param.explanation_ok),
+            visible=pn.bind(bool, self.param.explanation_message), stylesheets=[STATUS_CSS])
+        self._save_row.append(self.explanation_status)
 
     def _tick_options(self) -> dict[str, int]:
         return {tick_label(n, r): n - 1 for n, r in enumerate(self.state.saved, start=1)}

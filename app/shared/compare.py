@@ -82,19 +82,14 @@ class ComparisonView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        # The three heat maps are built the first time two runs are compared: most pages never
-        # compare, and each map is some 40 Bokeh models the server keeps for every open page.
+        # The comparison (its heading, row sums and three heat maps) is built the first time two
+        # runs are compared: most pages never compare, and each map is some 40 Bokeh models the
+        # server keeps for every open page (the heading and table, two panes, some 60 KiB more).
         self.first: HeatMap | None = None
         self.second: HeatMap | None = None
         self.difference: HeatMap | None = None
-        # Bokeh layouts, not a FlexBox: a FlexBox is a ReactiveHTML, and a figure added to it
-        # while the comparison is hidden keeps a 0×0 frame once shown (a blank map and PNG).
-        # Two maps fit side by side at 1280 px, so the difference goes under them.
-        self._pair = pn.Row(margin=0)
-        self._maps = pn.Column(self._pair, margin=0)
-        self.summary = pn.pane.HTML("", name="comparison-summary", stylesheets=[TABLE_CSS])
-        self._pane = pn.Column(
-            pn.pane.HTML("<h3>Comparison</h3>"), self.summary, self._maps, visible=False)
+        self.summary: pn.pane.HTML | None = None
+        self._pane = pn.Column(visible=False)
 
     def show(self, records, names=None) -> None:
         """Compare the first two of ``records`` (hide the view if fewer than two).
@@ -132,13 +127,19 @@ class ComparisonView(pn.viewable.Viewer):
                 filename=file_name("weights-A-minus-B", a.failure_mode, "vs", b.failure_mode,
                                    f"T{a.T}", f"dk{a.d_k}", a.id, b.id))
         self.difference.visible = not why_not
+        names = list(names or [])[:2] or [r.label or r.id for r in (a, b)]
+        summary = self._summary(a, b, why_not, names)
         if built:
             # Added only now, data and visibility set: the message that defines the new maps
             # carries them, and nothing patches a map the browser has not received yet.
-            self._pair.objects = [self.first, self.second]
-            self._maps.append(self.difference)
-        names = list(names or [])[:2] or [r.label or r.id for r in (a, b)]
-        self.summary.object = self._summary(a, b, why_not, names)
+            # Bokeh layouts, not a FlexBox: a FlexBox is a ReactiveHTML, and a figure added to it
+            # while the comparison is hidden keeps a 0×0 frame once shown (a blank map and PNG).
+            # Two maps fit side by side at 1280 px, so the difference goes under them.
+            self.summary = pn.pane.HTML(summary, name="comparison-summary", stylesheets=[TABLE_CSS])
+            self._pane.objects = [pn.pane.HTML("<h3>Comparison</h3>"), self.summary, pn.Column(
+                pn.Row(self.first, self.second, margin=0), self.difference, margin=0)]
+        else:
+            self.summary.object = summary
         self._pane.visible = True
 
     @staticmethod

@@ -5,7 +5,10 @@ The learner page's one custom component, the input grid, is in :mod:`app.shared.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import panel as pn
+import param
 from bokeh.models import ColumnDataSource, CustomJS
 from panel.theme import Inherit, Native
 
@@ -53,6 +56,40 @@ class Reflowing(Native):
     """
 
     modifiers = {pn.Row: {"stylesheets": [Inherit, WRAPPING_ROW_CSS]}}
+
+
+def when_first(owner: param.Parameterized, name: str, make: Callable[[], object],
+               when: Callable[[object], bool] = bool) -> None:
+    """Call ``make()`` once: at once if ``when(owner.<name>)`` holds, else the first time
+    parameter ``name`` of ``owner`` changes to a value it holds for.
+
+    For a part that shows only in some states (a message, another mode's controls): made when
+    first needed rather than in every session's page (each Panel pane or widget is some 25-35 KiB
+    of the server's memory per open page: bench/page_memory.py).
+    """
+    if when(getattr(owner, name)):
+        make()
+        return
+
+    def fire(event) -> None:
+        if when(event.new):
+            owner.param.unwatch(watcher)
+            make()
+
+    watcher = owner.param.watch(fire, name)
+
+
+def insert_after(layout: pn.layout.ListLike, anchor: object, *objects: object) -> None:
+    """Put ``objects`` into ``layout`` right after its child ``anchor`` (one change to the layout).
+
+    ``anchor`` may be a :class:`panel.viewable.Viewer`, which a layout holds as what its
+    ``__panel__`` returns. Raises ValueError if ``anchor`` is not a child of ``layout``."""
+    shown = anchor.__panel__() if isinstance(anchor, pn.viewable.Viewer) else anchor
+    children = list(layout.objects)
+    at = next((n for n, child in enumerate(children) if child is anchor or child is shown), None)
+    if at is None:
+        raise ValueError(f"{type(anchor).__name__} is not a child of the layout")
+    layout.objects = [*children[:at + 1], *objects, *children[at + 1:]]
 
 
 def replace_data(source: ColumnDataSource, data: dict) -> bool:
