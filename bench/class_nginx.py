@@ -103,13 +103,15 @@ def open_page(port: int) -> tuple[str, dict[str, str]]:
     return get_session_id(token.group(1)), {name: morsel.value for name, morsel in cookies.items()}
 
 
-def _message_pane(doc, button):
-    """The model right after ``button`` in its column: the save's status message."""
+def _message_text(doc, button) -> str:
+    """The text of the model right after ``button`` in its column, the save's status message
+    ("" before the page has made it: it is made at the first save)."""
     for model in doc.models:
         children = getattr(model, "children", None)
         if isinstance(children, list) and button in children:
-            return children[children.index(button) + 1]
-    raise LookupError("no status message after Save run")
+            after = children[children.index(button) + 1:]
+            return getattr(after[0], "text", "") if after else ""
+    return ""
 
 
 class Tally:
@@ -189,7 +191,6 @@ class Learner(threading.Thread):
         save = save_button()
         fields = {m.title: m for m in doc.select({"type": TextInput}) if m.title in ("Learner", "Label")}
         prediction = next(m for m in doc.select({"type": TextAreaInput}) if m.title == "Prediction")
-        message = _message_pane(doc, save)
         weights = doc.get_model_by_name("weights-source")
         label = classroom._edited("default")
         fields["Learner"].value = self.name_in_runs
@@ -212,28 +213,30 @@ class Learner(threading.Thread):
             self.tally.add("edits", time.monotonic() - t)
             self.edits += 1
             if self.edits % classroom.SAVE_EVERY == 0:
-                self._save(session, fields["Label"], prediction, save, message)
+                self._save(session, fields["Label"], prediction, save)
                 if self.error:
                     return
 
-    def _save(self, session, label, prediction, save, message) -> None:
+    def _save(self, session, label, prediction, save) -> None:
         """Label, Prediction, Save run, as a learner; timed until the message names the run."""
         name = f"save {len(self.saved) + len(self.not_saved) + 1}"
         label.value = name
         prediction.value = f"{self.name_in_runs}: row 3 moves towards key 3 ({name})"
-        before = message.text
+        doc = session.document
+        before = _message_text(doc, save)
         t = time.monotonic()
-        classroom._click(session.document, save)
+        classroom._click(doc, save)
 
         def said() -> bool:
-            return message.text != before and ("Saved run" in message.text or "Not saved" in message.text)
+            text = _message_text(doc, save)
+            return text != before and ("Saved run" in text or "Not saved" in text)
 
         if not classroom._wait(session, said, classroom.WAIT_TIMEOUT_S):
             self.error = ("disconnected during a save" if not session.connected
                           else f"{name} not confirmed in {classroom.WAIT_TIMEOUT_S} s")
             return
-        if "Not saved" in message.text:
-            self.not_saved.append(re.sub(r"<[^>]+>|&[a-z]+;", " ", message.text).strip())
+        if "Not saved" in (text := _message_text(doc, save)):
+            self.not_saved.append(re.sub(r"<[^>]+>|&[a-z]+;", " ", text).strip())
             return
         self.tally.add("saves", time.monotonic() - t)
         self.saved.append(name)
