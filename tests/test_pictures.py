@@ -10,6 +10,7 @@ from html import unescape
 
 import numpy as np
 import pytest
+from bokeh.document import Document
 
 from app.learner.checks import readouts_html, row_sum_html
 from app.learner.matrices import LEAKED_FUTURE, LEAKED_ITEM
@@ -222,3 +223,52 @@ def test_a_cross_attention_batchs_small_multiples_draw_no_masked_patch_at_eight_
         masked = [n for n, c in enumerate(data["text_color"]) if c == "masked"]
         assert masked and all(data["label"][n] == "" for n in masked)
         assert all(data["text"][n] for n in masked)
+
+
+def _document_walks(monkeypatch, doc: Document) -> list[int]:
+    """Count each time Bokeh walks every model of ``doc`` again (``doc.models.recompute``): in a
+    served page, after each change that adds or moves a model, and the whole page's worth each time."""
+    walks: list[int] = []
+    recompute = doc.models.recompute
+    monkeypatch.setattr(doc.models, "recompute", lambda: (walks.append(1), recompute())[1])
+    return walks
+
+
+@pytest.mark.parametrize("tappable", [False, True])
+def test_a_maps_first_leaked_cell_adds_its_outline_in_one_change_under_the_cell_text(monkeypatch, tappable):
+    heatmap = HeatMap("Weights", "walks", kind="weights", size=300,
+                      on_row_tap=(lambda row: None) if tappable else None)
+    doc = Document()
+    doc.add_root(heatmap.model)
+    walks = _document_walks(monkeypatch, doc)
+    leaked = np.full((3, 3), "", dtype=object)
+    leaked[0, 1] = "the mask was not applied"
+    heatmap.update(np.full((3, 3), 1 / 3), np.zeros((3, 3), bool), leaked=leaked)
+    # Six walks a mark when it was made with fig.rect and then changed glyph by glyph.
+    assert len(walks) == 1
+    mark = heatmap._marks["leaked"]
+    renderers = heatmap.figure.renderers
+    texts = [n for n, r in enumerate(renderers) if r.glyph in heatmap._texts]
+    assert mark.document is doc and renderers.index(mark) < min(texts)  # drawn under the numbers
+    assert mark.view.filter.group == "leaked" and mark.glyph.line_dash == "dashed"
+    assert mark.data_source is heatmap.source and mark.muted_glyph == "auto"
+    chosen = mark.glyph if tappable else "auto"  # a tapped row is not drawn as selected
+    assert mark.selection_glyph == chosen and mark.nonselection_glyph == chosen
+
+
+def test_the_first_no_mask_at_a_batch_of_three_walks_the_page_once_per_map_it_marks(learner_page, monkeypatch):
+    """The reflow test's third walk: at 8 tokens, d_model = d_k = d_v = 4 and a batch of three, the
+    first No mask outlines the leaked cells of six maps. It walked the page's ~800 models 36
+    times (2.7 s of one core; 11-19 s on a loaded 2-core machine, while the page kept the
+    previous mode's description beside the select's No mask)."""
+    doc = Document()
+    doc.add_root(learner_page.__panel__().get_root(doc))
+    state = learner_page.state
+    state.param.update(use_values=True, tokens=8, d_k=4, d_v=4)
+    state.param.update(input_mode="matrices", batch_size=3, d_model=4)
+    walks = _document_walks(monkeypatch, doc)
+    learner_page.inputs.failure_mode.value = "no_mask"
+    matrices = learner_page.matrices
+    marked = [m for m in (*matrices.item_scores, *matrices.item_weights) if "leaked" in m._marks]
+    assert len(marked) == 6 and all("leaked" in m.source.data["kind"] for m in marked)
+    assert len(walks) <= len(marked)
