@@ -185,3 +185,27 @@ def test_open_links_keep_the_query_parameters_they_are_given(embed):
     assert f"href='?run={record.id}&amp;runs={record.id}'" in runs_table_html(state.saved)
     kept = runs_table_html(state.saved, {"instanceId": "lesson <10>"})
     assert f"href='?instanceId=lesson+%3C10%3E&amp;run={record.id}&amp;runs={record.id}'" in kept
+
+
+def test_grids_made_after_the_first_paint_are_in_the_embed_too(embed):
+    """Matrix mode with a batch of two and W_O makes grids the page did not have at first
+    (X item 2, W_Q, W_K, W_V, W_O): the embed lays them out where its first ones are (it once
+    laid out a copy of the first paint's grids, so none of these could be edited)."""
+    from bokeh.document import Document
+
+    layout = embed.__panel__()
+    layout.get_root(Document())
+    embed.page.state.param.update(input_mode="matrices", batch_size=2, use_values=True, use_w_o=True)
+    shown = [g for g in embed.page.inputs.grids if g.visible]
+    assert any("item 2" in g.caption for g in shown), [g.caption for g in shown]
+    assert any(group[0] == "W_O" for g in shown for group in g.groups), [g.groups for g in shown]
+    in_embed = [o for o in _all_objects(layout) if o in shown or o is embed.page.inputs.grid_column]
+    assert embed.page.inputs.grid_column in in_embed
+    assert all(any(g is o for o in embed.page.inputs.grid_column.objects) for g in shown)
+
+
+def _all_objects(layout):
+    """Every Panel object inside ``layout``, depth first."""
+    for o in getattr(layout, "objects", []):
+        yield o
+        yield from _all_objects(o)

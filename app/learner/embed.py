@@ -163,7 +163,7 @@ class EmbedPage(pn.viewable.Viewer):
         for note in (i.tokens_message, i.mode_note, i.mask_note):
             note.param.update(sizing_mode="fixed", width=320)
         inputs = pn.Column(
-            pn.Row(i.tokens, i.failure_mode, margin=0), i.tokens_message, i.mode_note, *i.grids,
+            pn.Row(i.tokens, i.failure_mode, margin=0), i.tokens_message, i.mode_note, i.grid_column,
             i.toggles, i.mask_note,
             # Save run and the prediction it stores under the toggles: the checks' column beside
             # is the taller one (a mode this input cannot show adds its note and preset there).

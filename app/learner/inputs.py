@@ -213,7 +213,9 @@ class InputsView(pn.viewable.Viewer):
         # up to MAX_GRIDS): each is a Bokeh model tree every session would otherwise carry.
         self.grids: list[MatrixGrid] = []
         self._grid_fields: list[list[str]] = []
-        self._grid_column = pn.Column(margin=0, sizing_mode="stretch_width")
+        # Every grid, in order, the ones made later too: a layout shows this column, never a
+        # copy of ``grids`` (the embed once showed only the grids of its first paint).
+        self.grid_column = pn.Column(margin=0, sizing_mode="stretch_width")
         s.param.watch(self._sync_grids, ["input_mode", "tokens", "d_k", "d_v", "d_model", *GRID_FIELDS,
                                           "use_values", *PADDING_FIELDS, "field_errors", "batch_size",
                                           "cross_attention", "kv_tokens", "use_w_o"])
@@ -237,7 +239,7 @@ class InputsView(pn.viewable.Viewer):
         self._layout = pn.Column(
             pn.Row(self.tokens, self.failure_mode, margin=0), self.mode_note,
             self.input_mode, self._sizes,
-            self._grid_column, self.toggles, self.mask_note,
+            self.grid_column, self.toggles, self.mask_note,
             pn.pane.HTML("<b>Presets</b>", margin=(5, 10, 0, 10)),
             self._preset_row,
             margin=0, sizing_mode="stretch_width")
@@ -319,7 +321,7 @@ class InputsView(pn.viewable.Viewer):
             grid.param.watch(lambda e, n=n: self._grid_edited(self._grid_fields[n], e.new), "value")
             grid.param.watch(lambda e, n=n: self._padding_ticked(self._grid_fields[n], e.new), "checks")
             self.grids.append(grid)
-            self._grid_column.append(grid)
+            self.grid_column.append(grid)
         self._grid_fields = layout + [[]] * (len(self.grids) - len(layout))
         for grid, fields in zip(self.grids, self._grid_fields, strict=True):
             if not fields:
