@@ -15,6 +15,7 @@ from app.learner.state import (
     GRID_FIELDS,
     INPUT_MODES,
     KV_FIELDS,
+    MAX_WIDTH,
     PADDING_FIELDS,
     PRESETS,
     TOKEN_FIELDS,
@@ -125,6 +126,7 @@ GROUP_TITLES = {"queries": "Query", "keys": "Key", "values": "Value", "x": "X", 
                 "w_k": "W_K", "w_v": "W_V", "w_o": "W_O", **dict.fromkeys(X_FIELDS[1:], "X"),
                 **dict.fromkeys(KV_FIELDS, "X_kv")}
 _SIZE_CSS = ":host select { min-width: 4em; }"
+_WIDTHS = list(range(1, MAX_WIDTH + 1))  # the choices of d_k, d_v and d_model
 _SEQUENCE_FIELDS = (*X_FIELDS, *KV_FIELDS)  # grids whose rows are tokens, one per item
 _TEXTS_AND_MESSAGES = {*GRID_FIELDS, "field_errors"}  # what an edit changes: no grid's shape or labels
 
@@ -199,11 +201,10 @@ class InputsView(pn.viewable.Viewer):
         self.input_mode = pn.widgets.Select.from_param(
             s.param.input_mode, label="Input mode", options={v: k for k, v in INPUT_MODES.items()},
             description=None, width=320, margin=(5, 10))
-        sizes = [1, 2, 3, 4]
-        self.d_k = pn.widgets.Select.from_param(s.param.d_k, label="Head width d_k", options=sizes,
+        self.d_k = pn.widgets.Select.from_param(s.param.d_k, label="Head width d_k", options=_WIDTHS,
                                                 description=None, width=100, margin=(5, 10),
                                                 stylesheets=[_SIZE_CSS])
-        self.d_v = pn.widgets.Select.from_param(s.param.d_v, label="Value width d_v", options=sizes,
+        self.d_v = pn.widgets.Select.from_param(s.param.d_v, label="Value width d_v", options=_WIDTHS,
                                                 description=None, width=100, margin=(5, 10),
                                                 visible=s.param.use_values, stylesheets=[_SIZE_CSS])
         # Up to three grids: a grid holds at most GRID_COLUMNS numbers across, so the widest
@@ -249,7 +250,7 @@ class InputsView(pn.viewable.Viewer):
         when_first(s, "tokens_error", self.make_tokens_message)
         # The layer's controls (d_model, the batch, cross-attention, W_O, the causal alignment
         # and the layer's presets) show only in matrix mode: made the first time the page is in
-        # it, not on the default page (about 400 KiB of a session's memory; bench/page_memory.py).
+        # it, so a page that stays in vectors does not hold them (bench/page_memory.py says how much).
         self.layer_controls: pn.Column | None = None
         when_first(s, "input_mode", self.make_layer_controls, "matrices".__eq__)
 
@@ -276,7 +277,7 @@ class InputsView(pn.viewable.Viewer):
         s = self.state
         in_matrices = pn.bind(lambda m: m == "matrices", s.param.input_mode)
         self.d_model = pn.widgets.Select.from_param(
-            s.param.d_model, label="Model width d_model", options=[1, 2, 3, 4], description=None, width=110,
+            s.param.d_model, label="Model width d_model", options=_WIDTHS, description=None, width=110,
             margin=(5, 10), visible=in_matrices, stylesheets=[_SIZE_CSS])
         # Review, "The Complete Layer": the batch, cross-attention and W_O are the layer's, over X.
         self.batch_size = pn.widgets.Select.from_param(

@@ -83,8 +83,7 @@ class ComparisonView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         # The comparison (its heading, row sums and three heat maps) is built the first time two
-        # runs are compared: most pages never compare, and each map is some 40 Bokeh models the
-        # server keeps for every open page (the heading and table, two panes, some 60 KiB more).
+        # runs are compared: most pages never compare, and every open page would hold its models.
         self.first: HeatMap | None = None
         self.second: HeatMap | None = None
         self.difference: HeatMap | None = None

@@ -255,8 +255,8 @@ class HeatMap(pn.viewable.Viewer):
                 text_baseline="middle", text_color="black" if group == "masked" else group,
                 text_font_size="12px",
                 # A cell with no label is left out (its ``text_group`` is ""): an empty text
-                # still draws its patch's padding. One filter per glyph, on a column made for it,
-                # rather than an intersection of two: 3 Bokeh models a glyph instead of 6.
+                # still draws its patch's padding. One filter per glyph, on a column made for it:
+                # an intersection of two filters is three more models in every map of every page.
                 view=CDSView(filter=GroupFilter(column_name="text_group", group=group)),
                 **({"background_fill_color": MASKED_COLOR, "padding": 1} if group == "masked" else {}),
             ).glyph
@@ -384,7 +384,8 @@ class HeatMap(pn.viewable.Viewer):
         T, T_k = values.shape
         # What the map would be drawn from: an update with the same arguments at the same cell
         # size (another batch item's map, say) changes nothing, so it is not worked out again.
-        shown_key = (self.cell_size(T, T_k), _array_key(values), _array_key(masked), _array_key(scores),
+        cell = self.cell_size(T, T_k)
+        shown_key = (cell, _array_key(values), _array_key(masked), _array_key(scores),
                      _array_key(weights), masked_label, masked_note, filename, value_range, blocks, title,
                      _array_key(padding), None if leaked is None else leaked.tolist())
         if shown_key == self._shown_key:
@@ -425,7 +426,7 @@ class HeatMap(pn.viewable.Viewer):
                       else f"leaked: {w}" if w else "visible"
                       for k, m, w in zip(kinds, is_masked, why, strict=True)],
         }
-        font = self._fit_labels(data, largest_font, *self.cell_size(T, T_k))
+        font = self._fit_labels(data, largest_font, *cell)
         data["text_group"] = [c if label else "" for c, label in zip(data["text_color"], data["label"], strict=True)]
         font_size = f"{font}px"
         # Raw Bokeh models changed from a Panel callback need Panel's unlocked() to reach the

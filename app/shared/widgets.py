@@ -64,8 +64,8 @@ def when_first(owner: param.Parameterized, name: str, make: Callable[[], object]
     parameter ``name`` of ``owner`` changes to a value it holds for.
 
     For a part that shows only in some states (a message, another mode's controls): made when
-    first needed rather than in every session's page (each Panel pane or widget is some 25-35 KiB
-    of the server's memory per open page: bench/page_memory.py).
+    first needed rather than in every session's page: each Panel pane or widget is server memory
+    every open page holds (bench/page_memory.py says how much).
     """
     if when(getattr(owner, name)):
         make()
