@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from html import escape
 
 import numpy as np
 import panel as pn
@@ -29,7 +30,6 @@ from bokeh.models import (
     ColorBar,
     ColumnDataSource,
     CustomJS,
-    Div,
     FactorRange,
     GlyphRenderer,
     Grid,
@@ -45,6 +45,7 @@ from bokeh.models import Column as BokehColumn
 from bokeh.palettes import Cividis256, PuOr11, Viridis256
 from bokeh.plotting import figure
 from bokeh.transform import transform
+from panel.models import HTML as PanelHTML
 
 from app.shared.html import each, html, join
 from app.shared.numbers import MINUS, format_number
@@ -296,7 +297,11 @@ class HeatMap(pn.viewable.Viewer):
         self.figure = fig
         # The figure and its table in one Bokeh layout (``model``); a pane is built only if asked
         # for (__panel__).
-        self.table = Div(text="", margin=0)  # shows nothing: its table is for screen readers
+        # Shows nothing: its table is for screen readers. Panel's HTML model, not Bokeh's Div:
+        # a Div re-renders on each new text and so lays the whole page out again (both maps
+        # measured) on every edit; Panel's replaces only its inner HTML. Its text is sent
+        # escaped, as pn.pane.HTML sends it.
+        self.table = PanelHTML(text="", margin=0, run_scripts=False, disable_math=True)
         self.save_button = BokehButton(label=f"Save {title} as PNG", name=f"{name}-save-button",
                                        margin=(0, 0, 10, 0), width=size)
         self.save_button.js_on_event("button_click", CustomJS(args={"tool": self.save_tool},
@@ -443,7 +448,7 @@ class HeatMap(pn.viewable.Viewer):
                 self.figure.title.text = title
             self.x_range.factors = columns
             self.y_range.factors = list(reversed(factors))
-            self.table.text = self._table_html(data, T, T_k)
+            self.table.text = escape(self._table_html(data, T, T_k))
             # Bokeh sends a source's data each time it is set, equal or not, and the browser
             # redraws the map: an unchanged map (another batch item's, say) is left alone.
             replace_data(self.source, data)
