@@ -477,8 +477,10 @@ def test_restore_runs_takes_back_saved_runs_and_skips_anything_else(state, tmp_p
     fresh = LearnerState(store=state.store)
     fresh.restore_runs([second.id, "../secret", "/etc/passwd", "%2e%2e%2fsecret", "missing-id", first.id])
     assert [r.id for r in fresh.saved] == [first.id, second.id]
-    assert fresh.restore_message == ("4 of the 6 run ids in this page's address (?runs=) were not "
-                                     "found in the store, so they are not listed below.")
+    assert fresh.restore_message == (
+        "4 of the 6 run ids in this page's address (?runs=) are not listed below: '../secret', "
+        "'/etc/passwd' and '%2e%2e%2fsecret' are not run ids (a run id is up to 64 letters, digits, "
+        "'-' and '_'); 'missing-id' was not found in the store.")
     fresh.restore_runs([first.id])
     assert fresh.restore_message == ""
 
@@ -487,7 +489,16 @@ def test_unknown_runs_in_the_address_are_counted_on_the_page_not_just_an_empty_t
     learner_page.state.restore_runs(["missing-id"])
     shown = unescape(html_of(learner_page.runs.restore_status))
     assert learner_page.runs.restore_status.visible and "No saved runs yet." in learner_page.runs.table.object
-    assert "1 of the 1 run ids in this page's address (?runs=) was not found" in shown
+    assert "1 of the 1 run ids in this page's address (?runs=) is not listed below: 'missing-id' was " \
+           "not found in the store." in shown
+
+
+def test_skipped_ids_are_quoted_three_at_most_for_each_reason(state):
+    state.restore_runs(["bad!1", "bad!2", "bad!3", "bad!4", "x" * 100, "gone"])
+    assert state.restore_message == (
+        "6 of the 6 run ids in this page's address (?runs=) are not listed below: 'bad!1', 'bad!2', "
+        "'bad!3' and 2 more are not run ids (a run id is up to 64 letters, digits, '-' and '_'); "
+        "'gone' was not found in the store.")
 
 
 def test_one_token_in_broken_mode_is_named_and_explained_as_nothing_to_mask(learner_page, state):

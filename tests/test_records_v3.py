@@ -402,6 +402,8 @@ def test_comparison_takes_v3_runs_and_says_when_the_maps_differ_in_shape(v3_stor
     batch_run, mixed = by_label["batch of 2, padded"], by_label["batch items mixed"]
     assert batch_run.T == mixed.T == 4
     assert "different shapes: run A's are 4×4 and run B's 8×8" in size_difference(batch_run, mixed)
+    # Cross-attention's 2 queries read 4 keys: its weights are 2×4, whatever the other run's T.
+    assert "their weights are 2×4 and 4×4 (queries × keys" in size_difference(top, batch_run)
     view = ComparisonView()
     view.show([by_label["matrix, W_O"], batch_run])  # one sequence and item 1 of a batch, both 4×4
     assert view.difference.visible

@@ -515,8 +515,10 @@ def test_a_reload_keeps_this_pages_saved_runs(server, page, watch):
     # run is listed from its key all the same.
     page.goto(server.url + "?runs=..%2F..%2Fetc%2Fpasswd,nope")
     expect(page.get_by_label("Query 1", exact=True)).to_be_visible()
-    expect(page.get_by_role("status").filter(has_text="2 of the 2 run ids in this page's address (?runs=) "
-                                                      "were not found")).to_be_visible()
+    expect(page.get_by_role("status").filter(
+        has_text="2 of the 2 run ids in this page's address (?runs=) are not listed below: "
+                 "'../../etc/passwd' is not a run id (a run id is up to 64 letters, digits, '-' and '_'); "
+                 "'nope' was not found in the store.")).to_be_visible()
     expect(saved_runs(page)).to_have_count(1)
     expect(saved_runs(page).first).to_contain_text("before reload")
 

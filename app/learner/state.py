@@ -716,21 +716,23 @@ class LearnerState(param.Parameterized):
 
         Ids that are malformed, missing or unreadable are skipped (a URL can hold anything):
         :meth:`app.store.RunStore.get` refuses any id that is not a plain run id.
-        :attr:`restore_message` says how many were not found, instead of an empty table alone.
+        :attr:`restore_message` says how many were skipped and why (not a run id, not in the
+        store, unreadable), instead of an empty table alone.
         """
         restored = []
+        skipped: dict[str, list[str]] = {"not run ids": [], "not found": [], "unreadable": []}
         # dict.fromkeys: an id given twice (an edited URL) is the same run, listed once.
         wanted = list(dict.fromkeys(run_ids))[:MAX_RESTORED_RUNS]
         for run_id in wanted:
             try:
                 restored.append(self.store.get(run_id))
-            except (ValueError, KeyError, OSError):
-                continue
-        missing = len(wanted) - len(restored)
-        self.restore_message = "" if not missing else (
-            f"{missing} of the {len(wanted)} run ids in this page's address (?runs=) "
-            f"{'was' if missing == 1 else 'were'} not found in the store, so "
-            f"{'they are' if missing > 1 else 'it is'} not listed below.")
+            except (RecordError, OSError):  # RecordError is a ValueError: caught first
+                skipped["unreadable"].append(run_id)
+            except ValueError:
+                skipped["not run ids"].append(run_id)
+            except KeyError:
+                skipped["not found"].append(run_id)
+        self.restore_message = _restore_message(len(wanted), skipped)
         self._show_also(restored, owned=False)
 
     def open_record(self, record: ExperimentRecord) -> bool:
@@ -762,14 +764,13 @@ class LearnerState(param.Parameterized):
         """Open the saved run called ``run_id`` (e.g. from ``/?run=<id>``), or say in
         :attr:`open_message` why it cannot: not a run id, no such run, or an unreadable file.
         Never raises for what a URL holds."""
-        shown = repr(run_id[:80] + ("…" if len(run_id) > 80 else ""))
+        shown = _shown_id(run_id)
         try:
             record = self.store.get(run_id)
         except (RecordError, OSError) as exc:  # RecordError is a ValueError: caught first
             why = f"saved run {shown} could not be read ({exc})."
         except ValueError:
-            why = (f"{shown} is not a run id (a run id is up to 64 letters, digits, '-' and '_'); "
-                   "check the link.")
+            why = f"{shown} is not a run id {_RUN_ID_RULE}; check the link."
         except KeyError:
             why = f"no saved run has the id {shown}; it may have been deleted, or the link is incomplete."
         else:
@@ -854,3 +855,34 @@ def _opened_inputs(record: ExperimentRecord) -> dict:
         if data is not None:
             opened[field] = _texts(data, MAX_WIDTH if field.startswith("w_") else MAX_UI_TOKENS)
     return opened
+
+
+_RUN_ID_RULE = "(a run id is up to 64 letters, digits, '-' and '_')"
+
+
+def _shown_id(run_id: str) -> str:
+    """``run_id`` as a message quotes it: in quotes, cut at 80 characters (a URL can hold anything)."""
+    return repr(run_id[:80] + ("…" if len(run_id) > 80 else ""))
+
+
+def _restore_message(wanted: int, skipped: dict[str, list[str]]) -> str:
+    """Why ``?runs=`` ids of ``wanted`` were not listed, by reason ("" when none was skipped); at
+    most three ids are quoted for each reason."""
+    count = sum(map(len, skipped.values()))
+    if not count:
+        return ""
+    reasons = []
+    for reason, ids in skipped.items():
+        if not ids:
+            continue
+        quoted = [_shown_id(i) for i in ids[:3]] + ([f"{len(ids) - 3} more"] if len(ids) > 3 else [])
+        names = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
+        one = len(ids) == 1
+        reasons.append(names + {
+            "not run ids": f" {'is not a run id' if one else 'are not run ids'} {_RUN_ID_RULE}",
+            "not found": f" {'was' if one else 'were'} not found in the store",
+            "unreadable": " could not be read",
+        }[reason])
+    return (f"{count} of the {wanted} run ids in this page's address (?runs=) "
+            f"{'is' if count == 1 else 'are'} not listed below: {'; '.join(reasons)}.")
+

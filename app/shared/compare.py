@@ -44,11 +44,12 @@ def size_difference(a, b) -> str:
     """Why runs ``a`` and ``b`` cannot be diffed cell by cell ("" if they can): a different
     token count T, key count T_k (cross-attention) or a mixed batch gives weight matrices of
     different shapes; a different head width d_k means the two runs scored different inputs."""
+    shape_a, shape_b = _weights_shape(a), _weights_shape(b)
     if a.T != b.T:
         return (f"The runs have different token counts: run A has {a.T} tokens and run B "
-                f"{b.T}, so their weights are {a.T}×{a.T} and {b.T}×{b.T} and cannot be diffed "
-                "cell by cell (no difference map). Each run's own weights and row sums are shown.")
-    shape_a, shape_b = _weights_shape(a), _weights_shape(b)
+                f"{b.T}, so their weights are {shape_a[0]}×{shape_a[1]} and {shape_b[0]}×{shape_b[1]} "
+                "(queries × keys of the first map) and cannot be diffed cell by cell (no difference "
+                "map). Each run's own weights and row sums are shown.")
     if shape_a != shape_b:  # cross-attention (T_k keys), or a batch's items mixed into one map
         return (f"The runs' weights have different shapes: run A's are {shape_a[0]}×{shape_a[1]} and "
                 f"run B's {shape_b[0]}×{shape_b[1]} (queries × keys of the first map), so they cannot be "
