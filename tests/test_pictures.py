@@ -272,3 +272,32 @@ def test_the_first_no_mask_at_a_batch_of_three_walks_the_page_once_per_map_it_ma
     marked = [m for m in (*matrices.item_scores, *matrices.item_weights) if "leaked" in m._marks]
     assert len(marked) == 6 and all("leaked" in m.source.data["kind"] for m in marked)
     assert len(walks) <= len(marked)
+
+
+def test_an_edit_changes_no_bokeh_markup_which_would_lay_the_whole_page_out_again(learner_page):
+    """Bokeh's own Markup widgets (Div, Paragraph, PreText) re-render on any change, and in the
+    browser each re-render lays the whole page out again, both maps measured: the maps' screen
+    reader tables were Divs, and their new text on each edit was most of the edit's time in
+    Chromium (bench/README.md). They are Panel's HTML model, which replaces only its inner HTML."""
+    from bokeh.models.widgets import Markup
+
+    doc = Document()
+    doc.add_root(learner_page.__panel__().get_root(doc))
+    learner_page.make_below_maps()
+    state = learner_page.state
+    changed: list = []
+    doc.on_change(lambda event: changed.append(getattr(event, "model", None)))
+
+    def edit(field: str, text: str, component: int = 0) -> None:
+        changed.clear()
+        state.set_token_text(field, 2, text, component)
+        bokeh_markup = [type(m).__name__ for m in changed
+                        if isinstance(m, Markup) and type(m).__module__.startswith("bokeh.")]
+        assert changed and bokeh_markup == [], f"{field} {text}: {bokeh_markup}"
+
+    state.apply_preset("worked_row")
+    edit("queries", "0.5")
+    state.param.update(use_values=True, tokens=8, d_k=4, d_v=4)
+    edit("queries", "0.25")
+    state.param.update(input_mode="matrices", batch_size=3, d_model=4, use_w_o=True)
+    edit("x", "0.75")
