@@ -885,4 +885,3 @@ def _restore_message(wanted: int, skipped: dict[str, list[str]]) -> str:
         }[reason])
     return (f"{count} of the {wanted} run ids in this page's address (?runs=) "
             f"{'is' if count == 1 else 'are'} not listed below: {'; '.join(reasons)}.")
-
