@@ -288,9 +288,9 @@ def test_an_edit_changes_no_bokeh_markup_which_would_lay_the_whole_page_out_agai
     changed: list = []
     doc.on_change(lambda event: changed.append(getattr(event, "model", None)))
 
-    def edit(field: str, text: str, component: int = 0) -> None:
+    def edit(field: str, text: str) -> None:
         changed.clear()
-        state.set_token_text(field, 2, text, component)
+        state.set_token_text(field, 2, text)
         bokeh_markup = [type(m).__name__ for m in changed
                         if isinstance(m, Markup) and type(m).__module__.startswith("bokeh.")]
         assert changed and bokeh_markup == [], f"{field} {text}: {bokeh_markup}"

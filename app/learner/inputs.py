@@ -28,6 +28,7 @@ from app.shared.grid import MatrixGrid
 from app.shared.html import Markup, html
 from app.shared.static import read_text
 from app.shared.widgets import NO_SPIN_BUTTONS, insert_after, when_first
+from app.shared.words import in_words
 from attention_core import ALIGNMENTS, MAX_BATCH
 from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES
@@ -338,7 +339,7 @@ class InputsView(pn.viewable.Viewer):
             padding = getattr(s, PADDING_FIELDS[item - 1]) if item else []
             grid.param.update(
                 **grid_view(s, fields), visible=True, corner="token" if tokens else "row",
-                caption=(", ".join(names[:-1]) + " and " if len(names) > 1 else "") + f"{names[-1]} {whose}",
+                caption=f"{in_words(names)} {whose}",
                 checks=list(padding[:s.key_tokens]) if item else [],
                 check_labels=[padding_label(item, i, s.batched) for i in range(s.key_tokens)] if item else [],
                 check_title="Padding" if item else "")

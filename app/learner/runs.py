@@ -25,6 +25,7 @@ from app.shared.html import Markup, html, join
 from app.shared.numbers import format_result
 from app.shared.static import read_text
 from app.shared.widgets import insert_after, when_first
+from app.shared.words import in_words
 from app.store import NotOwnerError, StoreError, export_csv, export_json
 
 EXPLAIN_QUESTION = ("What invariant did your evidence reveal, and how did the broken mode "
@@ -108,7 +109,7 @@ def compared_hint(ticked: list[int]) -> str:
 def _runs_words(numbers: list[int]) -> str:
     if len(numbers) == 1:
         return f"run {numbers[0]}"
-    return "runs " + ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
+    return "runs " + in_words([str(n) for n in numbers])
 
 
 def _replaced(saved, rows: list[int], text: str) -> list[int]:

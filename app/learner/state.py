@@ -19,6 +19,7 @@ import param
 
 from app.learner.page_key import key_hash
 from app.shared.parsing import clean_text, parse_number
+from app.shared.words import in_words
 from app.store import PAGE_RUNS, NotOwnerError, RunStore, StoreError
 from attention_core import (
     ALIGNMENTS,
@@ -876,9 +877,8 @@ def _restore_message(wanted: int, skipped: dict[str, list[str]]) -> str:
         if not ids:
             continue
         quoted = [_shown_id(i) for i in ids[:3]] + ([f"{len(ids) - 3} more"] if len(ids) > 3 else [])
-        names = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
         one = len(ids) == 1
-        reasons.append(names + {
+        reasons.append(in_words(quoted) + {
             "not run ids": f" {'is not a run id' if one else 'are not run ids'} {_RUN_ID_RULE}",
             "not found": f" {'was' if one else 'were'} not found in the store",
             "unreadable": " could not be read",

@@ -202,9 +202,6 @@ class HeatMap(pn.viewable.Viewer):
         Weights use a fixed [0, 1] colour range; scores the range of the shown (unmasked,
         finite) scores; differences a symmetric diverging one, ± :func:`nice_bound` of the
         largest shown magnitude.
-    table_apart : bool
-        If true, ``model`` is the figure and its save button alone and the caller places
-        ``table`` (the mirror table a screen reader reads) in a layout of its own.
     on_row_tap : callable, optional
         Called with the row (query, from 1) of a cell the learner clicks.
     label_masked : bool
@@ -219,7 +216,7 @@ class HeatMap(pn.viewable.Viewer):
     visible = param.Boolean(default=True, doc="Whether the map and its save button show.")
 
     def __init__(self, title: str, name: str, kind: str = "weights", size: int = 330,
-                 table_apart: bool = False, on_row_tap=None, label_masked: bool = True) -> None:
+                 on_row_tap=None, label_masked: bool = True) -> None:
         super().__init__()
         palette, self._range_kind = _KINDS[kind]
         self._palette = palette
@@ -306,8 +303,7 @@ class HeatMap(pn.viewable.Viewer):
                                        margin=(0, 0, 10, 0), width=size)
         self.save_button.js_on_event("button_click", CustomJS(args={"tool": self.save_tool},
                                                               code=_SAVE_JS))
-        children = [fig, self.save_button] if table_apart else [fig, self.save_button, self.table]
-        self.model = BokehColumn(children=children, margin=(0, 10), width=size + 120,
+        self.model = BokehColumn(children=[fig, self.save_button, self.table], margin=(0, 10), width=size + 120,
                                  visible=self.visible)
         self._pane: pn.pane.Bokeh | None = None
         self._shown_key: tuple | None = None  # what update() last drew the map from
