@@ -5,12 +5,15 @@ beside row 2's outcome."""
 from __future__ import annotations
 
 import pytest
-from store_helpers import sqlite_store
+from store_helpers import PAGE_KEY, sqlite_store
 
 from app.learner.embed import EmbedPage
 from app.learner.page import LearnerPage
+from app.learner.page_key import key_hash
 from app.learner.record import outcome_html
 from app.learner.state import LearnerState
+
+OTHER_KEY = "fedcba9876543210" * 2
 
 
 def hidden_parts(page: LearnerPage) -> dict[str, bool]:
@@ -164,12 +167,28 @@ def test_a_long_prediction_is_repeated_cut_wrapping_and_said_to_be_over_the_limi
 
 def test_a_reloaded_page_gets_its_runs_prediction_back_and_stays_revealed(tmp_path):
     store = sqlite_store(tmp_path / "runs")
-    first = LearnerState(store=store, predict_first=True, prediction="Row 2 keeps no future weight.")
+    first = LearnerState(store=store, predict_first=True, key_hash=key_hash(PAGE_KEY),
+                         prediction="Row 2 keeps no future weight.")
     record = first.save_run()
+    # A reload: the address's ?runs= lists the run, then the browser's page key makes it its own.
     reloaded = LearnerState(store=store, predict_first=True)
-    assert not reloaded.revealed
     reloaded.restore_runs([record.id])
+    assert reloaded.prediction == "" and not reloaded.revealed
+    reloaded.take_page_key(PAGE_KEY)
     assert reloaded.prediction == "Row 2 keeps no future weight." and reloaded.revealed
     written = LearnerState(store=store, prediction="A newer one.")
-    written.restore_runs([record.id])
+    written.take_page_key(PAGE_KEY)
     assert written.prediction == "A newer one."  # one already written is kept
+
+
+def test_a_link_to_another_pages_runs_does_not_write_their_prediction_as_this_learners(tmp_path):
+    store = sqlite_store(tmp_path / "runs")
+    record = LearnerState(store=store, key_hash=key_hash(PAGE_KEY), prediction="Ada's guess.").save_run()
+    classmate = LearnerState(store=store, predict_first=True)
+    classmate.restore_runs([record.id])
+    classmate.take_page_key(OTHER_KEY)
+    assert [r.id for r in classmate.saved] == [record.id] and classmate.owned == []
+    assert classmate.prediction == "" and not classmate.revealed
+    # … and a ?run= that fails beside it shows no prediction either.
+    classmate.open_run_id("no-such-run")
+    assert classmate.prediction == "" and classmate.open_message.startswith("Run not opened: ")

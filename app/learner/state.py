@@ -702,14 +702,16 @@ class LearnerState(param.Parameterized):
 
     def _show_also(self, records: list[ExperimentRecord], *, owned: bool) -> None:
         """Add ``records`` to :attr:`saved` (a run listed once), oldest first; ``owned``: this
-        page's own. A reload is not a new prediction: an empty Prediction takes the latest's, as
-        under ?predict=first the page would hide what Saved runs compares."""
+        page's own. A reload is not a new prediction: an empty Prediction takes the latest own
+        run's, as under ?predict=first the page would hide what Saved runs compares. Runs shown
+        from a link are someone's, maybe another learner's: their prediction is not this
+        learner's, and a run saved next would store it as theirs."""
         by_id = {r.id: r for r in [*self.saved, *records]}
         shown = sorted(by_id.values(), key=lambda r: (r.created_at, r.id))
         mine = list(dict.fromkeys([*self.owned, *(r.id for r in records)])) if owned else self.owned
         self.param.update(owned=mine, saved=shown)
-        if shown and not self.prediction.strip():
-            self.prediction = shown[-1].prediction or ""
+        if owned and records and not self.prediction.strip():
+            self.prediction = max(records, key=lambda r: (r.created_at, r.id)).prediction or ""
 
     def restore_runs(self, run_ids: list[str]) -> None:
         """Show the runs a link names (``?runs=``) again, by id, oldest first: read only, unless
