@@ -256,7 +256,8 @@ def test_the_saved_runs_view_shows_the_chosen_runs_test_in_either_language(tmp_p
     s.mask_after_softmax = True
     second = s.save_run()
     # The newest run is chosen, in TypeScript; the area and the download hold its test.
-    assert view.run_select.options == {"Run 1: Correct, causal": 0, "Run 2: Mask after softmax (broken)": 1}
+    assert view.run_select.options == {"Run 1: Correct, causal · 3 tokens": 0,
+                                       "Run 2: Mask after softmax (broken) · 3 tokens": 1}
     assert view.run == 1 and view.text == view.area.value == render_test(second, "ts")
     assert view.download.filename == case_filename(second, "ts") and view._file().read() == view.text
     assert not view.copy.disabled and not view.download.disabled

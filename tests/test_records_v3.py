@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from store_helpers import T0, changed_copy, check_strict, refuse_constant
 
-from app.shared.compare import ComparisonView, size_difference
+from app.shared.compare import ComparisonView, run_size, size_difference
 from app.store import CSV_COLUMNS, RunStore, RunSummary, export_csv, export_json, iter_csv, sqlite_url
 from app.store.importing import import_data
 from attention_core import FAILURE_MODES, scaled_dot_product_attention, self_attention
@@ -401,9 +401,19 @@ def test_comparison_takes_v3_runs_and_says_when_the_maps_differ_in_shape(v3_stor
     assert size_difference(top, bottom) == ""  # both 2×4: a difference map of the two alignments
     batch_run, mixed = by_label["batch of 2, padded"], by_label["batch items mixed"]
     assert batch_run.T == mixed.T == 4
-    assert "different shapes: run A's are 4×4 and run B's 8×8" in size_difference(batch_run, mixed)
+    assert ("different shapes (queries × keys of the first map): run A's are 4×4 (item 1 of a batch "
+            "of 2, each 4 tokens) and run B's 8×8 (a batch of 2, each 4 tokens, the items mixed into one "
+            "map), so") in size_difference(batch_run, mixed)
     # Cross-attention's 2 queries read 4 keys: its weights are 2×4, whatever the other run's T.
-    assert "their weights are 2×4 and 4×4 (queries × keys" in size_difference(top, batch_run)
+    assert ("their weights (queries × keys of the first map) are 2×4 (2 queries over 4 keys) and 4×4 "
+            "(item 1 of a batch of 2, each 4 tokens) and cannot") in size_difference(top, batch_run)
+    # Each run's size as the comparison's table and Saved runs' ticks say it.
+    assert {label: run_size(by_label[label]) for label in (
+        "scalar", "vector, cross-attention top-left", "batch of 2, cross-attention", "batch items mixed")} == {
+        "scalar": "3 tokens", "vector, cross-attention top-left": "2 queries over 3 keys",
+        "batch of 2, cross-attention": "a batch of 2, each 2 queries over 4 keys",
+        "batch items mixed": "a batch of 2, each 4 tokens"}
+    assert "<td>2 queries over 4 keys</td>" in ComparisonView._summary(top, batch_run, "", ["A", "B"])
     view = ComparisonView()
     view.show([by_label["matrix, W_O"], batch_run])  # one sequence and item 1 of a batch, both 4×4
     assert view.difference.visible

@@ -198,7 +198,7 @@ def test_the_table_shows_learner_text_as_text_and_ticks_are_named(state):
     assert "<img" not in runs.table.object and "<b>" not in runs.table.object
     (row,) = table_rows(runs)
     assert (row["label"], row["learner"]) == ("<img src=x onerror=alert(1)>", "<b>Ada</b>")
-    assert list(runs.ticks.options) == ["Run 1 “<img src=x onerror=aler…”: Correct, causal"]  # cut at 24
+    assert list(runs.ticks.options) == ["Run 1 “<img src=x onerror=aler…”: Correct, causal · 3 tokens"]  # cut at 24
 
 
 def saved_pair(state):
@@ -216,7 +216,8 @@ def test_comparison_shows_both_runs_and_their_difference(state):
     assert [row["run"] for row in table_rows(runs)] == ["1", "2"]
     assert re.findall(r"data-run-id='([^']+)'", runs.table.object) == [a.id, b.id]
     assert [row["mode"] for row in table_rows(runs)] == ["Correct, causal", "Mask after softmax (broken)"]
-    assert runs.ticks.options == {"Run 1: Correct, causal": 0, "Run 2: Mask after softmax (broken)": 1}
+    assert runs.ticks.options == {"Run 1: Correct, causal · 3 tokens": 0,
+                                  "Run 2: Mask after softmax (broken) · 3 tokens": 1}
     runs.ticks.value = [0, 1]
     assert runs.compare._pane.visible
     diff = runs.compare.difference.source.data["value"]

@@ -167,7 +167,7 @@ def test_ticking_two_runs_compares_them_and_says_which(server, page, watch):
     save_run(page, "<b>two</b>")
     expect(page.get_by_text("Tick two saved runs to compare them side by side.")).to_be_visible()
     # Learner text is text, in the table and in the checkbox's name.
-    expect(tick(page, 2)).to_have_accessible_name("Run 2 “<b>two</b>”: Mask after softmax (broken)")
+    expect(tick(page, 2)).to_have_accessible_name("Run 2 “<b>two</b>”: Mask after softmax (broken) · 3 tokens")
     expect(cell(page, 2, "label")).to_have_text("<b>two</b>")
     assert page.locator(".bk-input-group b").count() == 0 and runs_table(page).locator("b").count() == 0
     expect(saved_run_row(page, 2)).to_contain_text("Mask after softmax (broken)")

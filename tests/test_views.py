@@ -75,7 +75,7 @@ def test_comparison_of_runs_with_different_token_counts_shows_each_run_and_says_
     view.show([a, b])
     assert not view.difference.visible and not view.difference.model.visible
     summary = view.summary.object
-    assert "run A has 3 tokens and run B 4" in summary and "3×3 and 4×4" in summary
+    assert "run A has 3 tokens and run B 4" in summary and "3×3 (3 tokens) and 4×4 (4 tokens)" in summary
     assert "different token counts" in summary
     # Each run's own numbers are still shown, the shorter run's missing row said in words.
     assert len(view.first.source.data["value"]) == 9 and len(view.second.source.data["value"]) == 16
@@ -115,7 +115,7 @@ def test_comparison_of_two_matrix_mode_runs_diffs_them():
     assert view.difference.visible
     diff = np.array(view.difference.source.data["value"], dtype=float).reshape(4, 4)
     np.testing.assert_allclose(diff, good.weights - broken.weights, atol=1e-12)
-    assert "<td>4</td><td>2</td>" in view.summary.object  # T and d_k of each run
+    assert "<td>4 tokens</td><td>2</td>" in view.summary.object  # the size and d_k of each run
 
 
 def test_every_instructor_row_links_to_the_learner_page_opening_that_run(tmp_path):

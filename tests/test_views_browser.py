@@ -155,10 +155,12 @@ def test_comparing_runs_of_different_sizes_says_why_and_saves_each_map(server, p
     type_number(page, "Tokens", "4")
     wait_for_weights(page, 16)
     save_run(page, "four tokens")
-    for n in (1, 2):
-        page.get_by_role("checkbox", name=f"Run {n} “{'three' if n == 1 else 'four'} tokens”: Correct, causal").check()
+    # Each tick names its run's size.
+    for n, label in ((1, "three"), (2, "four")):
+        page.get_by_role("checkbox", name=f"Run {n} “{label} tokens”: Correct, causal · {n + 2} tokens").check()
     note = page.get_by_test_id("comparison-sizes")
-    expect(note).to_contain_text("run A has 3 tokens and run B 4")
+    expect(note).to_contain_text("run A has 3 tokens and run B 4, so their weights (queries × keys of the first "
+                                 "map) are 3×3 (3 tokens) and 4×4 (4 tokens)")
     expect(note).to_contain_text("cannot be diffed cell by cell")
     # Each run's own weights are still drawn, and no difference map or its button shows.
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('compare-a-source').data.row.length === 9 && "

@@ -40,20 +40,44 @@ def masked_cells(record) -> np.ndarray:
     return forbidden if mode is None or mode.mask != "none" else np.zeros_like(forbidden)
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def run_size(record) -> str:
+    """A run's size in words: "3 tokens", "2 queries over 4 keys" (cross-attention, T_k keys)
+    or "a batch of 2, each 3 tokens": how Saved runs' ticks and the comparison tell runs of
+    different sizes apart."""
+    one = (f"{_count(record.T, 'query', 'queries')} over {_count(record.T_k, 'key', 'keys')}"
+           if record.T_k != record.T or record.cross_attention else _count(record.T, "token", "tokens"))
+    return one if record.B == 1 else f"a batch of {record.B}, each {one}"
+
+
+def _first_map(record) -> str:
+    """The shape of a run's first map of weights and what it holds: "2×4 (2 queries over 4 keys)"."""
+    rows, columns = _weights_shape(record)
+    if record.B == 1:
+        held = run_size(record)
+    elif rows == record.B * record.T:  # batch_items_mixed: one map over every item's tokens
+        held = f"{run_size(record)}, the items mixed into one map"
+    else:
+        held = f"item 1 of {run_size(record)}"
+    return f"{rows}×{columns} ({held})"
+
+
 def size_difference(a, b) -> str:
     """Why runs ``a`` and ``b`` cannot be diffed cell by cell ("" if they can): a different
     token count T, key count T_k (cross-attention) or a mixed batch gives weight matrices of
     different shapes; a different head width d_k means the two runs scored different inputs."""
-    shape_a, shape_b = _weights_shape(a), _weights_shape(b)
     if a.T != b.T:
-        return (f"The runs have different token counts: run A has {a.T} tokens and run B "
-                f"{b.T}, so their weights are {shape_a[0]}×{shape_a[1]} and {shape_b[0]}×{shape_b[1]} "
-                "(queries × keys of the first map) and cannot be diffed cell by cell (no difference "
-                "map). Each run's own weights and row sums are shown.")
-    if shape_a != shape_b:  # cross-attention (T_k keys), or a batch's items mixed into one map
-        return (f"The runs' weights have different shapes: run A's are {shape_a[0]}×{shape_a[1]} and "
-                f"run B's {shape_b[0]}×{shape_b[1]} (queries × keys of the first map), so they cannot be "
-                "diffed cell by cell (no difference map). Each run's own weights and row sums are shown.")
+        return (f"The runs have different token counts: run A has {a.T} tokens and run B {b.T}, so "
+                f"their weights (queries × keys of the first map) are {_first_map(a)} and {_first_map(b)} "
+                "and cannot be diffed cell by cell (no difference map). Each run's own weights and "
+                "row sums are shown.")
+    if _weights_shape(a) != _weights_shape(b):  # cross-attention (T_k keys), or a batch's items mixed
+        return (f"The runs' weights have different shapes (queries × keys of the first map): run A's are "
+                f"{_first_map(a)} and run B's {_first_map(b)}, so they cannot be diffed cell by cell "
+                "(no difference map). Each run's own weights and row sums are shown.")
     if a.d_k != b.d_k:
         return (f"The runs have different head widths: run A's queries and keys have d_k = "
                 f"{a.d_k}, run B's d_k = {b.d_k}, so their scores come from different inputs "
@@ -152,14 +176,14 @@ class ComparisonView(pn.viewable.Viewer):
 
         rows = join(
             html("<tr><th scope='row'>{}: {} ({})</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{}</tr>",
-                 tag, name, mode_title(r), r.T, r.d_k, format_result(r.total_future_weight),
+                 tag, name, mode_title(r), run_size(r), r.d_k, format_result(r.total_future_weight),
                  format_result(r.min_row_sum), cells(r.results["row_sums"]))
             for tag, r, name in (("A", a, names[0]), ("B", b, names[1])))
         head = join(html("<th scope='col'>row {} sum</th>", i + 1) for i in range(width))
         note = html("<p data-testid='comparison-sizes'>{}</p>", why_not) if why_not else ""
         return html(
             "{}<table aria-label='Comparison of row sums and future-token weight'><thead><tr>"
-            "<th scope='col'>run</th><th scope='col'>tokens T</th><th scope='col'>d_k</th>"
+            "<th scope='col'>run</th><th scope='col'>size</th><th scope='col'>d_k</th>"
             "<th scope='col'>total future-token weight</th>"
             "<th scope='col'>smallest row sum</th>{}</tr></thead><tbody>{}</tbody></table>",
             note, head, rows)
