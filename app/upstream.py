@@ -64,8 +64,8 @@ Private Panel names
   document, so every closed page's area, model and document stayed in ``pn.state._views``
   (``tests/test_session_memory.py`` fails without it). Upstream: no issue found for this path.
 - The instructor table's resync script (``TABLE_RESYNC_JS``, in ``app/instructor/``) — uses
-  Panel's ``DataTabulatorView._building`` and ``setData()``, Tabulator's own ``getDataCount()``,
-  and BokehJS's public ``Bokeh.index`` and ``child_views``. Why: two data changes in quick
+  Panel's ``DataTabulatorView._building`` and ``setData()``, Tabulator's own ``getDataCount()``
+  and ``getData()``, and BokehJS's public ``Bokeh.index`` and ``child_views``. Why: two data changes in quick
   succession left Panel's Tabulator showing the first one's rows (a browser test,
   ``tests/test_instructor_browser.py``, reproduces it). Upstream: no issue found.
 

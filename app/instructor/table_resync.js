@@ -5,13 +5,31 @@ const views = (view, out) => {
   for (const child of (view.child_views || [])) views(child, out)
   return out
 }
+// Rows and data agree when the table holds the source's rows (by id where there is one) and,
+// unpaged, draws one row per data row.
+const inStep = (view, source) => {
+  const table = view.tabulator
+  const rows = source.get_length()
+  if (table.getDataCount() !== rows) return false
+  const ids = source.data.id
+  if (ids !== undefined && table.getData().some((row, n) => row.id !== ids[n])) return false
+  if (view.model.pagination != null) return true
+  return view.shadow_el.querySelectorAll('.tabulator-row:not(.tabulator-calcs)').length === rows
+}
+// A table still being built takes no new data (setData returns at once): look again later, a
+// bounded number of times.
+const resync = (view, source, tries) => {
+  const table = view.tabulator
+  if (table == null) return
+  if (!table.initialized || view._building) {
+    if (tries > 0) setTimeout(() => resync(view, source, tries - 1), 300)
+    return
+  }
+  if (!inStep(view, source)) view.setData()
+}
 for (const root of Object.values(Bokeh.index)) {
   for (const view of views(root, [])) {
     const source = view.model.source
-    source.properties.data.change.connect(() => setTimeout(() => {
-      const table = view.tabulator
-      if (table && table.initialized && !view._building && table.getDataCount() !== source.get_length())
-        view.setData()
-    }, 300))
+    source.properties.data.change.connect(() => setTimeout(() => resync(view, source, 20), 300))
   }
 }
