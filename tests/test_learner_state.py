@@ -332,6 +332,10 @@ def test_heat_map_sources_hold_one_row_per_cell_with_masks_marked(learner_page, 
     assert view.scores.source.data["text"][i].startswith("−∞")
     assert view.scores.source.data["state"][i] == MASKED_SCORE  # hover: the score before masking
     assert view.scores.source.data["score_text"][i] == "9.000"
+    # The Scores table has no score line above the cell: it names the score before masking itself.
+    assert "<td>−∞ masked: softmax got −∞; the score before masking was 9.000</td>" in unescape(
+        view.scores.table.text)
+    assert "the score above" not in view.scores.table.text
     assert view.weights.y_range.factors == ["3", "2", "1"]  # token 1 on top
     assert (view.weights.mapper.low, view.weights.mapper.high) == (0.0, 1.0)
     state.tokens = 4

@@ -202,6 +202,39 @@ def test_in_a_small_map_no_label_or_masked_patch_crosses_its_cells_border(size):
             assert font <= row_height and 0.55 * font * len(label.replace(".", "")) <= cell_width, label
 
 
+def _small_batch_map(colour_bar: bool) -> HeatMap:
+    """A batch item's 8×8 scores map (150 px high) of −1, 0 and 1, causal, as at 640 px or 1280 px."""
+    heatmap = HeatMap("Scores, item 1", "fit", kind="scores", size=150, label_masked=False)
+    heatmap.color_bar.visible = colour_bar
+    values = np.zeros((8, 8))
+    values[0, 0] = values[2, 0] = values[2, 2] = values[3, 3] = 1.0
+    values[3, 0] = values[3, 2] = -1.0
+    masked = np.triu(np.ones((8, 8), bool), 1)
+    values[masked] = -np.inf
+    heatmap.update(values, masked, value_range=(-1.0, 1.0))
+    return heatmap
+
+
+def test_a_small_map_labels_every_number_that_fits_its_cell_negative_ones_too():
+    data = _small_batch_map(colour_bar=False).source.data
+    shown = [n for n, c in enumerate(data["text_color"]) if c != "masked"]
+    # "−1.00" is 21.5 px wide at 7 px in the browser's font, and the cell leaves 21.75 px.
+    assert {data["text"][n] for n in shown} == {"−1.00", "0", "1.00"}
+    assert [data["label"][n] for n in shown] == [data["text"][n] for n in shown]
+
+
+def test_a_map_too_narrow_for_some_of_its_numbers_draws_none_of_them():
+    heatmap = _small_batch_map(colour_bar=True)  # the last item's map: its colour bar takes 50 px
+    data = heatmap.source.data
+    assert set(data["label"]) == {""}
+    assert "<td>−1.00</td>" in unescape(heatmap.table.text)  # the table still tells every number
+
+
+def test_the_figure_hides_the_canvas_edge_bokehjs_never_clears():
+    heatmap = _small_batch_map(colour_bar=False)
+    assert any("clip-path: inset(1px 0 0 1px)" in css for css in heatmap.figure.stylesheets)
+
+
 def test_a_map_of_usual_size_labels_every_cell_as_before():
     eight = _causal_map(300, 8)  # the main maps at 8 tokens: cells about 28 px high
     assert {t.text_font_size for t in eight._texts} == {"9px"}

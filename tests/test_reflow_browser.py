@@ -8,8 +8,10 @@ so the module costs a few page loads.
 
 from __future__ import annotations
 
+import io
 import re
 
+from PIL import Image
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 from store_helpers import make_record
@@ -52,6 +54,30 @@ SCROLLING_SIDEWAYS_JS = """(designated) => {
 }"""
 
 
+# Each named figure's box in the page, by its view's element.
+FIGURE_BOXES_JS = """(names) => {
+  const views = [], walk = (v) => { if (v) { views.push(v); (v.child_views || []).forEach(walk) } }
+  Object.values(Bokeh.index).forEach(walk)
+  return names.map(n => {
+    const m = Bokeh.documents[0].get_model_by_name(n), v = views.find(v => v.model === m)
+    const r = v.el.getBoundingClientRect()
+    return [n, r.x + window.scrollX, r.y + window.scrollY, r.height]
+  })
+}"""
+
+
+def stray_marks_at_left_edges(page, names: list[str]) -> dict[str, int]:
+    """The figures among ``names`` whose first column of pixels is not all white in a screenshot
+    of the whole page (where BokehJS left an early paint's slice), with how many pixels are not."""
+    marks = {}
+    for name, x, y, height in page.evaluate(FIGURE_BOXES_JS, names):
+        shot = page.screenshot(full_page=True, clip={"x": x, "y": y, "width": 1, "height": height})
+        left = Image.open(io.BytesIO(shot)).convert("RGB").getdata()
+        if n := sum(p != (255, 255, 255) for p in left):
+            marks[name] = n
+    return marks
+
+
 def assert_fits(page, width: int, where: str) -> None:
     scroll = page.evaluate(WIDTH_JS)
     assert scroll <= width, f"{where}: the page is {scroll} px wide in a {width} px window"
@@ -86,6 +112,8 @@ def test_at_640_px_the_page_is_one_column_in_every_mode_and_at_the_largest_input
     expect(page.get_by_label("W_V row 4, column 4", exact=True)).to_be_visible()
     walk_failure_modes(page, 640, "matrix mode, batch of 3")
     assert blocking_violations(page) == []
+    assert stray_marks_at_left_edges(page, [f"{k}-item-{b}-figure" for k in ("scores", "weights")
+                                            for b in (1, 2, 3)]) == {}
 
 
 def test_at_640_px_long_unbroken_learner_text_wraps_or_scrolls_in_its_own_box(server, page, watch):

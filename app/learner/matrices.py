@@ -34,7 +34,9 @@ from attention_core import (
     scaled_dot_product_attention,
 )
 
-MASKED_SCORE = "masked: softmax got −∞; the score above is the one before masking"
+MASKED_SCORE = "masked: softmax got −∞; the score above is the one before masking"  # the hover
+# The Scores table's masked cell: no score line above it there, so it names the score itself.
+MASKED_SCORE_CELL = "masked: softmax got −∞; the score before masking was {score}"
 LEAKED_FUTURE = "a future token the causal mask should hide; the mask was not applied"
 LEAKED_ITEM = ("another batch item's token, which this item must not read; the batch was "
                "flattened into one sequence")
@@ -97,7 +99,7 @@ def show_result(scores: HeatMap, weights: HeatMap, r: AttentionResult, *, item: 
     masked, padding, leaked = cell_kinds(r, blocks)
     before = np.isneginf(r.masked_scores)  # the scores map: what softmax got as -inf
     scores.update(r.masked_scores, before, scores=r.scores, weights=r.weights,
-                  masked_note=MASKED_SCORE, filename=png_name("scores", r, item),
+                  masked_note=MASKED_SCORE, table_note=MASKED_SCORE_CELL, filename=png_name("scores", r, item),
                   value_range=score_span, blocks=blocks, padding=padding & before, leaked=leaked)
     after = r.mode.mask == "after"
     weights.update(r.weights, masked, scores=r.scores, weights=r.weights,

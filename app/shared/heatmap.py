@@ -102,12 +102,21 @@ _LINE_HEIGHT = 1.2  # Bokeh's text_line_height
 _PATCH_PADDING = 1  # px around a masked cell's label, on its plain patch
 
 
+# Advance widths in em of DejaVu Sans, rounded up: what Chromium on Linux draws Bokeh's
+# "helvetica" in, and the widest of the sans-serif fonts a browser maps that name to (Helvetica,
+# Arial and Liberation Sans are narrower). A guess of a full em for "−" (0.84) left "−1.00" out of
+# cells it fits, beside labelled "1.00"s; 0.6 for a digit (0.64) let "0.123" overflow.
+_EM_WIDTHS = {**dict.fromkeys("0123456789abcdeghknopqsuvxyz", 0.64), **dict.fromkeys("−+∞", 0.84),
+              **dict.fromkeys(".,: ", 0.32), **dict.fromkeys(";|", 0.34), **dict.fromkeys("ilj", 0.28),
+              "f": 0.36, "r": 0.42, "t": 0.4, "!": 0.41, "m": 0.98, "w": 0.82, "M": 0.87, "W": 0.99}
+_EM_OTHER = 0.8  # any other glyph (capitals up to 0.79 but M, W)
+
+
 def text_width(text: str, font_px: float) -> float:
-    """A generous estimate of the width in px of one line of ``text`` in Bokeh's sans-serif
-    cell font at ``font_px``: wide glyphs (``m``, ``−``, ``∞``) count a full em, narrow ones
-    (``.``, ``i``) a third, the rest 0.6 em."""
-    em = sum(1.0 if c in "mwMW−∞" else 0.35 if c in ".,:;ilj!| " else 0.6 for c in text)
-    return em * font_px
+    """An estimate of the width in px of one line of ``text`` in Bokeh's sans-serif cell font at
+    ``font_px``, from the glyph widths of the widest common such font (``_EM_WIDTHS``): never
+    less than a browser draws, and not so much more that a label that fits is left out."""
+    return sum(_EM_WIDTHS.get(c, _EM_OTHER) for c in text) * font_px
 
 
 @functools.lru_cache(maxsize=8192)  # a map's labels mostly stay from one edit to the next
@@ -127,6 +136,7 @@ def label_fits(text: str, font_px: float, cell_width: float, cell_height: float,
 # hidden. A Bokeh button in the figure's own layout, not a Panel one: Panel's JS links are not
 # attached to widgets added after the page loaded, as the comparison's maps are.
 _SAVE_JS = read_text(__package__, "heatmap_save.js")
+_CANVAS_CSS = read_text(__package__, "heatmap_canvas.css")  # no stray marks at the left edge
 
 
 def cell_text(x: float, style: str) -> str:
@@ -231,6 +241,7 @@ class HeatMap(pn.viewable.Viewer):
             title=title, name=f"{name}-figure", x_range=self.x_range, y_range=self.y_range,
             width=size + 100, height=size, toolbar_location=None, tools="",
             x_axis_label="key (column)", y_axis_label="query (row)", x_axis_location="above",
+            stylesheets=[_CANVAS_CSS],
         )
         fig.rect(
             x="column", y="row", width=1, height=1, source=self.source,
@@ -346,6 +357,7 @@ class HeatMap(pn.viewable.Viewer):
         weights: np.ndarray | None = None,
         masked_label: str = "masked",
         masked_note: str | None = None,
+        table_note: str | None = None,
         filename: str | None = None,
         value_range: tuple[float, float] | None = None,
         blocks: int | None = None,
@@ -368,6 +380,9 @@ class HeatMap(pn.viewable.Viewer):
             enough; elsewhere the hatching and the hover say it).
         masked_note : str, optional
             What the hover and table say about a masked cell (default ``masked_label``).
+        table_note : str, optional
+            What the table says about a masked cell instead, where the hover's note leans on the
+            hover's other lines; ``{score}`` in it is the cell's score (as the hover prints it).
         filename : str, optional
             The PNG's file name without ``.png`` (see :func:`file_name`); kept if not given.
         value_range : (float, float), optional
@@ -387,7 +402,7 @@ class HeatMap(pn.viewable.Viewer):
         # size (another batch item's map, say) changes nothing, so it is not worked out again.
         cell = self.cell_size(T, T_k)
         shown_key = (cell, _array_key(values), _array_key(masked), _array_key(scores),
-                     _array_key(weights), masked_label, masked_note, filename, value_range, blocks, title,
+                     _array_key(weights), masked_label, masked_note, table_note, filename, value_range, blocks, title,
                      _array_key(padding), None if leaked is None else leaked.tolist())
         if shown_key == self._shown_key:
             return
@@ -427,6 +442,9 @@ class HeatMap(pn.viewable.Viewer):
                       else f"leaked: {w}" if w else "visible"
                       for k, m, w in zip(kinds, is_masked, why, strict=True)],
         }
+        if table_note is not None:  # the table's own words, for the table only
+            data["table_state"] = [table_note.format(score=s) + state[len(note):] if m else state
+                                   for m, s, state in zip(is_masked, data["score_text"], data["state"], strict=True)]
         font = self._fit_labels(data, largest_font, *cell)
         data["text_group"] = [c if label else "" for c, label in zip(data["text_color"], data["label"], strict=True)]
         font_size = f"{font}px"
@@ -445,6 +463,7 @@ class HeatMap(pn.viewable.Viewer):
             self.x_range.factors = columns
             self.y_range.factors = list(reversed(factors))
             self.table.text = escape(self._table_html(data, T, T_k))
+            data.pop("table_state", None)
             # Bokeh sends a source's data each time it is set, equal or not, and the browser
             # redraws the map: an unchanged map (another batch item's, say) is left alone.
             replace_data(self.source, data)
@@ -471,20 +490,21 @@ class HeatMap(pn.viewable.Viewer):
         """Fill ``data["label"]``, the text drawn in each cell, and return its font size in px.
 
         The font is the largest from ``largest_font`` down to ``_MIN_FONT`` at which every shown
-        cell's number fits its cell (else ``_MIN_FONT``). A label that does not fit at it (with
-        its patch, for a masked cell; without the second line first) is ``""``: the cell's
-        colour or hatching, its hover and the mirror table still tell it.
+        cell's number fits its cell. Where none is, no shown cell's number is drawn: a map with
+        some numbers left out (a "−1.00" too wide beside a "1.00") reads as if those cells had
+        none; its colours, the hover and the mirror table tell them all. A masked cell's label
+        that does not fit (with its patch; without the second line first) is ``""``: its
+        hatching, its hover and the table still tell it.
         """
         shown = [t for t, c in zip(data["text"], data["text_color"], strict=True) if c != "masked"]
         font = next((f for f in range(largest_font, _MIN_FONT - 1, -1)
-                     if all(label_fits(t, f, cell_width, cell_height) for t in shown)),
-                    largest_font if largest_font < _MIN_FONT else _MIN_FONT)
+                     if all(label_fits(t, f, cell_width, cell_height) for t in shown)), None)
         for text, colour in zip(data["text"], data["text_color"], strict=True):
-            padding = _PATCH_PADDING if colour == "masked" else 0
-            fits = [t for t in (text, text.split("\n")[0])
-                    if font >= _MIN_FONT and label_fits(t, font, cell_width, cell_height, padding)]
-            data["label"].append(fits[0] if fits else "")
-        return font
+            masked = colour == "masked"
+            fits = [t for t in (text, text.split("\n")[0]) if (font is not None or masked)
+                    and label_fits(t, font or _MIN_FONT, cell_width, cell_height, _PATCH_PADDING if masked else 0)]
+            data["label"].append(fits[0] if fits and largest_font >= _MIN_FONT else "")
+        return font if font is not None else min(largest_font, _MIN_FONT)
 
     def _colour(self, v: float, low: float, high: float) -> str:
         """The palette entry BokehJS's ``LinearColorMapper`` draws ``v`` in over [low, high]."""
@@ -511,7 +531,7 @@ class HeatMap(pn.viewable.Viewer):
 
     @staticmethod
     def _table_cell(data: dict, n: int) -> str:
-        number, state = data["text"][n].split("\n")[0], data["state"][n]
+        number, state = data["text"][n].split("\n")[0], data.get("table_state", data["state"])[n]
         return number if state == "visible" else f"{number} {state}"
 
     @staticmethod
