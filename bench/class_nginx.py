@@ -8,11 +8,13 @@ operator would start them behind a proxy: a shared ``--cookie-secret-file``, an 
 password file, ``--use-xheaders``, ``--allow-websocket-origin`` naming nginx's host:port.
 
 Each learner opens the page as a browser does: ``GET /`` (through nginx's port, or the process's)
-gives the session's token and the cookies (nginx's affinity cookie among them); then the
-``bokeh.client`` websocket (the same port) carries those cookies and the Origin and attaches to
-that session. It then edits ``Query 3`` at classroom.py's pace (a pause of 2–6 s), timed until
-the new ``weights-source`` data arrives, and every fifth edit sets Learner, Label and Prediction
-and presses ``Save run``, timed until the page's save message names the new run. Levels are
+gives the session's token and the cookies (nginx's affinity cookie among them); then a websocket
+(the same port) carries those cookies and the Origin and attaches to that session, speaking
+Bokeh's protocol as BokehJS does (bench/wire_learner.py: ``bokeh.client``, a whole Document per
+learner, saturated the bench's own core from 150 sessions). It then edits ``Query 3`` at
+classroom.py's pace (a pause of 2–6 s), timed until the new ``weights-source`` data arrives, and
+every fifth edit sets Learner, Label and Prediction and presses ``Save run``, timed until the
+page's save message names the new run. Levels are
 cumulative (100, then 50 more, …). At the end the store's rows are counted against the saves the
 pages confirmed, by (Learner, Label), and nginx's access log says which upstream served each
 page and each websocket: the cookie hash must keep the two on one process.
@@ -25,7 +27,6 @@ page opened and closed, not waited for Bokeh's cleanup) divided by the open sess
 from __future__ import annotations
 
 import http.client
-import random
 import re
 import resource
 import subprocess
@@ -42,49 +43,22 @@ from common import CLI, Server, cpu_seconds, free_port, rss_mib, spawn, stop_pro
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from nginx_server import find_nginx, nginx_config, render_site  # noqa: E402
+from wire_learner import HOST, OPENERS, WireLearner  # noqa: E402
 
 LEVELS = (100, 150, 200, 300)
-OPENERS = 4  # pages opening at once, as a class arriving over a minute or two
 HTTP_TIMEOUT_S = 60.0
 EDIT_BUDGET_MS = 250
-HOST = "127.0.0.1"
 LEARNER_PREFIX = "bench learner"
 
-_browser = threading.local()  # the headers the calling learner thread's websocket sends
-
-
-def _websocket_sends_headers() -> None:
-    """Make bokeh.client's websocket request carry the calling thread's ``_browser.headers``.
-
-    A browser's websocket sends the page's cookies (nginx's affinity cookie, which picks the
-    process holding the session) and its Origin; bokeh.client (checked on Bokeh 3.9) builds the
-    request from the URL alone (``HTTPRequest(url)`` in bokeh/client/connection.py). The
-    connection is made in the thread that calls ``pull_session``, so a thread-local is enough.
-    """
-    import bokeh.client.connection as connection
-    from tornado.httpclient import HTTPRequest
-
-    if getattr(connection.HTTPRequest, "sends_browser_headers", False):
-        return
-
-    def request(url, **kwargs):
-        return HTTPRequest(url, headers=getattr(_browser, "headers", None), **kwargs)
-
-    request.sends_browser_headers = True
-    connection.HTTPRequest = request
-
-
 def open_page(port: int) -> tuple[str, dict[str, str]]:
-    """``GET /`` on 127.0.0.1:``port`` as a browser does: the session id in the page's token and
-    the cookies the response sets.
+    """``GET /`` on 127.0.0.1:``port`` as a browser does: the page's session token and the
+    cookies the response sets.
 
     Raises
     ------
     RuntimeError
         The page did not answer 200 or holds no session token.
     """
-    from bokeh.util.token import get_session_id
-
     conn = http.client.HTTPConnection(HOST, port, timeout=HTTP_TIMEOUT_S)
     try:
         conn.request("GET", "/", headers={"Host": f"{HOST}:{port}"})
@@ -100,18 +74,7 @@ def open_page(port: int) -> tuple[str, dict[str, str]]:
     token = re.search(r'"token":\s*"([^"]+)"', body)
     if token is None:
         raise RuntimeError("the page holds no session token")
-    return get_session_id(token.group(1)), {name: morsel.value for name, morsel in cookies.items()}
-
-
-def _message_text(doc, button) -> str:
-    """The text of the model right after ``button`` in its column, the save's status message
-    ("" before the page has made it: it is made at the first save)."""
-    for model in doc.models:
-        children = getattr(model, "children", None)
-        if isinstance(children, list) and button in children:
-            after = children[children.index(button) + 1:]
-            return getattr(after[0], "text", "") if after else ""
-    return ""
+    return token.group(1), {name: morsel.value for name, morsel in cookies.items()}
 
 
 class Tally:
@@ -131,115 +94,6 @@ class Tally:
             out = self.edits, self.saves
             self.edits, self.saves = [], []
         return out
-
-
-class Learner(threading.Thread):
-    """One learner's page on 127.0.0.1:``port``: opened, then edited and saved while active."""
-
-    def __init__(self, index: int, port: int, opener: threading.Semaphore, tally: Tally):
-        super().__init__(daemon=True, name=f"class-learner-{index}")
-        self.index, self.port, self.opener, self.tally = index, port, opener, tally
-        self.ready = threading.Event()
-        self.active = threading.Event()
-        self.stop = threading.Event()
-        self.open_s: float | None = None
-        self.error: str | None = None  # what ended this learner early
-        self.not_saved: list[str] = []  # the page's "Not saved: …" messages
-        self.saved: list[str] = []  # the Labels of the saves the page confirmed
-        self.edits = 0
-
-    @property
-    def name_in_runs(self) -> str:
-        return f"{LEARNER_PREFIX} {self.index}"
-
-    def run(self) -> None:
-        from bokeh.client import pull_session
-
-        try:
-            with self.opener:
-                t = time.monotonic()
-                session_id, cookies = open_page(self.port)
-                _browser.headers = {"Origin": f"http://{HOST}:{self.port}",
-                                    "Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())}
-                session = pull_session(session_id=session_id, url=f"http://{HOST}:{self.port}/")
-                self.open_s = time.monotonic() - t
-        except Exception as exc:  # noqa: BLE001 - reported in the results
-            self.error = f"open: {exc!r}"
-            self.ready.set()
-            return
-        try:
-            self._work(session)
-        except Exception as exc:  # noqa: BLE001 - reported in the results
-            self.error = repr(exc)
-        finally:
-            self.ready.set()
-            session.close()
-
-    def _work(self, session) -> None:
-        from bokeh.models import Button, TextAreaInput, TextInput
-
-        doc = session.document
-        classroom._as_a_browser_does(doc)
-
-        def save_button():
-            return next((m for m in doc.select({"type": Button}) if m.label == "Save run"), None)
-
-        # The page sends what lies below its maps (the record form among it) after the first
-        # paint, as classroom.py's learners wait for it.
-        if not classroom._wait(session, lambda: save_button() is not None, classroom.WAIT_TIMEOUT_S):
-            raise TimeoutError(f"no Save run in {classroom.WAIT_TIMEOUT_S} s")
-        save = save_button()
-        fields = {m.title: m for m in doc.select({"type": TextInput}) if m.title in ("Learner", "Label")}
-        prediction = next(m for m in doc.select({"type": TextAreaInput}) if m.title == "Prediction")
-        weights = doc.get_model_by_name("weights-source")
-        label = classroom._edited("default")
-        fields["Learner"].value = self.name_in_runs
-        rng = random.Random(self.index)
-        self.ready.set()
-        while not self.stop.is_set():
-            if not self.active.wait(timeout=0.5):
-                continue
-            time.sleep(rng.uniform(*classroom.THINK_S))
-            if self.stop.is_set() or not self.active.is_set():
-                continue
-            before = classroom._cells(weights)
-            t = time.monotonic()
-            classroom._type(doc, label, f"{rng.uniform(-3, 3):.4f}")
-            if not classroom._wait(session, lambda b=before: classroom._cells(weights) != b,
-                                   classroom.WAIT_TIMEOUT_S):
-                self.error = ("disconnected" if not session.connected
-                              else f"edit not shown in {classroom.WAIT_TIMEOUT_S} s")
-                return
-            self.tally.add("edits", time.monotonic() - t)
-            self.edits += 1
-            if self.edits % classroom.SAVE_EVERY == 0:
-                self._save(session, fields["Label"], prediction, save)
-                if self.error:
-                    return
-
-    def _save(self, session, label, prediction, save) -> None:
-        """Label, Prediction, Save run, as a learner; timed until the message names the run."""
-        name = f"save {len(self.saved) + len(self.not_saved) + 1}"
-        label.value = name
-        prediction.value = f"{self.name_in_runs}: row 3 moves towards key 3 ({name})"
-        doc = session.document
-        before = _message_text(doc, save)
-        t = time.monotonic()
-        classroom._click(doc, save)
-
-        def said() -> bool:
-            text = _message_text(doc, save)
-            return text != before and ("Saved run" in text or "Not saved" in text)
-
-        if not classroom._wait(session, said, classroom.WAIT_TIMEOUT_S):
-            self.error = ("disconnected during a save" if not session.connected
-                          else f"{name} not confirmed in {classroom.WAIT_TIMEOUT_S} s")
-            return
-        if "Not saved" in (text := _message_text(doc, save)):
-            self.not_saved.append(re.sub(r"<[^>]+>|&[a-z]+;", " ", text).strip())
-            return
-        self.tally.add("saves", time.monotonic() - t)
-        self.saved.append(name)
 
 
 def _tree_cpu(pid: int) -> float:
@@ -336,9 +190,8 @@ def class_run(workdir: Path, store_url: str, processes: int, levels: tuple[int, 
         if front:
             nginx = _start_nginx(workdir / "nginx", (servers[0].port, servers[1].port), front)
         port = front or servers[0].port
-        opener = threading.Semaphore(OPENERS)
         for server in servers:  # one page per process opened and closed: imports, templates
-            warm = Learner(-1, server.port, opener, tally)
+            warm = WireLearner(-1, server.port, tally, open_page, LEARNER_PREFIX)
             warm.start()
             warm.ready.wait()
             warm.stop.set()
@@ -349,7 +202,7 @@ def class_run(workdir: Path, store_url: str, processes: int, levels: tuple[int, 
         for level in levels:
             t = time.monotonic()
             while len(learners) < level:
-                learner = Learner(len(learners), port, opener, tally)
+                learner = WireLearner(len(learners), port, tally, open_page, LEARNER_PREFIX)
                 learner.start()
                 learners.append(learner)
             for learner in learners:
@@ -436,7 +289,6 @@ def _stores(workdir: Path):
 def run(workdir: Path, levels: tuple[int, ...] = LEVELS, phase_s: float = 20.0) -> dict:
     """Every store, one process direct then two behind nginx, at each of ``levels``."""
     classroom._register_panel_models()
-    _websocket_sends_headers()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # a socket and a loop per session
     stores, pg = _stores(workdir)
