@@ -79,6 +79,11 @@ def runs_frame(rows: list[RunSummary], state: InstructorState) -> pd.DataFrame:
 
 
 _DETAILS_CSS = read_text(__package__, "table_details.css")
+_CLEAR_JS = """
+for (const field of [learner, label]) { field.value_input = ""; field.value = "" }
+mode.value = all_modes
+dates.value = null
+"""
 
 
 # "Open run" wraps in a narrow column instead of being cut to "Open…" (Tabulator's cells do not
@@ -136,16 +141,16 @@ class FiltersView(pn.viewable.Viewer):
         # is named by PAGE_ARIA_JS.
         self.dates = pn.widgets.DateRangePicker(label="Created between (local dates)", width=230)
         self.dates.param.watch(self._set_dates, "value")
+        # Cleared in the browser, each field sending its new value as if typed: cleared by the
+        # server, its answer could arrive after the instructor had typed the next filter, and
+        # wipe it from the field (a browser test saw it under load).
         self.clear = pn.widgets.Button(label="Clear filters", color="light", margin=(27, 10, 10, 10))
-        self.clear.on_click(self._clear)
+        self.clear.js_on_click(args={"learner": self.learner, "label": self.label, "mode": self.mode,
+                                     "dates": self.dates, "all_modes": ALL_MODES}, code=_CLEAR_JS)
 
     def _set_dates(self, event) -> None:
         start, end = event.new if event.new else (None, None)
         self.state.param.update(start=start, end=end)
-
-    def _clear(self, event) -> None:
-        self.dates.value = None
-        self.state.param.update(learner="", label="", mode=ALL_MODES, start=None, end=None)
 
     def __panel__(self):
         return pn.FlexBox(self.learner, self.label, self.mode, self.dates, self.clear)
