@@ -5,8 +5,7 @@ upstream behaviour an item relies on changes; read the item's line here before c
 Where Panel's public API could do it, it is used instead (see "public API" under each item).
 
 Process-wide (the whole server process). The first two have a figure in ``make bench``, with
-and without them in the same run (``bench/upstream.py``); the third and fourth are correctness,
-not speed.
+and without them in the same run (``bench/upstream.py``); the others are correctness, not speed.
 
 - :func:`answer_without_nagle_delay` — ``TCP_NODELAY`` on every page's websocket, by putting a
   subclass of Panel's ``WSHandler`` in Bokeh's route table ``bokeh.server.urls.per_app_patterns``
@@ -28,6 +27,11 @@ not speed.
   route a pattern of ours could take comes after Bokeh's page routes.
   Public API: none; Bokeh's ``Server.stop()`` only closes the port, and its ``AuthProvider``
   hooks exist only with a login.
+- :func:`send_updates_queued_during_a_write` — wraps ``panel.io.document._dispatch_msgs``
+  (private). Why: an update queued as a page's previous write ended was never sent, so a saved
+  run's confirmation could stay on the server (``tests/test_upstream.py`` reproduces it with
+  Panel's own queue; the class bench counts saves stored but never confirmed).
+  Upstream: no issue found; Panel has no option for it.
 
 Private Panel names
 
@@ -120,6 +124,37 @@ def answer_without_nagle_delay() -> None:
 
     per_app_patterns[:] = [(route, PromptWSHandler if route == r"/ws" else handler)
                            for route, handler in per_app_patterns]
+
+
+def send_updates_queued_during_a_write() -> None:
+    """Have Panel send every update it queued for a page while a write to that page's websocket
+    was under way.
+
+    Panel queues a page's updates (``panel.io.document._WRITE_MSGS``) while its websocket is
+    being written to (``_WRITE_BLOCK``), and schedules ``_dispatch_msgs`` to send them. When the
+    write under way ends in the same turn of the event loop as the next update is queued, that
+    write's own ``_dispatch_msgs`` clears the block first, and the one scheduled for the new
+    update sees no block and returns without sending: the update stays queued until the page
+    changes again. A saved run's confirmation is often a page's last change until its learner
+    acts again, so the run was stored but the page never said so. Wrapped here, a queued update
+    is always sent, in order: its block is set again before Panel's own code runs. Idempotent.
+    """
+    from functools import wraps
+
+    from panel.io import document
+
+    if getattr(document._dispatch_msgs, "sends_queued_updates", False):
+        return
+    dispatch = document._dispatch_msgs
+
+    @wraps(dispatch)
+    async def _dispatch_msgs(doc):
+        if doc in document._WRITE_MSGS:
+            document._WRITE_BLOCK[doc] = True
+        await dispatch(doc)
+
+    _dispatch_msgs.sends_queued_updates = True
+    document._dispatch_msgs = _dispatch_msgs  # Panel reschedules it by this module-level name
 
 
 def refuse_pages_while(refusing: Callable[[], bool], answer: Callable[[object], None]) -> None:

@@ -207,3 +207,67 @@ def test_num_procs_workers_are_tied_to_their_parent():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0"
+
+
+def _sent_when_a_write_ends_as_the_next_update_queues(monkeypatch) -> list:
+    """Panel's write queue for one page: a write to its websocket is under way; it ends, and in
+    the same turn of the event loop the page's next update is queued (as a Save run's
+    confirmation can be). Returns what reached the page's socket, through Panel's own
+    ``schedule_write_events`` and ``_dispatch_msgs`` (``extra_socket_handlers`` is Panel's hook
+    for other sockets' writes)."""
+    import asyncio
+
+    from panel.io import document as panel_document
+
+    class Socket:
+        pass
+
+    class Connection:  # what Panel reads of Bokeh's ServerConnection
+        _socket = Socket()
+        protocol = SimpleNamespace(create=lambda _kind, events: events)
+
+    connection = Connection()
+    doc = Document()
+    sent: list = []
+
+    async def page() -> None:
+        write_under_way = asyncio.get_running_loop().create_future()
+
+        def write(_connection, msg=None):
+            sent.append(msg)
+            return [write_under_way] if msg == ["first update"] else []
+
+        monkeypatch.setitem(panel_document.extra_socket_handlers, Socket, write)
+        panel_document.schedule_write_events(doc, [connection], ["first update"])
+        await asyncio.sleep(0.01)  # being written
+        write_under_way.set_result(None)  # the write ends: its dispatch goes on in the next turn
+        panel_document.schedule_write_events(doc, [connection], ["Saved run #1"])
+        await asyncio.sleep(0.05)
+
+    try:
+        asyncio.run(page())
+    finally:
+        for queue in (panel_document._WRITE_MSGS, panel_document._WRITE_BLOCK, panel_document._write_tasks):
+            queue.pop(doc, None)
+    return sent
+
+
+def test_panel_leaves_an_update_queued_as_a_write_ends_unsent(monkeypatch):
+    """What ``send_updates_queued_during_a_write`` is for: when this fails, Panel sends it itself."""
+    from panel.io import document as panel_document
+
+    monkeypatch.setattr(panel_document, "_dispatch_msgs",
+                        getattr(panel_document._dispatch_msgs, "__wrapped__", panel_document._dispatch_msgs))
+    assert _sent_when_a_write_ends_as_the_next_update_queues(monkeypatch) == [["first update"]]
+
+
+def test_an_update_queued_as_a_write_ends_is_sent(monkeypatch):
+    from panel.io import document as panel_document
+
+    monkeypatch.setattr(panel_document, "_dispatch_msgs",
+                        getattr(panel_document._dispatch_msgs, "__wrapped__", panel_document._dispatch_msgs))
+    upstream.send_updates_queued_during_a_write()
+    upstream.send_updates_queued_during_a_write()  # idempotent: wrapped once
+    assert panel_document._dispatch_msgs.__wrapped__.__name__ == "_dispatch_msgs"
+    assert not hasattr(panel_document._dispatch_msgs.__wrapped__, "__wrapped__")
+    assert _sent_when_a_write_ends_as_the_next_update_queues(monkeypatch) == [["first update"], ["Saved run #1"]]
