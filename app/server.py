@@ -17,6 +17,7 @@ import socket
 from collections.abc import Sequence
 
 import panel as pn
+from tornado.ioloop import IOLoop
 from tornado.web import OutputTransform
 
 from app.auth import INSTRUCTOR_PATH, exposure_problem, serve_options
@@ -52,26 +53,44 @@ def _out_of_full_collections() -> None:
     every page waited for collections that walked all the others again (30 pages built in one
     process: 8 full collections of up to 2.4 s at load 12; frozen after each page, one of
     0.8 s; bench/README.md, "Issue 25, second pass"). Objects freed by their reference counts
-    (nearly all) are freed as before. Garbage in reference cycles is collected once a session
-    closes (:func:`_collect_closed_pages`).
+    (nearly all) are freed as before. Garbage in reference cycles, which closed pages leave, is
+    collected by :func:`_collect_closed_pages`.
     """
-    global _freeze_after_collecting
-    if _freeze_after_collecting:  # a page closed since the last freeze: its cycles go first
-        _freeze_after_collecting = False
-        gc.collect()
     gc.freeze()
 
 
-_freeze_after_collecting = False
+# Closed pages' cycles are collected once closed pages number a quarter of the open ones: each
+# collection walks every open page, so collecting at every close stalled every session of a full
+# process each time a learner left (bench/README.md, "Issue 25, eighth pass"). A quarter is the
+# growth at which Python collects its oldest objects itself.
+CLOSED_SHARE_COLLECTED = 0.25
+COLLECT_DELAY_S = 1.0  # after the closing hooks that still hold the page (Panel's run after ours)
+_pages = {"open": 0, "closed": 0, "collecting": False}
+
+
+def _count_opened_page(_session_context) -> None:
+    _pages["open"] += 1
 
 
 def _collect_closed_pages(_session_context) -> None:
-    """On a session's end: every object goes back under the collector, so Panel's collection
-    after a closed session (``panel.io.document``, a few seconds later) frees the closed page's
-    cycles, and the next page built collects before it freezes."""
-    global _freeze_after_collecting
+    """On a session's end: once the pages closed since the last collection are a quarter of
+    those still open (:data:`CLOSED_SHARE_COLLECTED`), every object goes back under the
+    collector (:func:`gc.unfreeze`) and, a moment later, one full collection frees the closed
+    pages' cycles and freezes what is left again."""
+    _pages["open"] = max(0, _pages["open"] - 1)
+    _pages["closed"] += 1
+    if _pages["collecting"] or _pages["closed"] < max(1.0, CLOSED_SHARE_COLLECTED * _pages["open"]):
+        return
+    _pages["closed"], _pages["collecting"] = 0, True
     gc.unfreeze()
-    _freeze_after_collecting = True
+
+    def collect() -> None:
+        _pages["collecting"] = False
+        gc.unfreeze()  # again: a page built meanwhile froze everything
+        gc.collect()
+        gc.freeze()
+
+    IOLoop.current().call_later(COLLECT_DELAY_S, collect)
 
 
 def _served_locally(factory, prefix: str = ""):
@@ -256,6 +275,7 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
     send_updates_queued_during_a_write()
     refuse_pages_while(stopping, refuse_page)  # once a stop signal came: see app.shutdown
     log_sessions_and_errors()
+    pn.state.on_session_created(_count_opened_page)
     pn.state.on_session_destroyed(_collect_closed_pages)
     if num_procs != 1:
         workers_end_with_their_parent()

@@ -6,8 +6,9 @@ documents in process (as ``layer_cost.py`` builds one) over one SQLite store, th
 after each page, as ``serve`` does once a page has loaded, the other does not. ``gc.callbacks``
 times every full (generation 2) collection Python starts on its own meanwhile: each one stops
 every session of a served process. At the end one explicit ``gc.collect()`` is timed: what
-Panel's collection after a closed session costs with that many pages open (``serve`` unfreezes
-before it, so that one is not spared; this says what the pages cost a full collection).
+the collection of closed pages costs with that many pages open (``serve`` unfreezes before it,
+once closed pages number a quarter of the open ones; this says what the pages cost a full
+collection).
 
 ``python bench/gc_freeze.py [--pages N] [--edits N]``; ``make bench ARGS='--only gc_freeze'``.
 """

@@ -21,8 +21,9 @@ from pathlib import Path
 import panel as pn
 from tornado.httpclient import AsyncHTTPClient
 
+from app import server
 from app.learner.page import create_page
-from app.server import _collect_closed_pages, _out_of_full_collections
+from app.server import _collect_closed_pages, _count_opened_page, _out_of_full_collections
 from app.store import RunStore, sqlite_url
 
 
@@ -43,7 +44,8 @@ def _serve_pages_and_let_them_end(store: RunStore, pages: int) -> list[tuple[wea
         _out_of_full_collections()
         return page
 
-    pn.state.on_session_destroyed(_collect_closed_pages)  # as serve registers it
+    pn.state.on_session_created(_count_opened_page)  # as serve registers them
+    pn.state.on_session_destroyed(_collect_closed_pages)
     server = pn.serve({"/": factory}, port=0, address="127.0.0.1", show=False, start=False,
                       check_unused_sessions_milliseconds=50, unused_session_lifetime_milliseconds=50)
 
@@ -84,3 +86,39 @@ def test_an_ended_session_leaves_no_page_document_or_notification_area_behind(tm
     child = subprocess.run([sys.executable, "-c", code], cwd=tests.parent, capture_output=True,
                            text=True, timeout=120)
     assert child.returncode == 0 and child.stdout.strip().endswith("ok"), child.stderr[-3000:]
+
+
+def test_closed_pages_are_collected_once_they_are_a_quarter_of_the_open_ones(monkeypatch):
+    """A collection walks every open page, stopping each of them: with 100 pages open, the 25th
+    page to close brings every object back under the collector, not each one; one collection then
+    frees the closed pages' cycles and freezes the rest again."""
+    calls: list[str] = []
+    monkeypatch.setattr(server, "_pages", {"open": 0, "closed": 0, "collecting": False})
+    monkeypatch.setattr(server, "COLLECT_DELAY_S", 0.01)
+    for name in ("unfreeze", "collect", "freeze"):
+        monkeypatch.setattr(server.gc, name, lambda name=name: calls.append(name))
+
+    async def class_of_100() -> None:
+        for _ in range(100):
+            _count_opened_page(None)
+        for closed in range(1, 20):
+            _collect_closed_pages(None)
+            assert calls == [], f"collected after {closed} of 100 pages closed"
+        _collect_closed_pages(None)  # 20 closed, 80 open: a quarter
+        assert calls == ["unfreeze"]
+        _collect_closed_pages(None)  # closes while the collection waits: that one frees it too
+        await asyncio.sleep(0.1)
+        assert calls == ["unfreeze", "unfreeze", "collect", "freeze"]
+        calls.clear()
+        for _ in range(18):  # 78 open, one closed since: collected again after 15 more
+            _collect_closed_pages(None)
+        assert calls.count("unfreeze") == 1, calls
+        await asyncio.sleep(0.1)
+        calls.clear()
+        while server._pages["open"] > 0:  # the class leaves: the last page is collected too
+            _collect_closed_pages(None)
+        assert calls[-1:] == ["unfreeze"]
+        await asyncio.sleep(0.1)
+        assert calls[-3:] == ["unfreeze", "collect", "freeze"]
+
+    asyncio.run(class_of_100())
