@@ -14,6 +14,7 @@ import asyncio
 import gc
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 import panel as pn
 from tornado.httpclient import AsyncHTTPClient
 
-from app import server
+from app import server as server_module
 from app.learner.page import create_page
 from app.server import _collect_closed_pages, _count_opened_page, _out_of_full_collections
 from app.store import RunStore, sqlite_url
@@ -44,6 +45,7 @@ def _serve_pages_and_let_them_end(store: RunStore, pages: int) -> list[tuple[wea
         _out_of_full_collections()
         return page
 
+    server_module.COLLECT_DELAY_S = 0.05  # a second in serve: here the test waits for it
     pn.state.on_session_created(_count_opened_page)  # as serve registers them
     pn.state.on_session_destroyed(_collect_closed_pages)
     server = pn.serve({"/": factory}, port=0, address="127.0.0.1", show=False, start=False,
@@ -55,8 +57,8 @@ def _serve_pages_and_let_them_end(store: RunStore, pages: int) -> list[tuple[wea
             response = await client.fetch(f"http://127.0.0.1:{server.port}/")
             assert response.code == 200
         deadline = time.monotonic() + 20
-        while len(ended) < pages and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        while (len(ended) < pages or server_module._pages["collecting"]) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)  # ended, and the closed pages' collection done
         await asyncio.sleep(0.1)  # the rest of the destroy hooks, after ours
 
     server.start()  # its unused-session check, as serve's
@@ -93,10 +95,10 @@ def test_closed_pages_are_collected_once_they_are_a_quarter_of_the_open_ones(mon
     page to close brings every object back under the collector, not each one; one collection then
     frees the closed pages' cycles and freezes the rest again."""
     calls: list[str] = []
-    monkeypatch.setattr(server, "_pages", {"open": 0, "closed": 0, "collecting": False})
-    monkeypatch.setattr(server, "COLLECT_DELAY_S", 0.01)
+    monkeypatch.setattr(server_module, "_pages", {"open": 0, "closed": 0, "collecting": False})
+    monkeypatch.setattr(server_module, "COLLECT_DELAY_S", 0.01)
     for name in ("unfreeze", "collect", "freeze"):
-        monkeypatch.setattr(server.gc, name, lambda name=name: calls.append(name))
+        monkeypatch.setattr(server_module.gc, name, lambda name=name: calls.append(name))
 
     async def class_of_100() -> None:
         for _ in range(100):
@@ -115,10 +117,24 @@ def test_closed_pages_are_collected_once_they_are_a_quarter_of_the_open_ones(mon
         assert calls.count("unfreeze") == 1, calls
         await asyncio.sleep(0.1)
         calls.clear()
-        while server._pages["open"] > 0:  # the class leaves: the last page is collected too
+        while server_module._pages["open"] > 0:  # the class leaves: the last page is collected too
             _collect_closed_pages(None)
         assert calls[-1:] == ["unfreeze"]
         await asyncio.sleep(0.1)
         assert calls[-3:] == ["unfreeze", "collect", "freeze"]
 
-    asyncio.run(class_of_100())
+    # On a thread of its own: the test process may already run an event loop (Playwright's).
+    failed: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _run_catching(class_of_100(), failed))
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the class did not finish in 30 s"
+    if failed:
+        raise failed[0]
+
+
+def _run_catching(coroutine, failed: list[BaseException]) -> None:
+    try:
+        asyncio.run(coroutine)
+    except BaseException as exc:  # re-raised in the test's thread
+        failed.append(exc)
