@@ -33,7 +33,6 @@ from app.upstream import (
     answer_without_nagle_delay,
     load_mathjax_only_for_tex,
     refuse_pages_while,
-    send_updates_queued_during_a_write,
     workers_end_with_their_parent,
 )
 
@@ -272,7 +271,6 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
               f"{' '.join(embed_origins)}", flush=True)
     load_mathjax_only_for_tex()
     answer_without_nagle_delay()
-    send_updates_queued_during_a_write()
     refuse_pages_while(stopping, refuse_page)  # once a stop signal came: see app.shutdown
     log_sessions_and_errors()
     pn.state.on_session_created(_count_opened_page)

@@ -28,9 +28,10 @@ and without them in the same run (``bench/upstream.py``); the others are correct
   Public API: none; Bokeh's ``Server.stop()`` only closes the port, and its ``AuthProvider``
   hooks exist only with a login.
 - :func:`send_updates_queued_during_a_write` — wraps ``panel.io.document._dispatch_msgs``
-  (private). Why: an update queued as a page's previous write ended was never sent, so a saved
-  run's confirmation could stay on the server (``tests/test_upstream.py`` reproduces it with
-  Panel's own queue; the class bench counts saves stored but never confirmed).
+  (private), from each page's ``serve_session`` (so under ``panel serve`` too). Why: an update
+  queued as a page's previous write ended was never sent, so a saved run's confirmation could
+  stay on the server (``tests/test_upstream.py`` reproduces it with Panel's own queue; the class
+  bench counts saves stored but never confirmed).
   Upstream: no issue found; Panel has no option for it.
 
 Private Panel names

@@ -271,3 +271,22 @@ def test_an_update_queued_as_a_write_ends_is_sent(monkeypatch):
     assert panel_document._dispatch_msgs.__wrapped__.__name__ == "_dispatch_msgs"
     assert not hasattr(panel_document._dispatch_msgs.__wrapped__, "__wrapped__")
     assert _sent_when_a_write_ends_as_the_next_update_queues(monkeypatch) == [["first update"], ["Saved run #1"]]
+
+
+def test_every_served_page_sends_queued_updates(monkeypatch, tmp_path):
+    """Both pages' session set-up wraps the queue, so ``panel serve`` of a page module does too."""
+    from panel.io import document as panel_document
+
+    from app.instructor.page import InstructorPage
+    from app.learner.page import LearnerPage
+    from app.store import RunStore, sqlite_url
+
+    unwrapped = getattr(panel_document._dispatch_msgs, "__wrapped__", panel_document._dispatch_msgs)
+    store = RunStore(sqlite_url(tmp_path / "runs.db"))
+    try:
+        for page in (lambda: LearnerPage(store=store), lambda: InstructorPage(store)):
+            monkeypatch.setattr(panel_document, "_dispatch_msgs", unwrapped)
+            page().serve_session()
+            assert getattr(panel_document._dispatch_msgs, "sends_queued_updates", False)
+    finally:
+        store.close()

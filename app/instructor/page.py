@@ -28,7 +28,7 @@ from app.shared.html import html
 from app.shared.static import read_text
 from app.shared.widgets import keyboard_callback, like_the_first_paint
 from app.store import RunStore, resolve_store_url
-from app.upstream import close_session_connections
+from app.upstream import close_session_connections, send_updates_queued_during_a_write
 
 REFRESH_MS = 2000
 # How often an open page asks whether its login has ended (a cached check: app.logins.RECHECK_S),
@@ -271,6 +271,7 @@ class InstructorPage(pn.viewable.Viewer):
     def serve_session(self) -> InstructorPage:
         """Set this browser session up for the page: its disconnect notice and the runs table's
         and date picker's ARIA fixes (see ``PAGE_ARIA_JS``). Returns the page."""
+        send_updates_queued_during_a_write()  # under `panel serve` too (app.upstream)
         # After a server restart the page would keep a stale table whose filters and exports
         # silently do nothing: say so, as the learner page does.
         announce_lost_connection(DISCONNECTED, STALE_COUNT_JS)

@@ -27,6 +27,7 @@ from app.shared.html import Markup, html
 from app.shared.static import read_text
 from app.shared.widgets import Reflowing, insert_after, keyboard_callback, when_first
 from app.store import RunStore, resolve_store_url
+from app.upstream import send_updates_queued_during_a_write
 
 TITLE = "Self-attention workbench"
 
@@ -214,6 +215,7 @@ class LearnerPage(pn.viewable.Viewer):
         unless ``notice_in_header`` is false: a layout without this page's header), its saved
         runs listed from its key (:attr:`page_key`; Save run waits for it) and kept in the URL.
         Returns the page, for ``pn.serve``."""
+        send_updates_queued_during_a_write()  # under `panel serve` too: a save is always confirmed
         # A learner whose server went away is told so, instead of clicking Save run into a dead
         # connection and believing the run was saved.
         if notice_in_header:
