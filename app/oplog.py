@@ -115,6 +115,10 @@ class _UTCFormatter(logging.Formatter):
     converter = time.gmtime
 
 
+#: Tornado's loggers sent through :func:`configure`'s handler, each with the least level logged.
+TORNADO_LOGGERS = {"tornado.access": "WARNING", "tornado.application": "INFO", "tornado.general": "INFO"}
+
+
 def configure(level: str = "INFO") -> logging.Handler:
     """Send the workbench's log lines at ``level`` and above to stderr, each line
     ``<UTC time> <LEVEL> <what> key=value…``; calling it again replaces the earlier handler.
@@ -135,7 +139,17 @@ def configure(level: str = "INFO") -> logging.Handler:
     root.addHandler(handler)
     root.setLevel(level.upper())
     root.propagate = False  # the lines once, in this format, whatever else configures logging
+    # Tornado's own lines (a refused or failed request, an error outside a page) in the same
+    # format, not Python's bare default: its answered requests (below WARNING) are left out.
+    for name, least in TORNADO_LOGGERS.items():
+        tornado_logger = logging.getLogger(name)
+        for old in [h for h in tornado_logger.handlers if isinstance(h, _CurrentStderr)]:
+            tornado_logger.removeHandler(old)
+        tornado_logger.addHandler(handler)
+        tornado_logger.setLevel(max(logging.getLevelName(least), logging.getLevelName(level.upper())))
+        tornado_logger.propagate = False
     return handler
+
 
 
 # --- a Panel server's sessions and callback errors -----------------------------------------

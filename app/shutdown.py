@@ -158,6 +158,7 @@ def end_process(status: int = 0) -> None:
     The interpreter's own exit would first collect every session's Bokeh document one object at
     a time, which for a class's pages takes longer than the grace; nothing of them needs saving.
     """
+    log.info("stopped: exit status %d", status)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

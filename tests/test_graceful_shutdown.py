@@ -77,9 +77,10 @@ def click_save_and_wait_until_it_waits_on_the_store(page, server, health: Health
 
 def assert_stopping_lines_name_no_session(log: str) -> None:
     """The operator's "stopping: …" lines are about the process, never one page's session."""
-    stopping = [line for line in log.splitlines() if " stopping: " in line]
+    stopping = [line for line in log.splitlines() if " stopping: " in line or " stopped: " in line]
     assert stopping, log
     assert not [line for line in stopping if "session=" in line], stopping
+    assert re.search(r" stopped: exit status \d+$", stopping[-1]), stopping  # its last line: it ended
 
 
 def test_every_pages_lost_connection_message_can_name_a_restart():

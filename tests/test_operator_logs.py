@@ -77,6 +77,10 @@ def test_logins_sessions_and_their_closing_name_the_forwarded_client_under_use_x
         line(server, rf"INFO session opened page=instructor {SESSION} client=203\.0\.113\.8")
         assert request(server, "GET", "/embed", headers={"X-Forwarded-For": "203.0.113.10"}).status == 200
         line(server, rf"INFO session opened page=embed {SESSION} client=203\.0\.113\.10")
+        # Tornado's line for a refused request, in the same format (not Python's bare default).
+        assert request(server, "GET", "/no-such-page", headers={"X-Forwarded-For": "203.0.113.11"}).status == 404
+        line(server, r"WARNING 404 GET /no-such-page \(203\.0\.113\.11\) [\d.]+ms")
+        assert not re.search(r"^(WARNING:tornado|\d{3} (GET|POST) )", server.log.read_text(), re.MULTILINE)
         assert request(server, "GET", "/logout", headers=logged_in).status == 200
         line(server, r"INFO logout client=203\.0\.113\.8")
         # A page never connected: Bokeh drops its session after the unused-session lifetime.
