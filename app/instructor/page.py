@@ -47,7 +47,8 @@ INTRO = (
     "two runs (or click two points in the class picture) to compare them; ticking a third "
     "replaces the oldest.</p>")
 DISCONNECTED = ("Connection to the workbench server lost: this page no longer updates, and its filters, "
-                "exports and comparison do nothing. Reload the page once the server is back; saved runs are kept.")
+                "exports and comparison do nothing. Reload the page, again in a moment if it does not load; saved runs "
+                "are kept.")
 # The run count above the table says the table is stale too, long after the notice was read.
 STALE_COUNT_JS = mark_stale_js(
     ".runs-count", " The connection to the server was lost: this table no longer updates; reload the page.")

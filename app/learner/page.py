@@ -61,7 +61,7 @@ _MAIN_FLEX = {"flex": "99999 1 480px", "min-width": "0"}
 _MATRIX_MODE = "matrices".__eq__  # a value of LearnerState.input_mode: the layer's inputs (X, W)
 
 DISCONNECTED = ("Connection to the workbench server lost: nothing you do now is saved. "
-                "Reload the page once the server is back; your saved runs are kept.")
+                "Reload the page, again in a moment if it does not load; your saved runs are kept.")
 # The lost-connection notice in the header bar's free right part, two lines high at most: in
 # Panel's corner (bottom right) it covered Saved runs' Open links at the page's end. Notyf's
 # ripple paints a toast only as wide as it is high, so the wide one gets its own background.
