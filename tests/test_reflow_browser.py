@@ -115,6 +115,11 @@ def test_at_640_px_long_unbroken_learner_text_wraps_or_scrolls_in_its_own_box(se
     page.get_by_label("Learner", exact=True).fill("L" * 100)
     save_run(page, "B" * 100)
     assert_fits(page, 640, "a long learner and label saved")
+    # A broken run beside it, its failed checks named: the table fits, its Open links in view.
+    page.get_by_label("Mask after softmax (broken)", exact=True).check()
+    save_run(page, "broken")
+    expect(page.get_by_role("table", name="Saved runs").locator("tbody tr")).to_have_count(2)
+    assert page.evaluate(SCROLLING_SIDEWAYS_JS) == []
 
 
 def test_at_1280_px_with_200_percent_zoom_the_page_is_one_column(browser, server):
