@@ -151,7 +151,6 @@ def configure(level: str = "INFO") -> logging.Handler:
     return handler
 
 
-
 # --- a Panel server's sessions and callback errors -----------------------------------------
 
 _opened: dict[str, float] = {}  # session id → when it opened (monotonic seconds), this process

@@ -138,7 +138,8 @@ def send_updates_queued_during_a_write() -> None:
     update sees no block and returns without sending: the update stays queued until the page
     changes again. A saved run's confirmation is often a page's last change until its learner
     acts again, so the run was stored but the page never said so. Wrapped here, a queued update
-    is always sent, in order: its block is set again before Panel's own code runs. Idempotent.
+    is always sent, after those queued before it: its block is set again before Panel's own code
+    runs. Idempotent.
     """
     from functools import wraps
 
