@@ -73,19 +73,18 @@ def _count_opened_page(_session_context) -> None:
 
 def _collect_closed_pages(_session_context) -> None:
     """On a session's end: once the pages closed since the last collection are a quarter of
-    those still open (:data:`CLOSED_SHARE_COLLECTED`), every object goes back under the
-    collector (:func:`gc.unfreeze`) and, a moment later, one full collection frees the closed
-    pages' cycles and freezes what is left again."""
+    those still open (:data:`CLOSED_SHARE_COLLECTED`), a moment later every object goes back
+    under the collector (:func:`gc.unfreeze`), one full collection frees the closed pages'
+    cycles, and what is left is frozen again. Pages closing meanwhile wait for that one."""
     _pages["open"] = max(0, _pages["open"] - 1)
     _pages["closed"] += 1
     if _pages["collecting"] or _pages["closed"] < max(1.0, CLOSED_SHARE_COLLECTED * _pages["open"]):
         return
     _pages["closed"], _pages["collecting"] = 0, True
-    gc.unfreeze()
 
     def collect() -> None:
         _pages["collecting"] = False
-        gc.unfreeze()  # again: a page built meanwhile froze everything
+        gc.unfreeze()
         gc.collect()
         gc.freeze()
 
