@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from postgres_server import start_postgres
+from workbench_server import run_coroutine as run
 from workbench_server import start_server
 
 from app import auth, health
 from app.health import HEALTH_PATH, health_patterns, store_problem
 from app.store import RunStore, StoreError, sqlite_url
-
-
-def run(coroutine):
-    """``asyncio.run`` on a thread of its own: on a pytest worker that has run a browser test,
-    Playwright's sync API keeps an event loop running in the main thread."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 def ask(url: str, path: str, method: str = "GET") -> tuple[int, str, dict]:

@@ -14,13 +14,13 @@ import asyncio
 import gc
 import subprocess
 import sys
-import threading
 import time
 import weakref
 from pathlib import Path
 
 import panel as pn
 from tornado.httpclient import AsyncHTTPClient
+from workbench_server import run_coroutine
 
 from app import server as server_module
 from app.learner.page import create_page
@@ -107,34 +107,22 @@ def test_closed_pages_are_collected_once_they_are_a_quarter_of_the_open_ones(mon
             _collect_closed_pages(None)
             assert calls == [], f"collected after {closed} of 100 pages closed"
         _collect_closed_pages(None)  # 20 closed, 80 open: a quarter
-        assert calls == ["unfreeze"]
+        assert calls == [] and server_module._pages["collecting"]  # a moment later
         _collect_closed_pages(None)  # closes while the collection waits: that one frees it too
         await asyncio.sleep(0.1)
-        assert calls == ["unfreeze", "unfreeze", "collect", "freeze"]
+        assert calls == ["unfreeze", "collect", "freeze"]
         calls.clear()
-        for _ in range(18):  # 78 open, one closed since: collected again after 15 more
+        for closed in range(1, 15):  # 78 open, one closed since: collected again after 15 more
             _collect_closed_pages(None)
-        assert calls.count("unfreeze") == 1, calls
+            assert not server_module._pages["collecting"], f"collecting after {closed} more"
+        _collect_closed_pages(None)
+        assert server_module._pages["collecting"]
         await asyncio.sleep(0.1)
+        assert calls == ["unfreeze", "collect", "freeze"]
         calls.clear()
         while server_module._pages["open"] > 0:  # the class leaves: the last page is collected too
             _collect_closed_pages(None)
-        assert calls[-1:] == ["unfreeze"]
         await asyncio.sleep(0.1)
-        assert calls[-3:] == ["unfreeze", "collect", "freeze"]
+        assert calls[-3:] == ["unfreeze", "collect", "freeze"] and not server_module._pages["collecting"]
 
-    # On a thread of its own: the test process may already run an event loop (Playwright's).
-    failed: list[BaseException] = []
-    thread = threading.Thread(target=lambda: _run_catching(class_of_100(), failed))
-    thread.start()
-    thread.join(timeout=30)
-    assert not thread.is_alive(), "the class did not finish in 30 s"
-    if failed:
-        raise failed[0]
-
-
-def _run_catching(coroutine, failed: list[BaseException]) -> None:
-    try:
-        asyncio.run(coroutine)
-    except BaseException as exc:  # re-raised in the test's thread
-        failed.append(exc)
+    run_coroutine(class_of_100())  # the test process may already run an event loop (Playwright's)

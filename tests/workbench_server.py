@@ -12,6 +12,7 @@ store; the page helpers wait by polling (``expect``, ``wait_for_function`` or
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -526,3 +528,11 @@ class ExitWatch(threading.Thread):
         self.join(timeout)
         assert self.ended_at is not None, f"the process did not end within {timeout} s"
         return self.ended_at - since
+
+
+def run_coroutine(coroutine):
+    """``asyncio.run`` on a thread of its own, returning its result or raising its error: on a
+    pytest worker that has run a browser test, Playwright's sync API keeps an event loop running
+    in the main thread."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
