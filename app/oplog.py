@@ -130,24 +130,18 @@ def configure(level: str = "INFO") -> logging.Handler:
     """
     if level.upper() not in LEVELS:
         raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)}")
-    root = logging.getLogger(LOGGER)
-    for handler in [h for h in root.handlers if isinstance(h, _CurrentStderr)]:
-        root.removeHandler(handler)
     handler = _CurrentStderr()
     handler.setFormatter(_UTCFormatter("%(asctime)s %(levelname)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ"))
     handler.addFilter(_SessionField())
-    root.addHandler(handler)
-    root.setLevel(level.upper())
-    root.propagate = False  # the lines once, in this format, whatever else configures logging
     # Tornado's own lines (a refused or failed request, an error outside a page) in the same
     # format, not Python's bare default: its answered requests (below WARNING) are left out.
-    for name, least in TORNADO_LOGGERS.items():
-        tornado_logger = logging.getLogger(name)
-        for old in [h for h in tornado_logger.handlers if isinstance(h, _CurrentStderr)]:
-            tornado_logger.removeHandler(old)
-        tornado_logger.addHandler(handler)
-        tornado_logger.setLevel(max(logging.getLevelName(least), logging.getLevelName(level.upper())))
-        tornado_logger.propagate = False
+    for name, least in {LOGGER: level.upper(), **TORNADO_LOGGERS}.items():
+        log = logging.getLogger(name)
+        for old in [h for h in log.handlers if isinstance(h, _CurrentStderr)]:
+            log.removeHandler(old)
+        log.addHandler(handler)
+        log.setLevel(max(logging.getLevelName(least), logging.getLevelName(level.upper())))
+        log.propagate = False  # the lines once, in this format, whatever else configures logging
     return handler
 
 
