@@ -53,14 +53,10 @@ SCROLLING_SIDEWAYS_JS = """(designated) => {
 
 
 # How each named figure's canvas is clipped, as the browser computed it.
-CANVAS_CLIPS_JS = """(names) => {
-  const views = [], walk = (v) => { if (v) { views.push(v); (v.child_views || []).forEach(walk) } }
-  Object.values(Bokeh.index).forEach(walk)
-  return names.map(n => {
-    const m = Bokeh.documents[0].get_model_by_name(n), v = views.find(v => v.model === m)
-    return [n, getComputedStyle(v.shadow_el.querySelector('.bk-Canvas')).clipPath]
-  })
-}"""
+CANVAS_CLIPS_JS = """(names) => names.map(n => {
+  const view = Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name(n))
+  return [n, getComputedStyle(view.shadow_el.querySelector('.bk-Canvas')).clipPath]
+})"""
 
 
 def assert_fits(page, width: int, where: str) -> None:
