@@ -5,6 +5,7 @@ beside row 2's outcome."""
 from __future__ import annotations
 
 import pytest
+from bokeh.document import Document
 from store_helpers import PAGE_KEY, sqlite_store
 
 from app.learner.embed import EmbedPage
@@ -49,6 +50,23 @@ def test_saving_still_needs_the_prediction_and_stores_it(tmp_path):
     record = state.save_run()
     assert record is not None and record.prediction == "row 2 keeps no future weight"
     assert state.store.get(record.id).prediction == "row 2 keeps no future weight"
+
+
+def test_a_first_prediction_and_a_first_save_add_no_model_to_the_page(learner_page):
+    # A model added to a served page makes Bokeh walk every model of that page again, on the
+    # server's one thread, as the learner waits: the outcome and the save's message are made with
+    # the page and only shown, since nearly every learner writes a prediction and saves.
+    page, doc = learner_page, Document()
+    doc.add_root(page.__panel__().get_root(doc))
+    page.make_below_maps()  # what `serve` adds once the page has loaded
+    models = set(doc.models)
+    state = page.state
+    state.awaiting_key = False
+    state.prediction = "row 2 keeps no future weight"
+    assert state.save_run() is not None
+    assert page.prediction.outcome.visible and "row 2 keeps no future weight" in page.prediction.outcome.object
+    assert page.record.message.visible and "Saved run" in page.record.message.object
+    assert set(doc.models) == models
 
 
 def test_the_prediction_leads_the_main_area_in_one_layout_only(learner_page):

@@ -143,7 +143,6 @@ class EmbedPage(pn.viewable.Viewer):
                                       visible=pn.bind(bool, self.param.host_message),
                                       stylesheets=[STATUS_CSS], sizing_mode="stretch_width")
         r = p.record
-        r.make_message()  # laid out below beside the button, before there is anything to say
         i.tokens.width, i.failure_mode.width = 70, 230  # side by side in 340 px
         # The PNG buttons stay on the full page: here the frame's height goes to the maps.
         m = p.matrices

@@ -18,7 +18,6 @@ from app.shared.connection import mark_stale_js
 from app.shared.html import Markup, html, join
 from app.shared.numbers import format_number
 from app.shared.static import read_text
-from app.shared.widgets import when_first
 from attention_core import AttentionResult
 from attention_core.modes import run_title
 from attention_core.records import TEXT_LIMITS
@@ -103,17 +102,14 @@ class PredictionView(pn.viewable.Viewer):
             max_length=MAX_TYPED, height=80, width=620)
         self.prompt = pn.pane.HTML(html("<h3>Predict first</h3><p>{} Write your prediction before "
                                         "you look at the weights.</p>", PREDICT_QUESTION), margin=(0, 10))
-        self._layout = pn.Column(self.prompt, self.prediction, margin=0, sizing_mode="stretch_width")
-        # The prediction beside the run's outcome, made once a prediction is first written.
-        self.outcome: pn.pane.HTML | None = None
-        when_first(s, "prediction", self._make_outcome, _written)
-
-    def _make_outcome(self) -> None:
-        s = self.state
+        # The prediction beside the run's outcome, shown once a prediction is written. Made with
+        # the page, as nearly every learner writes one: a pane added later makes Bokeh walk the
+        # whole page's models again, at the moment the learner acts (bench/README.md).
         self.outcome = pn.pane.HTML(
             pn.bind(outcome_html, s.param.prediction, s.param.result, s.param.input_ok),
             visible=pn.bind(_written, s.param.prediction), margin=(0, 10), sizing_mode="stretch_width")
-        self._layout.append(self.outcome)
+        self._layout = pn.Column(self.prompt, self.prediction, self.outcome, margin=0,
+                                 sizing_mode="stretch_width")
 
     def __panel__(self):
         return self._layout
@@ -141,22 +137,15 @@ class RecordView(pn.viewable.Viewer):
             disabled=pn.bind(lambda ok, error: not ok or bool(error),
                              s.param.input_ok, s.param.tokens_error))
         self.button.on_click(lambda _event: s.save_run())
-        self._layout = pn.Column(
-            pn.pane.HTML("<h3>Record your run</h3>"),
-            pn.Row(self.learner, self.label), self.button)
-        # What Save run did, made the first time there is something to say.
-        self.message: pn.pane.HTML | None = None
-        when_first(s, "save_message", self.make_message)
-
-    def make_message(self) -> None:
-        """Make the pane saying what Save run did (:attr:`message`) and put it under the button, once."""
-        if self.message is not None:
-            return
-        s = self.state
+        # What Save run did, under the button. Made with the form, as every save says something:
+        # a pane added at the first save would make Bokeh walk the whole page's models again
+        # just as the learner waits for the answer (bench/README.md).
         self.message = pn.pane.HTML(
             pn.bind(status_html, s.param.save_message, s.param.save_ok),
             visible=pn.bind(bool, s.param.save_message), stylesheets=[STATUS_CSS])
-        self._layout.append(self.message)
+        self._layout = pn.Column(
+            pn.pane.HTML("<h3>Record your run</h3>"),
+            pn.Row(self.learner, self.label), self.button, self.message)
 
     def __panel__(self):
         return self._layout
