@@ -13,6 +13,8 @@ from html import unescape
 
 import numpy as np
 import pytest
+from bokeh.document import Document
+from panel.io.state import set_curdoc
 from store_helpers import sqlite_store
 
 from app.learner.checks import OTHER_LIBRARIES, readouts_html, row_sum_html
@@ -470,6 +472,22 @@ def test_a_double_clicked_save_does_not_save_the_same_run_twice(state):
     assert state.store.count() == 1
     state.label = "again"
     assert state.save_run() is not None and len(state.saved) == 2
+
+
+def test_a_saves_changes_to_the_page_are_held_into_one_message(state):
+    # Unheld, each view's change went to the browser as a message of its own (13 per save).
+    doc, held = Document(), []
+    state.param.watch(lambda *events: held.extend(doc.callbacks.hold_value for _ in events),
+                      ["saved", "owned", "last_saved", "save_message"])
+    state.prediction = "p"
+    with set_curdoc(doc):
+        assert state.save_run() is not None
+    assert held == ["combine"] * 4 and doc.callbacks.hold_value is None
+    assert state.save_message == f"Saved run #1 ({state.saved[0].id})."
+    state.label = "again"
+    with set_curdoc(doc):
+        state.save_run()
+    assert state.save_message == f"Saved run “again” ({state.saved[1].id})."
 
 
 def test_restore_runs_takes_back_saved_runs_and_skips_anything_else(state, tmp_path):

@@ -670,10 +670,12 @@ class LearnerState(param.Parameterized):
         except StoreError as exc:  # already a sentence: "Run not saved: the store … is full."
             self.param.update(save_ok=False, save_message=str(exc))
             return None
-        self.param.update(owned=[*self.owned, record.id], saved=[*self.saved, record], last_saved=record,
-                          self_check=None)
-        name = f"“{record.label}”" if record.label else f"#{len(self.saved)}"
-        self.param.update(save_ok=True, save_message=f"Saved run {name} ({record.id}).")
+        name = f"“{record.label}”" if record.label else f"#{len(self.saved) + 1}"
+        # Held, as an edit's result is: the new run in Saved runs, its tick, the exercise's test
+        # and this message reach the browser as one message, not one per view.
+        with pn.io.hold():
+            self.param.update(owned=[*self.owned, record.id], saved=[*self.saved, record], last_saved=record,
+                              self_check=None, save_ok=True, save_message=f"Saved run {name} ({record.id}).")
         return record
 
     def take_page_key(self, key: str) -> None:
