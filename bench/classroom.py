@@ -36,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import cpu_seconds, rss_mib, start_baseline, start_workbench, summary
+from common import cpu_seconds, rss_mib, send_frames_at_once, start_baseline, start_workbench, summary
 
 THINK_S = (2.0, 6.0)  # a learner's pause between edits, uniform
 RSS_TARGET_MIB = {"default": 4.0, "largest": 4.0, "layer": 5.0}  # per open page: issues 13, 23
@@ -55,6 +55,25 @@ def _register_panel_models() -> None:
             importlib.import_module(f"panel.models.{info.name}")
         except Exception:  # noqa: BLE001 - optional extras (e.g. vtk) are not needed here
             pass
+
+
+def _bokeh_client_sends_frames_at_once() -> None:
+    """Each ``bokeh.client`` connection made from now on sends its frames at once, as a browser
+    does (common.send_frames_at_once). Bokeh wraps every socket it connects in
+    ``WebSocketClientConnectionWrapper``, which offers no option for it: wrapped here, once."""
+    from bokeh.client import websocket
+
+    wrapper = websocket.WebSocketClientConnectionWrapper
+    if getattr(wrapper, "sends_frames_at_once", False):
+        return
+    wrap = wrapper.__init__
+
+    def __init__(self, socket) -> None:
+        wrap(self, socket)
+        send_frames_at_once(socket)
+
+    wrapper.__init__ = __init__
+    wrapper.sends_frames_at_once = True
 
 
 def _as_a_browser_does(doc) -> None:
@@ -316,6 +335,7 @@ def client_floor(workdir: Path, edits: int = 20, size: str = "default") -> dict:
     from bokeh.client import pull_session
     from bokeh.models import TextInput
 
+    _bokeh_client_sends_frames_at_once()
     server = start_baseline(workdir / "classroom-baseline.log", *(SIZES[size] or (3, 1)), **LAYER.get(size, {}))
     samples = []
     try:
@@ -384,6 +404,7 @@ def run(workdir: Path, levels: tuple[int, ...], phase_s: float, wait_cleanup: bo
     from app.server import CHECK_UNUSED_SESSIONS_MS, UNUSED_SESSION_LIFETIME_MS
 
     _register_panel_models()
+    _bokeh_client_sends_frames_at_once()
     # Bokeh discards idle sessions; the collector then frees them.
     cleanup_s = (UNUSED_SESSION_LIFETIME_MS + CHECK_UNUSED_SESSIONS_MS) / 1000 + 5
     runs_dir = workdir / "class-runs"

@@ -190,6 +190,16 @@ def start_baseline(log: Path, tokens: int = 3, width: int = 1, batch: int | None
     return server
 
 
+def send_frames_at_once(connection) -> None:
+    """Turn Nagle's algorithm off on a Tornado websocket client ``connection``, as browsers do
+    (Chromium sets TCP_NODELAY on every socket it opens).
+
+    Tornado's client turns it back on once its upgrade request is answered. A Bokeh message is
+    three frames, so a learner's second frame waited for the server's delayed ACK: about 40 ms
+    more per message than a browser waits (bench/README.md, issue 25, ninth pass)."""
+    connection.protocol.set_nodelay(True)
+
+
 def launch_chromium(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 

@@ -25,6 +25,7 @@ import threading
 import time
 
 import classroom
+from common import send_frames_at_once
 
 HOST = "127.0.0.1"
 OPENERS = 4  # pages opening at once, as a class arriving over a minute or two
@@ -137,6 +138,7 @@ class WireLearner:
                 "Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())})
             self._socket = await websocket_connect(request, subprotocols=["bokeh", token],
                                                    max_message_size=100 * 2**20)
+            send_frames_at_once(self._socket)
             header, _ = await self._read()
             if header["msgtype"] != "ACK":
                 raise RuntimeError(f"the server's first message was {header['msgtype']}")
