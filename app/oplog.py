@@ -115,8 +115,10 @@ class _UTCFormatter(logging.Formatter):
     converter = time.gmtime
 
 
-#: Tornado's loggers sent through :func:`configure`'s handler, each with the least level logged.
-TORNADO_LOGGERS = {"tornado.access": "WARNING", "tornado.application": "INFO", "tornado.general": "INFO"}
+#: Tornado's and Bokeh's loggers sent through :func:`configure`'s handler, each with the least
+#: level logged (Bokeh's INFO is a line per websocket opened and closed: the sessions' lines say it).
+SERVER_LOGGERS = {"tornado.access": "WARNING", "tornado.application": "INFO", "tornado.general": "INFO",
+                  "bokeh": "WARNING"}
 
 
 def configure(level: str = "INFO") -> logging.Handler:
@@ -133,11 +135,14 @@ def configure(level: str = "INFO") -> logging.Handler:
     handler = _CurrentStderr()
     handler.setFormatter(_UTCFormatter("%(asctime)s %(levelname)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ"))
     handler.addFilter(_SessionField())
-    # Tornado's own lines (a refused or failed request, an error outside a page) in the same
-    # format, not Python's bare default: its answered requests (below WARNING) are left out.
-    for name, least in {LOGGER: level.upper(), **TORNADO_LOGGERS}.items():
+    # Tornado's and Bokeh's own lines (a refused or failed request, a websocket from a foreign
+    # origin, an error outside a page) in the same format, not Python's bare default: Tornado's
+    # answered requests (below WARNING) are left out. Bokeh, once imported, prints its lines
+    # through a handler of its own (bokeh.util.logconfig.default_handler), replaced here.
+    bokeh_default = getattr(sys.modules.get("bokeh.util.logconfig"), "default_handler", None)
+    for name, least in {LOGGER: level.upper(), **SERVER_LOGGERS}.items():
         log = logging.getLogger(name)
-        for old in [h for h in log.handlers if isinstance(h, _CurrentStderr)]:
+        for old in [h for h in log.handlers if isinstance(h, _CurrentStderr) or h is bokeh_default]:
             log.removeHandler(old)
         log.addHandler(handler)
         log.setLevel(max(logging.getLevelName(least), logging.getLevelName(level.upper())))

@@ -22,7 +22,7 @@ from playwright.sync_api import Page, expect
 from postgres_server import start_postgres
 from workbench_server import NO_PASSWORD, PageWatch, back_to_the_default_input, open_learner_page, start_server
 
-from app.oplog import LOGGER, TORNADO_LOGGERS
+from app.oplog import LOGGER, SERVER_LOGGERS
 from app.store import sqlite_url
 
 # Our machines have no network. Without these flags Chromium keeps dialling Google services
@@ -66,7 +66,7 @@ def _operator_log_undone():
     for the whole process (app.oplog.configure): undone after each test, so a later test's
     stderr holds only its own lines."""
     yield
-    for name in (LOGGER, *TORNADO_LOGGERS):
+    for name in (LOGGER, *SERVER_LOGGERS):
         log = logging.getLogger(name)
         for handler in [h for h in log.handlers if not isinstance(h, logging.NullHandler)]:
             log.removeHandler(handler)

@@ -80,7 +80,14 @@ def test_logins_sessions_and_their_closing_name_the_forwarded_client_under_use_x
         # Tornado's line for a refused request, in the same format (not Python's bare default).
         assert request(server, "GET", "/no-such-page", headers={"X-Forwarded-For": "203.0.113.11"}).status == 404
         line(server, r"WARNING 404 GET /no-such-page \(203\.0\.113\.11\) [\d.]+ms")
-        assert not re.search(r"^(WARNING:tornado|\d{3} (GET|POST) )", server.log.read_text(), re.MULTILINE)
+        # Bokeh's refusal of a websocket from an origin not allowed, in the same format too.
+        upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                   "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Origin": "http://evil.example"}
+        assert request(server, "GET", "/ws", headers=upgrade).status == 403
+        line(server, r"ERROR Refusing websocket connection from Origin 'http://evil\.example';\s+"
+                     r"use --allow-websocket-origin=evil\.example .*")
+        assert not re.search(r"^((WARNING|ERROR|INFO):(tornado|bokeh)|\d{3} (GET|POST) )", server.log.read_text(),
+                             re.MULTILINE)
         assert request(server, "GET", "/logout", headers=logged_in).status == 200
         line(server, r"INFO logout client=203\.0\.113\.8")
         # A page never connected: Bokeh drops its session after the unused-session lifetime.
