@@ -59,23 +59,26 @@ def runs_columns(records) -> dict[str, list[str]]:
     }
 
 
-def open_link(run_id: str, number: int, saved_ids: list[str], keep: dict[str, str] | None = None) -> Markup:
-    """The "Open" link of run ``number``: this page again with the run opened in the workbench
-    (``?run=<id>``), the page's saved runs kept (``runs=…``) and the query parameters ``keep``
-    (the embed's ``instanceId``)."""
-    query = urlencode({**(keep or {}), "run": run_id, "runs": ",".join(saved_ids)})
-    return html("<a href='?{}' aria-label='Open run {} in the workbench'>Open</a>", query, number)
+def open_links(saved_ids: list[str], keep: dict[str, str] | None = None) -> list[Markup]:
+    """Each saved run's "Open" link, run 1 first: this page again with the run opened in the
+    workbench (``?run=<id>``), the page's saved runs kept (``runs=…``) and the query parameters
+    ``keep`` (the embed's ``instanceId``). What the links share is encoded once, not per row: at
+    50 saved runs that was most of the time a save spent on its table (bench/README.md)."""
+    before, after = urlencode(keep or {}), urlencode({"runs": ",".join(saved_ids)})
+    return [html("<a href='?{}' aria-label='Open run {} in the workbench'>Open</a>",
+                 "&".join(part for part in (before, urlencode({"run": run_id}), after) if part), number)
+            for number, run_id in enumerate(saved_ids, start=1)]
 
 
 def runs_table_html(records, keep: dict[str, str] | None = None) -> Markup:
     """The saved runs as an HTML table (name "Saved runs"), every cell's text escaped, each
-    row ending with its "Open" link (:func:`open_link`, which keeps the query parameters ``keep``)."""
+    row ending with its "Open" link (:func:`open_links`, which keeps the query parameters ``keep``)."""
     columns = runs_columns(records)
     head = join(html("<th scope='col'>{}</th>", c) for c in (*RUN_COLUMNS, "open"))
+    links = open_links(columns["id"], keep)
     rows = join(
         html("<tr data-run-id='{}'>{}<td>{}</td></tr>", run_id,
-             join(html("<td>{}</td>", columns[c][i]) for c in RUN_COLUMNS),
-             open_link(run_id, i + 1, columns["id"], keep))
+             join(html("<td>{}</td>", columns[c][i]) for c in RUN_COLUMNS), links[i])
         for i, run_id in enumerate(columns["id"]))
     empty = Markup("") if records else Markup("<caption>No saved runs yet.</caption>")
     return html("<table aria-label='Saved runs'>{}<thead><tr>{}</tr></thead><tbody>{}</tbody></table>",
