@@ -148,7 +148,7 @@ def test_sigterm_lets_the_save_in_flight_commit_tells_the_page_and_exits_0_in_ti
         assert failed_before_closing(answers), answers
         assert_stopping_lines_name_no_session(server.log.read_text())
         # The run's page kept what it saved, now marked as the last thing saved.
-        expect(saved).to_contain_text("nothing after this is saved")
+        expect(saved).to_contain_text("nothing you do now is saved. If you pressed Save run as it was lost, reload")
     finally:
         if lock is not None:
             lock.close()

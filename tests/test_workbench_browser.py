@@ -538,7 +538,7 @@ def test_a_dead_server_is_announced_instead_of_saving_silently(tmp_path, page):
         notice = page.locator(".notyf__message").filter(has_text="Connection to the workbench server lost")
         expect(notice).to_be_visible()
         # The green "Saved run #1" no longer sits beside Save run as if the next click saved too.
-        expect(saved).to_contain_text("nothing after this is saved")
+        expect(saved).to_contain_text("nothing you do now is saved. If you pressed Save run as it was lost, reload")
         expect(saved).not_to_have_class(re.compile(r"\bok\b"))
     finally:
         own.stop()

@@ -28,9 +28,11 @@ PREDICT_QUESTION = ("Can token 2 attend to token 3, and what will post-softmax m
 STATUS_CSS = read_text(__package__, "record_status.css")
 
 # Run in the browser when the server's connection drops: a green "Saved run #2" beside Save run
-# would say the next click saves too. The message keeps what was saved and says nothing more is.
+# would say the next click saves too. The message keeps what was saved and says nothing more is;
+# a save pressed as the connection went may have been committed unheard, so it says how to know.
 STALE_STATUS_JS = mark_stale_js(
-    ".status.ok", " Since then the connection to the server was lost: nothing after this is saved.", ok_class="ok")
+    ".status.ok", " Since then the connection to the server was lost: nothing you do now is saved. If "
+    "you pressed Save run as it was lost, reload: Saved runs then lists that run if it was saved.", ok_class="ok")
 
 
 # What a text field takes in the browser: far more than a record may hold, so text over the limit
