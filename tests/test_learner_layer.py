@@ -12,8 +12,10 @@ import pytest
 from app.learner.checks import readouts_html
 from app.learner.inputs import grid_layout
 from app.learner.projections import shape_list, shapes_html
-from app.learner.state import EXPOSING_PRESETS, PRESETS, layer_exposure
+from app.learner.runs import tick_label
+from app.learner.state import EXPOSING_PRESETS, PRESETS, ablation_words, layer_exposure
 from attention_core import attention_layer, causal_mask
+from attention_core.ablation import ablate
 from attention_core.checks import CHECK_NAMES
 from attention_core.modes import FAILURE_MODES
 
@@ -209,6 +211,20 @@ def test_save_run_saves_the_layer_and_takes_an_ablation_argument(state):
     state.apply_preset("reset")
     assert state.open_record(record)
     assert state.input_mode == "matrices" and state.tokens == 3 and state.use_w_o == (state.layer.w_o is not None)
+
+
+def test_an_ablations_run_says_which_ablation_in_the_message_and_its_tick(state):
+    # The ablation panel's save is said under Save run too: it must not read as Save run's.
+    state.apply_preset("output_projection")
+    state.prediction = "W_V moves the output"
+    message = state.save_ablation(ablate(state.layer, "W_V", "scale", factor=2.0))
+    (record,) = state.saved
+    assert message == state.save_message == f"Saved run #1, the ablation W_V scaled by 2 ({record.id})."
+    assert tick_label(1, record) == "Run 1: Correct, causal · W_V scaled by 2 · 3 tokens"
+    assert state.save_run() is not None  # the plain run: a run of its own
+    assert state.save_message == f"Saved run #2 ({state.saved[1].id})."
+    assert "scaled" not in tick_label(2, state.saved[1])
+    assert ablation_words("W_O", "zero") == "W_O set to zero" and ablation_words("W_K", "edit") == "W_K edited"
 
 
 def test_the_layer_presets_set_every_input_they_depend_on(state):

@@ -214,6 +214,14 @@ _INPUTS = ("input_mode", "tokens", "d_k", "d_v", "d_model", *GRID_FIELDS, "use_v
 _LAYER_DEFAULTS = {"batch_size": 1, "cross_attention": False, "use_w_o": False}
 
 
+def ablation_words(target: str, change: str, factor: float | None = None) -> str:
+    """An ablation (of :data:`~attention_core.ablation.ABLATION_CHANGES`) as a save's message and a
+    saved run's tick name it: "W_V scaled by 2", "W_O set to zero", "W_K edited"."""
+    if change == "scale":
+        return f"{target} scaled by {factor:g}"
+    return f"{target} {'set to zero' if change == 'zero' else 'edited'}"
+
+
 def _same_run(a: ExperimentRecord, b: ExperimentRecord) -> bool:
     """Whether two records differ only in id and time (a double-clicked Save run)."""
     fields = ("learner", "label", "prediction", "notes", "inputs", "settings")
@@ -671,11 +679,14 @@ class LearnerState(param.Parameterized):
             self.param.update(save_ok=False, save_message=str(exc))
             return None
         name = f"“{record.label}”" if record.label else f"#{len(self.saved) + 1}"
+        # The ablation panel's save is said here too: which ablation, so it is not taken for Save run's.
+        what = "" if ablation is None else \
+            ", the ablation " + ablation_words(ablation.target, ablation.change, ablation.factor)
         # Held, as an edit's result is: the new run in Saved runs, its tick, the exercise's test
         # and this message reach the browser as one message, not one per view.
         with pn.io.hold():
             self.param.update(owned=[*self.owned, record.id], saved=[*self.saved, record], last_saved=record,
-                              self_check=None, save_ok=True, save_message=f"Saved run {name} ({record.id}).")
+                              self_check=None, save_ok=True, save_message=f"Saved run {name}{what} ({record.id}).")
         return record
 
     def take_page_key(self, key: str) -> None:
