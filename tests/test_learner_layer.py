@@ -227,6 +227,21 @@ def test_an_ablations_run_says_which_ablation_in_the_message_and_its_tick(state)
     assert ablation_words("W_O", "zero") == "W_O set to zero" and ablation_words("W_K", "edit") == "W_K edited"
 
 
+def test_the_ablation_panels_answer_goes_once_save_run_says_something_else(learner_page):
+    page, state = learner_page, learner_page.state
+    page.make_below_maps()  # as once the page has loaded; matrix mode then makes the panel
+    state.apply_preset("output_projection")
+    state.prediction = "W_V moves the output"
+    panel = page.ablation_panel
+    panel.save_button.clicks += 1
+    assert panel.save_message.startswith("Saved run #1, the ablation W_V scaled by 2 (")
+    assert panel.save_message == state.save_message
+    panel.save_button.clicks += 1
+    assert panel.save_message.startswith("Not saved: this run is already saved as #1")
+    state.save_run()
+    assert state.save_message.startswith("Saved run #2 (") and panel.save_message == ""
+
+
 def test_the_layer_presets_set_every_input_they_depend_on(state):
     for name in ("output_projection", "batch_padded", "cross_attention"):
         state.apply_preset(name)
