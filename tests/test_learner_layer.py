@@ -13,7 +13,7 @@ from app.learner.checks import readouts_html
 from app.learner.inputs import grid_layout
 from app.learner.projections import shape_list, shapes_html
 from app.learner.runs import tick_label
-from app.learner.state import EXPOSING_PRESETS, PRESETS, ablation_words, layer_exposure
+from app.learner.state import EXPOSING_PRESETS, PRESETS, change_text, layer_exposure
 from attention_core import attention_layer, causal_mask
 from attention_core.ablation import ablate
 from attention_core.checks import CHECK_NAMES
@@ -219,12 +219,13 @@ def test_an_ablations_run_says_which_ablation_in_the_message_and_its_tick(state)
     state.prediction = "W_V moves the output"
     message = state.save_ablation(ablate(state.layer, "W_V", "scale", factor=2.0))
     (record,) = state.saved
-    assert message == state.save_message == f"Saved run #1, the ablation W_V scaled by 2 ({record.id})."
-    assert tick_label(1, record) == "Run 1: Correct, causal · W_V scaled by 2 · 3 tokens"
+    assert message == state.save_message == f"Saved run #1, the ablation W_V: scaled by 2 ({record.id})."
+    assert tick_label(1, record) == "Run 1: Correct, causal · W_V: scaled by 2 · 3 tokens"
     assert state.save_run() is not None  # the plain run: a run of its own
     assert state.save_message == f"Saved run #2 ({state.saved[1].id})."
     assert "scaled" not in tick_label(2, state.saved[1])
-    assert ablation_words("W_O", "zero") == "W_O set to zero" and ablation_words("W_K", "edit") == "W_K edited"
+    assert (change_text("zero"), change_text("edit"), change_text("scale", 0.5)) == (
+        "set to zero", "an edited copy", "scaled by 0.5")
 
 
 def test_the_ablation_panels_answer_goes_once_save_run_says_something_else(learner_page):
@@ -234,7 +235,7 @@ def test_the_ablation_panels_answer_goes_once_save_run_says_something_else(learn
     state.prediction = "W_V moves the output"
     panel = page.ablation_panel
     panel.save_button.clicks += 1
-    assert panel.save_message.startswith("Saved run #1, the ablation W_V scaled by 2 (")
+    assert panel.save_message.startswith("Saved run #1, the ablation W_V: scaled by 2 (")
     assert panel.save_message == state.save_message
     panel.save_button.clicks += 1
     assert panel.save_message.startswith("Not saved: this run is already saved as #1")

@@ -21,7 +21,7 @@ import panel as pn
 import param
 
 from app.learner.contributions import vector_text
-from app.learner.state import number_text
+from app.learner.state import change_text, number_text
 from app.shared.compare import TABLE_CSS
 from app.shared.grid import MatrixGrid
 from app.shared.heatmap import HeatMap, file_name
@@ -92,12 +92,6 @@ def parse_copy(target: str, texts: list[list[str]], shape: tuple[int, int]) -> t
     return (None if errors else matrix), errors
 
 
-def change_text(a: Ablation) -> str:
-    """What was done to the matrix, as the page says it: ``scaled by 2``."""
-    if a.change == "scale":
-        return f"scaled by {format_number(a.factor, 'exact')}"
-    return {"zero": "set to zero", "edit": "an edited copy"}[a.change]
-
 
 def map_index(layer: LayerResult, item: int) -> int:
     """Which of ``layer.maps`` shows batch item ``item`` (from 1): the one flattened map when
@@ -150,7 +144,8 @@ def matrix_html(a: Ablation) -> Markup:
     original = getattr(a.before, a.target.lower())
     return html("<div class='ablation-side-by-side'>{}{}</div>",
                 _matrix_table(f"{a.target} before", original, "ablation-matrix-before"),
-                _matrix_table(f"{a.target} after: {change_text(a)}", a.matrix, "ablation-matrix-after"))
+                _matrix_table(f"{a.target} after: {change_text(a.change, a.factor)}", a.matrix,
+                              "ablation-matrix-after"))
 
 
 def weights_tables_html(a: Ablation, item: int) -> Markup:

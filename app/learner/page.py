@@ -201,12 +201,9 @@ class LearnerPage(pn.viewable.Viewer):
                                   visible=self.state.param.revealed)
         self.intro.object = self._intro_html()
         insert_after(self.main, self.contributions, self.ablation)
-        # The panel's answer is about its own last save: once Save run says something else, it goes.
-        self.state.param.watch(self._forget_ablation_answer, "save_message")
-
-    def _forget_ablation_answer(self, event) -> None:
-        if event.new != self.ablation_panel.save_message:
-            self.ablation_panel.save_message = ""
+        # The panel's answer is about its own last save: once a save says something else, it goes
+        # (the panel's own save gives its answer after this).
+        self.state.param.watch(lambda _event: setattr(self.ablation_panel, "save_message", ""), "save_message")
 
     @param.depends("state.revealed", "ablations", watch=True)
     def _activate_ablation(self) -> None:

@@ -19,7 +19,7 @@ import param
 
 from app.learner.exercise import ExerciseTestView
 from app.learner.record import MAX_TYPED, STATUS_CSS, limited, status_html
-from app.learner.state import LearnerState, ablation_words
+from app.learner.state import LearnerState, change_text
 from app.shared.compare import ComparisonView, failed_checks_text, run_size
 from app.shared.html import Markup, html, join
 from app.shared.numbers import format_result
@@ -94,12 +94,12 @@ def run_name(number: int, record) -> str:
 
 def tick_label(number: int, record) -> str:
     """A run's checkbox label: "Run 2 “broken”: Mask after softmax (broken) · 3 tokens", with an
-    ablation's change if it has one ("… · W_V scaled by 2 · 4 tokens") (a label past 24
+    ablation's change if it has one ("… · W_V: scaled by 2 · 4 tokens") (a label past 24
     characters cut with "…": the table beside it has all of it; the size as
     :func:`~app.shared.compare.run_size` says it)."""
     ablation = record.inputs.get("ablation")  # an ablation's run says which: it is not a plain run
     changed = "" if ablation is None else \
-        " · " + ablation_words(ablation["target"], ablation["change"], ablation.get("factor"))
+        f" · {ablation['target']}: {change_text(ablation['change'], ablation.get('factor'))}"
     return f"{run_name(number, record)}: {record.title}{changed} · {run_size(record)}"
 
 

@@ -18,6 +18,7 @@ import panel as pn
 import param
 
 from app.learner.page_key import key_hash
+from app.shared.numbers import format_number
 from app.shared.parsing import clean_text, parse_number
 from app.shared.words import in_words
 from app.store import PAGE_RUNS, NotOwnerError, RunStore, StoreError
@@ -214,12 +215,12 @@ _INPUTS = ("input_mode", "tokens", "d_k", "d_v", "d_model", *GRID_FIELDS, "use_v
 _LAYER_DEFAULTS = {"batch_size": 1, "cross_attention": False, "use_w_o": False}
 
 
-def ablation_words(target: str, change: str, factor: float | None = None) -> str:
-    """An ablation (of :data:`~attention_core.ablation.ABLATION_CHANGES`) as a save's message and a
-    saved run's tick name it: "W_V scaled by 2", "W_O set to zero", "W_K edited"."""
+def change_text(change: str, factor: float | None = None) -> str:
+    """What an ablation (of :data:`~attention_core.ablation.ABLATION_CHANGES`) did to its matrix,
+    as the page says it: "scaled by 2", "set to zero", "an edited copy"."""
     if change == "scale":
-        return f"{target} scaled by {factor:g}"
-    return f"{target} {'set to zero' if change == 'zero' else 'edited'}"
+        return f"scaled by {format_number(factor, 'exact')}"
+    return {"zero": "set to zero", "edit": "an edited copy"}[change]
 
 
 def _same_run(a: ExperimentRecord, b: ExperimentRecord) -> bool:
@@ -681,7 +682,7 @@ class LearnerState(param.Parameterized):
         name = f"“{record.label}”" if record.label else f"#{len(self.saved) + 1}"
         # The ablation panel's save is said here too: which ablation, so it is not taken for Save run's.
         what = "" if ablation is None else \
-            ", the ablation " + ablation_words(ablation.target, ablation.change, ablation.factor)
+            f", the ablation {ablation.target}: {change_text(ablation.change, ablation.factor)}"
         # Held, as an edit's result is: the new run in Saved runs, its tick, the exercise's test
         # and this message reach the browser as one message, not one per view.
         with pn.io.hold():
