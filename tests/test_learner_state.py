@@ -626,3 +626,36 @@ def test_the_default_w_v_gives_no_all_zero_column_of_v_when_d_v_passes_d_model(s
     values = np.asarray(state.result.values)  # V = X W_V, T × d_v
     assert values.shape == (state.tokens, d_v)
     assert np.abs(values).sum(axis=0).min() > 0, values
+
+
+def test_a_store_that_cannot_be_reached_is_said_in_plain_words_and_its_address_only_logged(postgres_server, caplog):
+    """The class's PostgreSQL store gone: the learner is told what was not done and why, without
+    the store's address (its server, port and user) or the driver's own words; the operator's
+    log has both."""
+    import psycopg
+    from store_helpers import PAGE_KEY
+
+    from app.store import RunStore
+
+    url = postgres_server.new_database()
+    with RunStore(url) as store:
+        state = LearnerState(store=store)
+        state.take_page_key(PAGE_KEY)
+        state.prediction = "p"
+        kept = state.save_run()
+        assert kept is not None
+        with psycopg.connect(f"host=127.0.0.1 port={postgres_server.port} user=postgres dbname=postgres",
+                             autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{url.rsplit("/", 1)[-1]}" WITH (FORCE)')  # a name made by the fixture
+        state.label = "after"
+        assert state.save_run() is None and not state.save_ok
+        assert state.save_message == "Run not saved: the store cannot be reached just now."
+        assert not state.open_run_id(kept.id)
+        assert state.open_message == (f"Run not opened: saved run {kept.id!r} could not be read "
+                                      "(Runs not read: the store cannot be reached just now.).")
+        state.take_page_key(PAGE_KEY)  # as a reload does
+        assert state.restore_message == ("This page's saved runs could not be listed: "
+                                         "Runs not read: the store cannot be reached just now.")
+    logged = [r.getMessage() for r in caplog.records if "store error" in r.getMessage()]
+    assert len(logged) == 3, logged
+    assert all(f"127.0.0.1:{postgres_server.port}" in line and "cannot be reached (" in line for line in logged), logged

@@ -19,7 +19,7 @@ import param
 
 from app.learner.exercise import ExerciseTestView
 from app.learner.record import MAX_TYPED, STATUS_CSS, limited, status_html
-from app.learner.state import LearnerState, change_text
+from app.learner.state import LearnerState, change_text, said_to_learner
 from app.shared.compare import ComparisonView, failed_checks_text, run_size
 from app.shared.html import Markup, html, join
 from app.shared.numbers import format_result
@@ -274,7 +274,7 @@ class SavedRunsView(pn.viewable.Viewer):
                 "Explanation not saved: a run it was for is no longer in the store."))
             return
         except (ValueError, StoreError) as exc:
-            why = str(exc).removeprefix("Explanation not saved: ")
+            why = said_to_learner(exc).removeprefix("Explanation not saved: ")
             self.param.update(explanation_ok=False,
                               explanation_message=f"Explanation not saved: {why}")
             return

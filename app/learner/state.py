@@ -676,8 +676,8 @@ class LearnerState(param.Parameterized):
                                    "input, a toggle or the text to save another")
         try:
             self.store.save(record, key_hash=self.key_hash)
-        except StoreError as exc:  # already a sentence: "Run not saved: the store … is full."
-            self.param.update(save_ok=False, save_message=str(exc))
+        except StoreError as exc:  # already a sentence: "Run not saved: the store is full."
+            self.param.update(save_ok=False, save_message=exc.for_learner())
             return None
         name = f"“{record.label}”" if record.label else f"#{len(self.saved) + 1}"
         # The ablation panel's save is said here too: which ablation, so it is not taken for Save run's.
@@ -710,7 +710,7 @@ class LearnerState(param.Parameterized):
         try:
             own = self.store.page_runs(self.key_hash, limit=PAGE_RUNS)
         except (RecordError, StoreError) as exc:
-            self.restore_message = f"This page's saved runs could not be listed: {exc}"
+            self.restore_message = f"This page's saved runs could not be listed: {said_to_learner(exc)}"
             return
         self._show_also(own, owned=True)
 
@@ -785,7 +785,7 @@ class LearnerState(param.Parameterized):
         try:
             record = self.store.get(run_id)
         except (RecordError, OSError) as exc:  # RecordError is a ValueError: caught first
-            why = f"saved run {shown} could not be read ({exc})."
+            why = f"saved run {shown} could not be read ({said_to_learner(exc)})."
         except ValueError:
             why = f"{shown} is not a run id {_RUN_ID_RULE}; check the link."
         except KeyError:
@@ -821,6 +821,12 @@ class LearnerState(param.Parameterized):
             if updated:
                 self.saved = [updated.get(r.id, r) for r in self.saved]
         return list(updated.values())
+
+
+def said_to_learner(error: Exception) -> str:
+    """``error`` as a learner's page says it: a store's error without the store's address or
+    the driver's words (:meth:`StoreError.for_learner`), any other as it is."""
+    return error.for_learner() if isinstance(error, StoreError) else str(error)
 
 
 def _texts(data, rows: int) -> list[list[str]]:

@@ -33,8 +33,19 @@ class StoreError(OSError):
     """The store could not do what was asked; ``str(error)`` is a sentence to show a person.
 
     E.g. ``"Run not saved: the store /srv/class/runs.db is read-only."``; ``errno`` is set when
-    the cause has one (``ENOSPC``, ``EROFS``, ``EACCES``).
+    the cause has one (``ENOSPC``, ``EROFS``, ``EACCES``). :meth:`for_learner` is the sentence
+    a learner's page shows.
     """
+
+    #: Set by :func:`store_error`: the sentence without the store's address or the driver's words.
+    learner_text: str | None = None
+
+    def for_learner(self) -> str:
+        """This error as a learner's page says it: what failed and why in plain words, without
+        the store's address (a file path, or a server with its user) or the database driver's
+        own text, which are the operator's to read (the server's log has them, see
+        :func:`store_error`)."""
+        return self.learner_text or str(self)
 
 
 class StoreOpenError(StoreError):
@@ -235,7 +246,7 @@ def _file_system_says(path: Path, why: str | None, code: int | None) -> tuple[st
 def store_error(error: Exception, url: URL, what: str, cls: type[StoreError] = StoreError) -> StoreError:
     """A :class:`StoreError` saying ``"<what>: the store <where> <why>."`` for a driver error."""
     where = shown(url)
-    why, code = None, None
+    why, code, plain = None, None, None
     message = str(getattr(error, "orig", None) or error)
     lowered = message.lower()
     if url.get_backend_name() == "sqlite":
@@ -248,10 +259,14 @@ def store_error(error: Exception, url: URL, what: str, cls: type[StoreError] = S
             why, code = _file_system_says(Path(url.database), why, code)
     elif isinstance(error, DBAPIError) and error.connection_invalidated or "connection" in lowered:
         why = f"cannot be reached ({message.strip().splitlines()[0]})"
+        plain = "cannot be reached just now"
     if why is None:
         why = f"failed: {message.strip().splitlines()[0] if message.strip() else type(error).__name__}"
+        plain = "failed (the server's log says why)"
     result = cls(f"{what}: the store {where} {why}.")
     result.errno = code
+    # The SQLite reasons are plain words already; the driver's are not, and name the server.
+    result.learner_text = f"{what}: the store {why if plain is None else plain}."
     return result
 
 
