@@ -209,12 +209,16 @@ def test_bad_input_shows_a_message_keeps_the_last_good_matrices_and_cannot_be_sa
     open_learner_page(page, server.url)
     page.get_by_role("button", name="Worked row (seed 003)").click()
     before = wait_for_cell(page, "weights-source", 2, 2, lambda v: v is not None and abs(v - 0.731) < 5e-4)
+    off = page.get_by_text("Save run is off until the highlighted inputs are fixed: Key 2: ")
     for text, message in [("abc", "'abc' is not a number"), ("nan", "not a finite number"),
                           ("1e400", "too large for float64"), ("", "empty"),
                           ("1,5", "decimal comma; type 1.5")]:
         type_number(page, "Key 2", text)
         expect(page.get_by_role("alert").filter(has_text="Key 2")).to_contain_text(message)
         expect(page.get_by_role("button", name="Save run")).to_be_disabled()
+        # Under the greyed button, why: the refused field may be out of view.
+        expect(off).to_be_visible()
+        expect(off).to_contain_text(message)
         assert source(page, "weights-source") == before
     # Scores that overflow float64 are refused too, naming the query.
     type_number(page, "Key 2", "2")
@@ -225,6 +229,7 @@ def test_bad_input_shows_a_message_keeps_the_last_good_matrices_and_cannot_be_sa
     type_number(page, "Key 3", "9")
     expect(page.get_by_role("alert")).to_have_count(0)
     expect(page.get_by_role("button", name="Save run")).to_be_enabled()
+    expect(page.get_by_text("Save run is off")).to_be_hidden()
 
 
 # Holds back every message from the server while window.__held is an array (a slow connection,
@@ -495,6 +500,9 @@ def test_a_token_count_outside_1_to_8_gets_a_message_changes_nothing_and_blocks_
         expect(page.get_by_label("Query 4", exact=True)).to_be_hidden()
         # The field shows a count the page is not using, so a save now would not be what it shows.
         expect(page.get_by_role("button", name="Save run")).to_be_disabled()
+        expect(page.get_by_text("Save run is off until the highlighted inputs are fixed: Tokens: "
+                                f"{text!r} is not a token count; choose a whole number from 1 to 8. "
+                                "Still showing 3 tokens.", exact=True)).to_be_visible()
     type_number(page, "Tokens", "4")
     expect(page.get_by_label("Query 4", exact=True)).to_be_visible()
     expect(page.get_by_role("alert").filter(has_text="Tokens:")).to_have_count(0)

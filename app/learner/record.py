@@ -13,7 +13,7 @@ import panel as pn
 import param
 
 from app.learner.checks import row_sum_html
-from app.learner.state import LearnerState
+from app.learner.state import LearnerState, inputs_to_fix
 from app.shared.connection import mark_stale_js
 from app.shared.html import Markup, html, join
 from app.shared.numbers import format_number
@@ -134,11 +134,15 @@ class RecordView(pn.viewable.Viewer):
         self.label = pn.widgets.TextInput.from_param(
             s.param.label, label="Label", placeholder=limited("optional", "label"),
             max_length=MAX_TYPED, width=300)
-        self.button = pn.widgets.Button(
-            label="Save run", color="primary",
-            disabled=pn.bind(lambda ok, error: not ok or bool(error),
-                             s.param.input_ok, s.param.tokens_error))
+        # Save run is greyed while an input is refused, and says why under it: the refused field
+        # may be out of view, and the last save's message (still shown) says nothing of it.
+        to_fix = pn.bind(inputs_to_fix, s.param.input_ok, s.param.tokens_error, s.param.field_errors)
+        self.button = pn.widgets.Button(label="Save run", color="primary", disabled=pn.bind(bool, to_fix))
         self.button.on_click(lambda _event: s.save_run())
+        self.save_off = pn.pane.HTML(
+            pn.bind(lambda why: html("<p class='save-off'>Save run is off until the highlighted "
+                                     "inputs are fixed: {}.</p>", why.rstrip(".")), to_fix),
+            visible=pn.bind(bool, to_fix), margin=(0, 10))
         # What Save run did, under the button. Made with the form, as every save says something:
         # a pane added at the first save would make Bokeh walk the whole page's models again
         # just as the learner waits for the answer (bench/README.md).
@@ -147,7 +151,7 @@ class RecordView(pn.viewable.Viewer):
             visible=pn.bind(bool, s.param.save_message), stylesheets=[STATUS_CSS])
         self._layout = pn.Column(
             pn.pane.HTML("<h3>Record your run</h3>"),
-            pn.Row(self.learner, self.label), self.button, self.message)
+            pn.Row(self.learner, self.label), self.button, self.save_off, self.message)
 
     def __panel__(self):
         return self._layout

@@ -652,9 +652,8 @@ class LearnerState(param.Parameterized):
         Returns the record, or ``None`` with :attr:`save_message` saying why nothing was saved
         (invalid input, no prediction, text too long, or a store error such as a full disk).
         """
-        if not self.input_ok or self.layer is None or self.tokens_error:
-            problems = [*self.field_errors.values(), *([self.tokens_error] if self.tokens_error else [])]
-            return self._not_saved("fix the highlighted inputs first (" + "; ".join(problems) + ")")
+        if (to_fix := inputs_to_fix(self.input_ok, self.tokens_error, self.field_errors)) or self.layer is None:
+            return self._not_saved(f"fix the highlighted inputs first ({to_fix})")
         if not self.prediction.strip():
             return self._not_saved("write your prediction first (the Prediction field)")
         if self.awaiting_key:
@@ -821,6 +820,15 @@ class LearnerState(param.Parameterized):
             if updated:
                 self.saved = [updated.get(r.id, r) for r in self.saved]
         return list(updated.values())
+
+
+def inputs_to_fix(input_ok: bool, tokens_error: str, field_errors: dict[str, str]) -> str:
+    """What stops Save run now ("" when nothing does): the refused fields' messages and the
+    token count's, joined by "; " (a :class:`LearnerState`'s ``input_ok``, ``tokens_error`` and
+    ``field_errors``)."""
+    if input_ok and not tokens_error:
+        return ""
+    return "; ".join([*field_errors.values(), *([tokens_error] if tokens_error else [])]) or "the inputs"
 
 
 def said_to_learner(error: Exception) -> str:
