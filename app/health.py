@@ -12,8 +12,10 @@ store address: the full error goes to the server's log.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
 
 from tornado.web import RequestHandler
 
@@ -29,10 +31,24 @@ log = logger("health")  # the operator's log (app.oplog), with its time stamps
 # behind it and time out, which is the answer a hung store deserves.
 _PINGER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="health")
 _stopping = threading.Event()
+# Per store (by its address): the problem last logged, None once it answered. A balancer asks
+# every few seconds; a store down for ten minutes is one line in the log, and its return another.
+_logged: dict[str, str | None] = {}
+
+
+def _log_change(where: str, problem: str | None, level: int, message: str, *args, exc_info: bool = False) -> None:
+    """Log ``message % args`` at ``level`` only when ``problem`` is not the one last logged for
+    the store at ``where``."""
+    if _logged.get(where) != problem:
+        _logged[where] = problem
+        log.log(level, message, *args, exc_info=exc_info)
 
 
 async def store_problem(store: RunStore, timeout: float = PING_TIMEOUT_S) -> str | None:
     """Why ``store`` is not healthy now, in one line without its address, or None when it answers.
+
+    The operator's log gets the full reason once per change: when a problem starts (or becomes
+    another), and when the store answers again after one.
 
     Parameters
     ----------
@@ -44,14 +60,18 @@ async def store_problem(store: RunStore, timeout: float = PING_TIMEOUT_S) -> str
     try:
         await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(_PINGER, store.ping), timeout)
     except TimeoutError:
-        log.warning("health check: the store %s did not answer within %s s", store.where, timeout)
-        return f"store did not answer within {timeout:g} s"
+        problem = f"store did not answer within {timeout:g} s"
+        _log_change(store.where, problem, logging.WARNING,
+                    "health check: the store %s did not answer within %s s", store.where, timeout)
+        return problem
     except StoreError as error:
-        log.warning("health check: %s", error)
+        _log_change(store.where, "store not answering", logging.WARNING, "health check: %s", error)
         return "store not answering"
     except Exception:  # whatever went wrong, the balancer must hear 503, not a 500 page
-        log.exception("health check: the store %s could not be asked", store.where)
+        _log_change(store.where, "store not answering", logging.ERROR,
+                    "health check: the store %s could not be asked", store.where, exc_info=True)
         return "store not answering"
+    _log_change(store.where, None, logging.INFO, "health check: the store %s answers again", store.where)
     return None
 
 
@@ -84,8 +104,28 @@ class HealthHandler(RequestHandler):
         await self.get()
 
 
+class _HealthAnswersUnlogged(logging.Filter):
+    """Leaves Tornado's access line for each answer of :data:`HEALTH_PATH` out of the log.
+
+    Tornado logs every 5xx answer as an ERROR: a balancer asking a stopping server, or one whose
+    store is down, every few seconds would fill the operator's log with them. What changed is
+    logged once instead (:func:`store_problem`; the shutdown's own lines).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # Tornado's access line: "%d %s %.2fms" % (status, "GET /path?query (address)", time).
+        args = record.args if isinstance(record.args, tuple) else ()
+        request = str(args[1]).split(" ") if len(args) == 3 else []
+        return not (len(request) > 1 and urlsplit(request[1]).path.endswith(HEALTH_PATH))
+
+
+_UNLOGGED = _HealthAnswersUnlogged()
+
+
 def health_patterns(store: RunStore) -> list[tuple]:
-    """The route for :func:`panel.serve`'s ``extra_patterns``: :data:`HEALTH_PATH` over ``store``."""
+    """The route for :func:`panel.serve`'s ``extra_patterns``: :data:`HEALTH_PATH` over ``store``
+    (its answers left out of Tornado's access log, see :class:`_HealthAnswersUnlogged`)."""
+    logging.getLogger("tornado.access").addFilter(_UNLOGGED)
     return [(HEALTH_PATH, HealthHandler, {"store": store})]
 
 

@@ -87,13 +87,35 @@ def test_a_real_server_answers_200_without_a_login_then_503_once_its_store_is_go
         assert ask(running.url, "/instructor")[0] == 302  # the login is on; the check passed it by
 
         remove_sqlite_store(running.runs_dir / "runs.db")
-        status, body, _ = ask(running.url, HEALTH_PATH)
-        assert (status, body) == (503, "store not answering\n")
+        for _ in range(3):  # as a balancer asks, every few seconds
+            status, body, _ = ask(running.url, HEALTH_PATH)
+            assert (status, body) == (503, "store not answering\n")
         assert str(running.runs_dir) not in body
         log = running.log.read_text()
-        assert "health check: Store not answering" in log and "Traceback" not in log, log
+        # Said once, with the store's address; not Tornado's ERROR line for each 503 answered.
+        assert log.count("health check:") == 1 and "health check: Store not answering" in log, log
+        assert str(running.runs_dir) in log and "Traceback" not in log and HEALTH_PATH not in log, log
     finally:
         running.stop()
+
+
+def test_each_change_of_the_stores_health_is_logged_once(caplog):
+    class Flaky:
+        where = "flaky"
+        answers = [False, False, True, True, False]
+
+        def ping(self) -> None:
+            if not self.answers.pop(0):
+                raise StoreError("Store not answering: the store flaky is gone.")
+
+    caplog.set_level("INFO", logger=health.log.name)
+    flaky = Flaky()
+    assert [run(store_problem(flaky)) for _ in range(5)] == [
+        "store not answering", "store not answering", None, None, "store not answering"]
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == health.log.name] == [
+        ("WARNING", "health check: Store not answering: the store flaky is gone."),
+        ("INFO", "health check: the store flaky answers again"),
+        ("WARNING", "health check: Store not answering: the store flaky is gone.")]
 
 
 def test_a_store_raising_anything_else_fails_the_check_too():
