@@ -501,7 +501,7 @@ def test_a_token_count_outside_1_to_8_gets_a_message_changes_nothing_and_blocks_
         # The field shows a count the page is not using, so a save now would not be what it shows.
         expect(page.get_by_role("button", name="Save run")).to_be_disabled()
         expect(page.get_by_text("Save run is off until the highlighted inputs are fixed: Tokens: "
-                                f"{text!r} is not a token count; choose a whole number from 1 to 8. "
+                                f"{text} is not a token count; choose a whole number from 1 to 8. "
                                 "Still showing 3 tokens.", exact=True)).to_be_visible()
     type_number(page, "Tokens", "4")
     expect(page.get_by_label("Query 4", exact=True)).to_be_visible()
