@@ -238,7 +238,7 @@ def test_the_ablation_panels_answer_goes_once_save_run_says_something_else(learn
     assert panel.save_message.startswith("Saved run #1, the ablation W_V: scaled by 2 (")
     assert panel.save_message == state.save_message
     panel.save_button.clicks += 1
-    assert panel.save_message.startswith("Not saved: this run is already saved as #1")
+    assert panel.save_message.startswith("Already saved as #1: ")
     state.save_run()
     assert state.save_message.startswith("Saved run #2 (") and panel.save_message == ""
 

@@ -467,8 +467,9 @@ def test_a_double_clicked_save_does_not_save_the_same_run_twice(state):
     first = state.save_run()
     assert first is not None
     assert state.save_run() is None
-    assert state.save_message == ("Not saved: this run is already saved as #1; change an input, "
-                                  "a toggle or the text to save another")
+    assert state.save_message == ("Already saved as #1: change an input, a toggle or the text to "
+                                  "save another run.")
+    assert state.save_ok  # what was asked for is in the store: not shown as an error
     assert state.store.count() == 1
     state.label = "again"
     assert state.save_run() is not None and len(state.saved) == 2

@@ -671,8 +671,12 @@ class LearnerState(param.Parameterized):
             return self._not_saved(f"this is saved run {_run_name(self.opened)}, unchanged; change "
                                    "an input, a toggle or the text to save a new run")
         if no_answer and self.saved and _same_run(self.saved[-1], record):
-            return self._not_saved(f"this run is already saved as #{len(self.saved)}; change an "
-                                   "input, a toggle or the text to save another")
+            # Not a failure: what the learner asked for is in the store (a double click, or Save
+            # run pressed again), so it reads as the save's answer, not in the colour of an error.
+            self.param.update(save_ok=True, save_message=(
+                f"Already saved as #{len(self.saved)}: change an input, a toggle or the text to "
+                "save another run."))
+            return None
         try:
             self.store.save(record, key_hash=self.key_hash)
         except StoreError as exc:  # already a sentence: "Run not saved: the store is full."
