@@ -108,8 +108,9 @@ PAGE_ARIA_JS = read_text(__package__, "page_aria.js")
 # Run in the browser once the page is ready. Two table updates in quick succession (an upload of
 # several files, a filter typed while runs arrive) sometimes left Panel's Tabulator showing the
 # first one's rows while its data held the second's (a browser test reproduced it 2 runs in 3):
-# after each change of the table's data, once it has settled, rows and data are compared (count,
-# ids and rows drawn) and the rows redrawn from the data if they differ; a table still being built
+# after each change of the table's data, once it has settled (and twice more, later), rows and
+# data are compared (count, ids and rows drawn) and the rows redrawn from the data if they differ
+# (CI once saw 3 rows drawn for 15 s over 1 row of data after a filter); a table still being built
 # (whose view takes no data then) is looked at again, a bounded number of times. Nothing happens
 # while they agree.
 TABLE_RESYNC_JS = read_text(__package__, "table_resync.js")

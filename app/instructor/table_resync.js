@@ -27,9 +27,14 @@ const resync = (view, source, tries) => {
   }
   if (!inStep(view, source)) view.setData()
 }
+// Looked at three times after each change: a redraw of the previous data can land after the
+// first look found rows and data in step.
+const LOOKS_MS = [300, 1000, 3000]
 for (const root of Object.values(Bokeh.index)) {
   for (const view of views(root, [])) {
     const source = view.model.source
-    source.properties.data.change.connect(() => setTimeout(() => resync(view, source, 20), 300))
+    source.properties.data.change.connect(() => {
+      for (const ms of LOOKS_MS) setTimeout(() => resync(view, source, 20), ms)
+    })
   }
 }
