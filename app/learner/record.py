@@ -118,8 +118,8 @@ class PredictionView(pn.viewable.Viewer):
 
 
 class RecordView(pn.viewable.Viewer):
-    """Learner, Label, ``Save run`` and what the save did (the prediction it needs is in
-    :class:`PredictionView`)."""
+    """Learner, Label, ``Save run``, why it is off while an input is refused, and what the save
+    did (the prediction it needs is in :class:`PredictionView`)."""
 
     state = param.ClassSelector(class_=LearnerState)
 

@@ -650,7 +650,8 @@ class LearnerState(param.Parameterized):
         :attr:`self_check` if one was checked since the last saved run (then cleared).
 
         Returns the record, or ``None`` with :attr:`save_message` saying why nothing was saved
-        (invalid input, no prediction, text too long, or a store error such as a full disk).
+        (invalid input, no prediction, text too long, or a store error such as a full disk), or
+        that this run is already saved (:attr:`save_ok` stays true: nothing failed).
         """
         if (to_fix := inputs_to_fix(self.input_ok, self.tokens_error, self.field_errors)) or self.layer is None:
             return self._not_saved(f"fix the highlighted inputs first ({to_fix})")
