@@ -8,6 +8,7 @@ password refuses logins made with the old one; failed logins from one address ar
 
 from __future__ import annotations
 
+import html
 import http.client
 import re
 import urllib.parse
@@ -150,3 +151,29 @@ def test_failed_logins_from_one_address_are_answered_429_and_logged(class_server
     wait_until(lambda: pattern.search(two.log.read_text()), "the log line of the limited login")
     assert len(pattern.findall(two.log.read_text())) == 1  # once per wait, not per refusal
     assert PASSWORD not in two.log.read_text()
+
+
+def test_while_the_store_cannot_be_reached_a_login_is_answered_503_saying_so(tmp_path):
+    """Not sent back to the login page, where the instructor would log in and land again with no
+    word why (a newcomer's outage); the page opens again once the store answers."""
+    from app.upstream import STORE_CANNOT_CHECK_LOGIN
+
+    server = start_server(tmp_path / "runs", tmp_path / "server.log", env={PASSWORD_ENV: PASSWORD,
+                                                                         PASSWORD_FILE_ENV: None})
+    try:
+        store = tmp_path / "runs" / "runs.db"
+        moved = tmp_path / "away"
+        moved.mkdir()
+        login = request(server, "POST", "/login", body={"username": "instructor", "password": PASSWORD})
+        cookie = "; ".join(c.split(";", 1)[0] for c in login.headers.get_all("Set-Cookie"))
+        for name in (store.name, f"{store.name}-wal", f"{store.name}-shm"):  # the store gone
+            if (store.parent / name).exists():
+                (store.parent / name).rename(moved / name)
+        refused = request(server, "GET", "/instructor", headers={"Cookie": cookie})
+        assert refused.status == 503, (refused.status, refused.getheader("Location"))
+        assert STORE_CANNOT_CHECK_LOGIN in html.unescape(refused.text)
+        for name in [p.name for p in moved.iterdir()]:  # and back
+            (moved / name).rename(store.parent / name)
+        assert request(server, "GET", "/instructor", headers={"Cookie": cookie}).status == 200
+    finally:
+        server.stop()
