@@ -653,7 +653,7 @@ def test_a_store_that_cannot_be_reached_is_said_in_plain_words_and_its_address_o
         assert state.save_message == "Run not saved: the store cannot be reached just now."
         assert not state.open_run_id(kept.id)
         assert state.open_message == (f"Run not opened: saved run {kept.id!r} could not be read "
-                                      "(Runs not read: the store cannot be reached just now.).")
+                                      "(Runs not read: the store cannot be reached just now).")
         state.take_page_key(PAGE_KEY)  # as a reload does
         assert state.restore_message == ("This page's saved runs could not be listed: "
                                          "Runs not read: the store cannot be reached just now.")

@@ -789,7 +789,7 @@ class LearnerState(param.Parameterized):
         try:
             record = self.store.get(run_id)
         except (RecordError, OSError) as exc:  # RecordError is a ValueError: caught first
-            why = f"saved run {shown} could not be read ({said_to_learner(exc)})."
+            why = f"saved run {shown} could not be read ({said_to_learner(exc).rstrip('.')})."
         except ValueError:
             why = f"{shown} is not a run id {_RUN_ID_RULE}; check the link."
         except KeyError:
