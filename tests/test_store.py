@@ -797,3 +797,33 @@ def test_an_invalid_record_in_a_bundle_is_named_and_keeps_the_file_out(store):
     assert "inputs.queries" in report.invalid[0][1]
     assert report.lines()[0] == "bundle.json: nothing imported (a file is taken whole), held back 1 valid, 1 not valid"
     assert report.lines()[1].startswith("bundle.json runs[0]: not an experiment record: inputs.queries")
+
+
+def test_the_same_failure_is_logged_once_a_minute_with_how_often_it_came(tmp_path, caplog, monkeypatch):
+    """A store that is down fails every read alike (an instructor page reads it every 2 s): one
+    line a minute per failure, not one per read."""
+    import app.store.runs as runs_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(runs_module.time, "monotonic", lambda: clock[0])
+    path = tmp_path / "runs.db"
+    store = RunStore(sqlite_url(path))
+    try:
+        for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+            (path.parent / name).unlink(missing_ok=True)
+        store.engine.dispose()  # no pooled connection still reading the deleted file
+        caplog.set_level("ERROR", logger=runs_module._log.name)
+
+        def failures() -> list[str]:
+            return [r.getMessage() for r in caplog.records if r.getMessage().startswith("store error")]
+
+        for _ in range(30):  # a minute of an instructor page's reads, every 2 s
+            with pytest.raises(StoreError, match="Runs not read"):
+                store.count()
+            clock[0] += 2.0
+        assert len(failures()) == 1 and "repeated" not in failures()[0], failures()
+        with pytest.raises(StoreError):
+            store.count()
+        assert len(failures()) == 2 and failures()[1].endswith(" repeated=29"), failures()
+    finally:
+        store.close()

@@ -67,6 +67,10 @@ DEFAULT_SORT = (("created_at", "asc"),)
 # Bound parameters per IN (…): well under SQLite's and PostgreSQL's limits.
 _CHUNK = 500
 _log = logger("store")
+# A store that is down fails every read the same way (an instructor page reads it every 2 s, each
+# page opened reads it): each distinct failure is logged once per this many seconds, with how
+# many times it came meanwhile (``repeated``).
+ERROR_LOG_EVERY_S = 60.0
 # The key hash stays in the store: no page or export needs it.
 _SUMMARY_COLUMNS = [c for c in runs.c if c.name not in ("record", "page_key_hash")]
 PAGE_RUNS = 200  # the most runs RunStore.page_runs gives back: a page's latest
@@ -343,6 +347,7 @@ class RunStore:
         # of in SQLite's busy handler, which sleeps ever longer between tries and serves no order.
         self._write_lock = threading.Lock() if self.dialect == "sqlite" else None
         self._modes: tuple[int, list[str]] | None = None  # the distinct titles, and the change token read before them
+        self._errors_logged: dict[str, tuple[float, int]] = {}  # failure → (last logged, since then)
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: (s := ref()) is not None and s._after_fork())
 
@@ -412,9 +417,19 @@ class RunStore:
             raise self._failed(error, "Runs not read") from None
 
     def _failed(self, error: SQLAlchemyError, what: str) -> StoreError:
-        """The :class:`StoreError` for a driver ``error``, logged for the operator."""
+        """The :class:`StoreError` for a driver ``error``, logged for the operator (the same
+        failure at most once per :data:`ERROR_LOG_EVERY_S`)."""
         failure = store_error(error, self.url, what)
-        event(_log, "store error", logging.ERROR, store=self.dialect, error=str(failure))
+        text, now = str(failure), time.monotonic()
+        last, unlogged = self._errors_logged.get(text, (None, 0))
+        if last is not None and now - last < ERROR_LOG_EVERY_S:
+            self._errors_logged[text] = (last, unlogged + 1)
+            return failure
+        if len(self._errors_logged) >= 100:  # a bound, not a policy
+            self._errors_logged.clear()
+        self._errors_logged[text] = (now, 0)
+        event(_log, "store error", logging.ERROR, store=self.dialect, error=text,
+              **({"repeated": unlogged} if unlogged else {}))
         return failure
 
     @staticmethod
