@@ -32,6 +32,9 @@ from app.store import RunStore, StoreError
 from app.store.logins import LOGIN_ID, end_login, login_ended
 
 LOGIN_COOKIE = "instructor_login"
+#: What an instructor page says while the store cannot be read (its log line has the reason).
+STORE_UNREACHABLE = ("The class's store cannot be reached just now: what this page shows is what it last "
+                     "read; it reads again by itself once the store answers.")
 # How long this process trusts the store's "not ended" for one login id (seconds): the most an
 # HTTP request of another process's ended login may still be served, and the cost bound of the
 # check (one primary-key read per login id and second, however many tabs and requests).
@@ -159,9 +162,10 @@ class LoginEnded(PermissionError):
 class GuardedStore:
     """The server's store as one instructor page uses it: every method first asks ``holds()``
     (:meth:`SessionLogin.holds_now`: one primary-key read, never a cached answer) and raises
-    :class:`LoginEnded` when it says no; other attributes are the store's."""
+    :class:`LoginEnded` when it says no, :class:`StoreError` (:data:`STORE_UNREACHABLE`) when
+    it cannot say; other attributes are the store's."""
 
-    def __init__(self, store: RunStore, holds: Callable[[], bool]) -> None:
+    def __init__(self, store: RunStore, holds: Callable[[], bool | None]) -> None:
         self._store, self._holds = store, holds
 
     def __getattr__(self, name: str):
@@ -170,7 +174,10 @@ class GuardedStore:
             return value
 
         def guarded(*args, **kwargs):
-            if not self._holds():
+            held = self._holds()
+            if held is None:
+                raise StoreError(STORE_UNREACHABLE)
+            if not held:
                 raise LoginEnded("this instructor login has ended (logged out): log in again")
             return value(*args, **kwargs)
         return guarded
@@ -187,6 +194,7 @@ class SessionLogin:
         self._logins, self.login_id = logins, login_id
         self._on_end: list[Callable[[], None]] = []
         self.ended = False
+        self.unknown = False  # the last holds() could not ask the store
 
     def on_end(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` once, when the login is first found ended."""
@@ -199,16 +207,19 @@ class SessionLogin:
         if self.ended:
             return False
         ended = self._logins.ended(self.login_id, fresh)
+        self.unknown = ended is None
         if ended:
             self.ended = True
             for callback in self._on_end:
                 callback()
         return ended is False
 
-    def holds_now(self) -> bool:
-        """:meth:`holds`, asked of the store now: before anything the page reads from it."""
-        return self.holds(fresh=True)
+    def holds_now(self) -> bool | None:
+        """:meth:`holds`, asked of the store now (before anything the page reads from it), or
+        None when the store cannot say."""
+        held = self.holds(fresh=True)
+        return None if self.unknown else held
 
 
-__all__ = ["LOGIN_COOKIE", "RECHECK_S", "GuardedStore", "LoginEnded", "Logins", "SessionLogin",
+__all__ = ["LOGIN_COOKIE", "RECHECK_S", "STORE_UNREACHABLE", "GuardedStore", "LoginEnded", "Logins", "SessionLogin",
            "password_fingerprint"]

@@ -7,6 +7,8 @@ import io
 import json
 import re
 from datetime import date, timedelta
+from html import unescape
+from pathlib import Path
 
 import numpy as np
 import panel as pn
@@ -617,3 +619,59 @@ def test_the_class_picture_is_redrawn_in_the_next_tick_after_the_tables_page_onc
     assert list(chart.source.data["label"]) == ["open"]
     s.learner = ""  # the next move schedules a redraw again
     assert len(ticks) == 1
+
+
+def test_while_the_store_cannot_be_read_the_page_says_so_keeps_its_table_and_refuses_exports(tmp_path):
+    """A newcomer's outage: the open page kept "8 of 8 runs shown" and Export did nothing, without
+    a word. Now the count line says the store cannot be reached and the table keeps what it last
+    read; an export is refused with a note (one line in the log); all clears once it answers."""
+    from app.instructor.page import ExportRefused
+    from app.logins import STORE_UNREACHABLE
+
+    store = sqlite_store(tmp_path / "runs")
+    store.save(make_record(learner="Ada", label="before"), key_hash=OWNER)
+    page = InstructorPage(store)
+    table = RunsTableView(state=page.state)
+    path, away = Path(store.url.database), tmp_path / "away"
+    away.mkdir()
+    files = [n for n in (path.name, f"{path.name}-wal", f"{path.name}-shm") if (path.parent / n).exists()]
+    for name in files:
+        (path.parent / name).rename(away / name)
+    store.engine.dispose()  # no pooled connection still reading the moved file
+    page._refresh()
+    assert page.state.store_problem == STORE_UNREACHABLE
+    assert STORE_UNREACHABLE in unescape(table.count.object)
+    assert page.state.matching == 1 and len(page.state.page_runs) == 1  # what it last read
+    with pytest.raises(ExportRefused):
+        page.exports._download("json")
+    assert "Not exported:" in page.exports.note.object
+    for name in files:
+        (away / name).rename(path.parent / name)
+    store.engine.dispose()  # as a PostgreSQL back up is reconnected (pool_pre_ping)
+    page._refresh()
+    assert page.state.store_problem == "" and "role='alert'" not in table.count.object
+    assert "Not exported:" not in page.exports.note.object
+    assert json.loads(page.exports._download("json").read())["runs"][0]["label"] == "before"
+
+
+def test_a_login_the_store_cannot_check_reads_as_unreachable_not_as_logged_out(store):
+    from app.logins import STORE_UNREACHABLE, GuardedStore, LoginEnded, SessionLogin
+    from app.store import StoreError
+
+    class Undecided:  # app.logins.Logins whose store cannot say
+        answer = None
+
+        def ended(self, login_id, fresh=False):
+            return self.answer
+
+    logins = Undecided()
+    login = SessionLogin(logins, "a login id")
+    guarded = GuardedStore(store, login.holds_now)
+    with pytest.raises(StoreError, match=re.escape(STORE_UNREACHABLE)):
+        guarded.count()
+    assert login.unknown and not login.ended
+    logins.answer = False
+    assert guarded.count() == 3 and not login.unknown
+    logins.answer = True
+    with pytest.raises(LoginEnded):
+        guarded.count()

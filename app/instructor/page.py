@@ -21,13 +21,13 @@ from app.instructor.learners import LearnersView
 from app.instructor.state import InstructorState, zone
 from app.instructor.table import PAGE_ARIA_JS, TABLE_RESYNC_JS, FiltersView, RunsTableView
 from app.instructor.upload import UploadView
-from app.logins import GuardedStore, Logins, SessionLogin
+from app.logins import STORE_UNREACHABLE, GuardedStore, Logins, SessionLogin
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
 from app.shared.html import html
 from app.shared.static import read_text
 from app.shared.widgets import keyboard_callback, like_the_first_paint
-from app.store import RunStore, resolve_store_url
+from app.store import RunStore, StoreError, resolve_store_url
 from app.upstream import close_session_connections, send_updates_queued_during_a_write
 
 REFRESH_MS = 2000
@@ -65,6 +65,13 @@ _LOGOUT_CSS = read_text(_PACKAGE, "page_logout.css")
 PAGE_JSON_RUNS = 20_000
 
 
+class ExportRefused(RuntimeError):
+    """An export the store could not give (it cannot be reached); the page says so. ``refusal``:
+    one line in the operator's log, without a traceback (:mod:`app.oplog`)."""
+
+    refusal = True
+
+
 class ExportView(pn.viewable.Viewer):
     """Download the filtered runs as a JSON bundle or CSV; fresh content on every click.
 
@@ -86,7 +93,8 @@ class ExportView(pn.viewable.Viewer):
             label="Export CSV", embed=False, color="primary")
         self.note = pn.pane.HTML("", name="export-note", sizing_mode="stretch_width")
         self._left_out: list = []  # the last export's runs that could not be read
-        self.state.param.watch(self._limit, "matching")
+        self._refused = False  # the last export found the store unreachable
+        self.state.param.watch(self._limit, ["matching", "store_problem"])
         self._limit()
 
     def _limit(self, *events) -> None:
@@ -98,6 +106,9 @@ class ExportView(pn.viewable.Viewer):
                  "<b>JSON from this page holds at most {:,} runs</b> (the filters keep {:,}): filter by "
                  "date, learner or mode, or export them all on the server with <code>attention-workbench "
                  "export --format json -o class-runs.json</code>.</p>", PAGE_JSON_RUNS, self.state.matching))
+        if self._refused and self.state.store_problem:
+            note += html("<p role='alert' data-testid='export-refused'><b>Not exported:</b> the class's "
+                         "store cannot be reached just now; try again in a moment.</p>")
         if self._left_out:
             n = len(self._left_out)
             note += html("<p role='alert' data-testid='export-left-out'><b>The last export left out {:,} "
@@ -107,11 +118,18 @@ class ExportView(pn.viewable.Viewer):
         self.note.object = note
 
     def _download(self, fmt: str) -> io.StringIO:
-        self.state.refresh()  # runs saved since the last tick are in the file too
         widget = self.json if fmt == "json" else self.csv
+        try:
+            self.state.refresh()  # runs saved since the last tick are in the file too
+            left_out: list = []
+            text = self.state.export(fmt, left_out)
+        except StoreError:
+            self._refused = True
+            self.state.store_problem = STORE_UNREACHABLE
+            self._limit()
+            raise ExportRefused(f"{fmt} export: the store cannot be read") from None
+        self._refused = False
         widget.filename = self._name(fmt, datetime.now(UTC))
-        left_out: list = []
-        text = self.state.export(fmt, left_out)
         if left_out or self._left_out:
             self._left_out = left_out
             self._limit()
@@ -225,8 +243,18 @@ class InstructorPage(pn.viewable.Viewer):
             callback.stop()
 
     def _refresh(self) -> None:
-        if self.login is None or self.login.holds():
+        """Read the store again (every :data:`REFRESH_MS`); while it cannot be read, say so above
+        the table, which keeps what it last read."""
+        if self.login is not None and not self.login.holds():
+            if self.login.unknown:
+                self.state.store_problem = STORE_UNREACHABLE
+            return
+        try:
             self.state.refresh()
+        except StoreError:  # logged by the store, once a minute
+            self.state.store_problem = STORE_UNREACHABLE
+            return
+        self.state.store_problem = ""
 
     def _login_ended(self) -> None:
         """Show nothing more: the page's views go, the browser is sent to the login page, and the

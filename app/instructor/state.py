@@ -72,6 +72,8 @@ class InstructorState(param.Parameterized):
     start = param.CalendarDate(default=None, allow_None=True, doc="First day kept (local date).")
     end = param.CalendarDate(default=None, allow_None=True, doc="Last day kept (local date).")
     timezone = param.String(default="UTC", doc="IANA zone of the instructor's browser.")
+    store_problem = param.String(default="", doc=(
+        "Why the store could not be read at the last refresh, as the page says it ('' when it was)."))
     sort_by = param.Selector(default="created", objects=list(SORTS), label="Sort by",
                              doc="The table's column the runs are sorted by (see SORTS).")
     descending = param.Boolean(default=True, doc="Newest, largest or last in the alphabet first.")

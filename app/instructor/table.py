@@ -280,7 +280,7 @@ class RunsTableView(pn.viewable.Viewer):
         self.chooser = pn.Card(self.columns, title="Columns shown", collapsed=True, sizing_mode="stretch_width",
                                margin=(5, 10))
         self.state.param.watch(self._update, ["page_runs", "timezone"])
-        self.state.param.watch(self._count, ["matching", "total", "timezone"])
+        self.state.param.watch(self._count, ["matching", "total", "timezone", "store_problem"])
         self.state.param.watch(self._sync_selection, "selected_ids")
         self.state.param.watch(self._show_details, ["selected_ids", "changes"])
         self.table.param.watch(self._selected, "selection")
@@ -311,6 +311,8 @@ class RunsTableView(pn.viewable.Viewer):
                                  "<b data-testid='runs-shown'>{:,}</b> of "
                                  "<span data-testid='runs-total'>{:,}</span> runs shown. "
                                  "Times are in {}; exports keep UTC.</p>", s.matching, s.total, s.timezone)
+        if s.store_problem:
+            self.count.object += html("<p role='alert' data-testid='store-problem'>{}</p>", s.store_problem)
 
     def _show_details(self, *events) -> None:
         """The ticked runs' free text in full (read from the store: a run may be on another page)."""
