@@ -10,6 +10,7 @@ import json
 import math
 import re
 from html import unescape
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -660,3 +661,33 @@ def test_a_store_that_cannot_be_reached_is_said_in_plain_words_and_its_address_o
     logged = [r.getMessage() for r in caplog.records if "store error" in r.getMessage()]
     assert len(logged) == 2, logged  # the save's, and the read's (twice the same: logged once)
     assert all(f"127.0.0.1:{postgres_server.port}" in line and "cannot be reached (" in line for line in logged), logged
+
+
+def test_a_page_reloaded_while_the_store_was_down_lists_its_runs_at_its_next_save(tmp_path):
+    """A newcomer reloaded a page during an outage, then saved once the store was back: only the
+    new run was listed, as run 1, and the address named it alone."""
+    from store_helpers import PAGE_KEY
+
+    store = sqlite_store(tmp_path / "runs")
+    before = LearnerState(store=store)
+    before.take_page_key(PAGE_KEY)
+    before.prediction, before.label = "p", "before the outage"
+    assert before.save_run() is not None
+    path, away = Path(store.url.database), tmp_path / "away"
+    away.mkdir()
+    files = [n for n in (path.name, f"{path.name}-wal", f"{path.name}-shm") if (path.parent / n).exists()]
+    for name in files:
+        (path.parent / name).rename(away / name)
+    store.engine.dispose()
+    reloaded = LearnerState(store=store)
+    reloaded.take_page_key(PAGE_KEY)  # the reload, the store down
+    assert reloaded.restore_message.startswith("This page's saved runs could not be listed: ")
+    assert reloaded.saved == []
+    for name in files:
+        (away / name).rename(path.parent / name)
+    store.engine.dispose()
+    reloaded.prediction, reloaded.label = "p", "after"
+    assert reloaded.save_run() is not None
+    assert [r.label for r in reloaded.saved] == ["before the outage", "after"]
+    assert reloaded.save_message.startswith("Saved run “after” (") and reloaded.restore_message == ""
+    assert reloaded.owned == [r.id for r in reloaded.saved]

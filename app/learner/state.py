@@ -350,6 +350,7 @@ class LearnerState(param.Parameterized):
         if params.get("key_hash") is None:
             params["key_hash"] = key_hash(secrets.token_hex(16))
         super().__init__(**params)
+        self._unlisted = False  # this page's runs could not be listed (the store was down)
 
     @param.depends("failure_mode", watch=True, on_init=True)
     def _mode_to_checkbox(self) -> None:
@@ -671,6 +672,8 @@ class LearnerState(param.Parameterized):
         if no_answer and self.opened is not None and not self.opened_edited and _same_run(self.opened, record):
             return self._not_saved(f"this is saved run {_run_name(self.opened)}, unchanged; change "
                                    "an input, a toggle or the text to save a new run")
+        if self._unlisted:  # a reload while the store was down: its earlier runs first
+            self._list_own_runs()
         if no_answer and self.saved and _same_run(self.saved[-1], record):
             # Not a failure: what the learner asked for is in the store (a double click, or Save
             # run pressed again), so it reads as the save's answer, not in the colour of an error.
@@ -711,11 +714,20 @@ class LearnerState(param.Parameterized):
                 "it is reloaded (their links still show them)."))
             return
         self.awaiting_key = False
+        self._list_own_runs()
+
+    def _list_own_runs(self) -> None:
+        """List the runs saved with this page's key beside those shown (see :meth:`take_page_key`);
+        when the store cannot say, :attr:`restore_message` says so and the next save tries again."""
         try:
             own = self.store.page_runs(self.key_hash, limit=PAGE_RUNS)
         except (RecordError, StoreError) as exc:
-            self.restore_message = f"This page's saved runs could not be listed: {said_to_learner(exc)}"
+            self._unlisted = True
+            self.restore_message = f"{_UNLISTED}{said_to_learner(exc)}"
             return
+        self._unlisted = False
+        if self.restore_message.startswith(_UNLISTED):
+            self.restore_message = ""
         self._show_also(own, owned=True)
 
     def _show_also(self, records: list[ExperimentRecord], *, owned: bool) -> None:
@@ -825,6 +837,9 @@ class LearnerState(param.Parameterized):
             if updated:
                 self.saved = [updated.get(r.id, r) for r in self.saved]
         return list(updated.values())
+
+
+_UNLISTED = "This page's saved runs could not be listed: "
 
 
 def inputs_to_fix(input_ok: bool, tokens_error: str, field_errors: dict[str, str]) -> str:
