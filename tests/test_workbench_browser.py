@@ -589,6 +589,10 @@ def test_the_lost_connection_notice_sits_in_the_header_bar_and_hides_no_saved_ru
         notice = page.locator(".notyf__toast").filter(has_text="Connection to the workbench server lost")
         expect(notice).to_be_visible()
         expect(notice).to_contain_text("your saved runs are kept")
+        # Save run goes grey (a click would do nothing), saying why on hover.
+        save_button = page.get_by_role("button", name="Save run")
+        expect(save_button).to_be_disabled()
+        expect(save_button).to_have_attribute("title", re.compile("Not connected to the workbench server"))
         # At the top of the page it lies inside the header bar, which holds no control.
         page.evaluate("window.scrollTo(0, 0)")
         notice.evaluate("el => Promise.all(el.getAnimations({subtree: true}).map((a) => a.finished))")

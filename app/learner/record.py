@@ -32,7 +32,8 @@ STATUS_CSS = read_text(__package__, "record_status.css")
 # a save pressed as the connection went may have been committed unheard, so it says how to know.
 STALE_STATUS_JS = mark_stale_js(
     ".status.ok", " Since then the connection to the server was lost: nothing you do now is saved. If "
-    "you pressed Save run as it was lost, reload: Saved runs then lists that run if it was saved.", ok_class="ok")
+    "you pressed Save run as it was lost, reload: Saved runs then lists that run if it was saved.", ok_class="ok"
+) + read_text(__package__, "record_save_off.js")  # and the Save buttons go grey, saying why
 
 
 # What a text field takes in the browser: far more than a record may hold, so text over the limit
