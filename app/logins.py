@@ -35,6 +35,10 @@ LOGIN_COOKIE = "instructor_login"
 #: What an instructor page says while the store cannot be read (its log line has the reason).
 STORE_UNREACHABLE = ("The class's store cannot be reached just now: what this page shows is what it last "
                      "read; it reads again by itself once the store answers.")
+#: The reason of the 503 a protected page's request gets while the store cannot say whether its
+#: login holds (sent to the login page, the instructor would log in and land there again).
+STORE_CANNOT_CHECK_LOGIN = ("The class's store cannot be reached just now, so this login cannot be checked; "
+                            "try again in a moment")
 # How long this process trusts the store's "not ended" for one login id (seconds): the most an
 # HTTP request of another process's ended login may still be served, and the cost bound of the
 # check (one primary-key read per login id and second, however many tabs and requests).
@@ -127,14 +131,12 @@ class Logins:
             self._checked[login_id] = now
         return ended
 
-    def holds(self, login_id: str | None) -> bool:
-        """Whether ``login_id`` is a login that has not ended. A store that cannot be read gives
-        no access (rather than access nobody could end)."""
-        return self.ended(login_id) is False
-
-    def allows(self, cookie: bytes | str | None) -> bool:
-        """Whether a verified :data:`LOGIN_COOKIE` value is a login of this password that holds."""
-        return self.holds(self.login_id(cookie))
+    def allows(self, cookie: bytes | str | None) -> bool | None:
+        """Whether a verified :data:`LOGIN_COOKIE` value is a login of this password that holds;
+        None when the store cannot say (no access then: a request gets
+        :data:`STORE_CANNOT_CHECK_LOGIN`, rather than access nobody could end)."""
+        ended = self.ended(self.login_id(cookie))
+        return None if ended is None else not ended
 
     def end(self, cookie: bytes | str | None, client: str | None = None) -> None:
         """End the login of a verified :data:`LOGIN_COOKIE` value, for every process (nothing for
@@ -221,5 +223,5 @@ class SessionLogin:
         return None if self.unknown else held
 
 
-__all__ = ["LOGIN_COOKIE", "RECHECK_S", "STORE_UNREACHABLE", "GuardedStore", "LoginEnded", "Logins", "SessionLogin",
-           "password_fingerprint"]
+__all__ = ["LOGIN_COOKIE", "RECHECK_S", "STORE_CANNOT_CHECK_LOGIN", "STORE_UNREACHABLE", "GuardedStore", "LoginEnded",
+           "Logins", "SessionLogin", "password_fingerprint"]

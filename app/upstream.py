@@ -95,9 +95,6 @@ from collections.abc import Callable
 
 #: The versions every item above was checked on (``tests/test_upstream.py`` says when they differ).
 CHECKED_ON = {"panel": "1.9.4", "bokeh": "3.9.2", "tornado": "6.6.1"}
-#: The reason of the 503 a protected page gets while the store cannot say whether its login holds.
-STORE_CANNOT_CHECK_LOGIN = ("The class's store cannot be reached just now, so this login cannot be checked; "
-                            "try again in a moment")
 
 
 def answer_without_nagle_delay() -> None:
@@ -301,10 +298,9 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
         Told of each logout page asked for, with its Tornado request.
     logins : app.logins.Logins, optional
         Each login gets its own signed cookie ``login_cookie`` (``logins.new_cookie()``), which
-        every request for a protected page or its websocket must carry and ``logins.ended``
-        must find holding; a logout ends it (``logins.end``) and clears it. While the store
-        cannot say (unreachable), such a request is answered 503
-        :data:`STORE_CANNOT_CHECK_LOGIN`.
+        every request for a protected page or its websocket must carry and ``logins.allows``;
+        a logout ends it (``logins.end``) and clears it. While the store cannot say
+        (unreachable), such a request is answered 503 (:data:`app.logins.STORE_CANNOT_CHECK_LOGIN`).
     login_cookie : str
         That cookie's name.
     refuse_login : callable (handler) -> bool
@@ -319,6 +315,8 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
     from panel.auth import BasicAuthProvider
     from panel.config import config
     from tornado.web import HTTPError
+
+    from app.logins import STORE_CANNOT_CHECK_LOGIN
 
     class InstructorAuthProvider(BasicAuthProvider):
         def __init__(self, **kwargs):
@@ -369,13 +367,11 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
             get_user = super().get_user
 
             def get_user_or_refuse_a_script(handler):
-                ended = False if logins is None or is_guest(handler.request.uri) else logins.ended(
-                    logins.login_id(handler.get_secure_cookie(login_cookie, max_age_days=config.oauth_expiry)))
-                if ended is None:
-                    # The store cannot say whether this login holds: sent to the login page, the
-                    # instructor would log in and land there again, with no word why.
+                allowed = True if logins is None or is_guest(handler.request.uri) else logins.allows(
+                    handler.get_secure_cookie(login_cookie, max_age_days=config.oauth_expiry))
+                if allowed is None:  # the store cannot say
                     raise HTTPError(503, reason=STORE_CANNOT_CHECK_LOGIN)
-                if ended:
+                if not allowed:
                     user = None  # no login of this password, or one that ended: log in again
                 else:
                     user = get_user(handler)

@@ -156,7 +156,7 @@ def test_failed_logins_from_one_address_are_answered_429_and_logged(class_server
 def test_while_the_store_cannot_be_reached_a_login_is_answered_503_saying_so(tmp_path):
     """Not sent back to the login page, where the instructor would log in and land again with no
     word why (a newcomer's outage); the page opens again once the store answers."""
-    from app.upstream import STORE_CANNOT_CHECK_LOGIN
+    from app.logins import STORE_CANNOT_CHECK_LOGIN
 
     server = start_server(tmp_path / "runs", tmp_path / "server.log", env={PASSWORD_ENV: PASSWORD,
                                                                          PASSWORD_FILE_ENV: None})
