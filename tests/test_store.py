@@ -786,6 +786,63 @@ def test_a_writer_killed_mid_save_loses_no_committed_run_and_the_store_opens(sto
         store.save(make_record())  # and takes new runs
 
 
+def within(seconds: float, call, *args, **kwargs):
+    """``call(*args, **kwargs)``'s result or exception, failing the test if it takes longer than
+    ``seconds`` (left running in a daemon thread, so a store call that never ends fails, not hangs)."""
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = call(*args, **kwargs)
+        except BaseException as error:  # noqa: BLE001 - raised again below, in the test's thread
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"{call.__name__} still waiting after {seconds} s"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def test_a_postgresql_table_locked_past_the_busy_timeout_refuses_the_save_as_busy(postgres_server, monkeypatch):
+    # A session holding the runs table would otherwise hold a save (and its page) as long as it likes.
+    import psycopg
+
+    from app.store import dialects
+
+    monkeypatch.setattr(dialects, "BUSY_TIMEOUT_S", 0.5)
+    url = postgres_server.new_database()
+    with RunStore(url) as store, psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as lock:
+        lock.execute("LOCK TABLE workbench_runs IN EXCLUSIVE MODE")
+        with pytest.raises(StoreError) as refused:
+            within(10, store.save, make_record(), key_hash=OWNER)
+        assert str(refused.value).startswith("Run not saved: the store postgresql+psycopg://")
+        assert str(refused.value).endswith(" is busy (another session held it longer than 0.5 s); try again.")
+        assert refused.value.for_learner() == \
+            "Run not saved: the store is busy (another session held it longer than 0.5 s); try again."
+        lock.rollback()
+        assert store.count() == 0
+        store.save(make_record(), key_hash=OWNER)  # and once the lock is gone, saves go on
+        assert store.count() == 1
+
+
+def test_a_postgresql_host_that_never_answers_is_given_up_after_the_connect_timeout(monkeypatch):
+    # A listening port that never answers, as a vanished database host behind a live address.
+    import socket
+
+    from app.store import dialects
+
+    monkeypatch.setattr(dialects, "CONNECT_TIMEOUT_S", 2)  # libpq's least
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        with pytest.raises(StoreOpenError) as refused:
+            within(15, RunStore, f"postgresql+psycopg://nobody@127.0.0.1:{silent.getsockname()[1]}/runs")
+    assert "cannot be reached" in str(refused.value), refused.value
+
+
 def test_an_invalid_record_in_a_bundle_is_named_and_keeps_the_file_out(store):
     good = make_record()
     bad = dict(make_record(minutes=1).to_dict())

@@ -2,7 +2,8 @@
 
 The rest of :mod:`app.store` is plain SQLAlchemy Core and runs unchanged on both: this module
 makes the engine (SQLite: a busy timeout, foreign keys on, write transactions begun
-``IMMEDIATE``, and the WAL journal once the file is known to be a store), writes "contains, in
+``IMMEDIATE``, and the WAL journal once the file is known to be a store; PostgreSQL: a connect
+and a lock timeout, and connections checked before use), writes "contains, in
 any case" and "more than whitespace" the same way on both, keeps text PostgreSQL cannot hold
 out of its columns, and turns a driver's error into a sentence a learner or an instructor can
 act on.
@@ -27,6 +28,8 @@ STORE_ENV = "ATTENTION_WORKBENCH_STORE"
 DEFAULT_STORE = "sqlite:///runs.db"
 # How long a SQLite writer waits for another process's transaction before giving up (seconds).
 BUSY_TIMEOUT_S = 30.0
+# How long a connection to a PostgreSQL store may take to open (seconds; libpq's connect_timeout).
+CONNECT_TIMEOUT_S = 5
 
 
 class StoreError(OSError):
@@ -109,10 +112,23 @@ def make_engine(url: URL) -> Engine:
             event.listen(engine, "begin", _sqlite_begin)
         else:
             # pre_ping: a PostgreSQL restarted under a running class is reconnected, not an error
-            engine = create_engine(url, pool_pre_ping=True)
+            engine = create_engine(url, pool_pre_ping=True, connect_args=_postgresql_limits(url))
     except (NoSuchModuleError, ImportError) as error:
         raise StoreOpenError(f"no database driver for {shown(url)}: {error}") from None
     return engine
+
+
+def _postgresql_limits(url: URL) -> dict[str, object]:
+    """libpq settings bounding how long a store call waits, unless the URL sets its own: a host
+    that vanished (no answer at all) is given up after :data:`CONNECT_TIMEOUT_S`, and a table
+    another session locked after :data:`BUSY_TIMEOUT_S`, as SQLite's busy timeout does; either
+    then fails as a :class:`StoreError` instead of holding a save (and its page) for minutes."""
+    limits: dict[str, object] = {}
+    if "connect_timeout" not in url.query:
+        limits["connect_timeout"] = CONNECT_TIMEOUT_S
+    if "options" not in url.query:
+        limits["options"] = f"-c lock_timeout={int(BUSY_TIMEOUT_S * 1000)}"
+    return limits
 
 
 def _sqlite_on_connect(dbapi_connection: sqlite3.Connection, connection_record) -> None:
@@ -257,6 +273,8 @@ def store_error(error: Exception, url: URL, what: str, cls: type[StoreError] = S
         if code in (errno.EIO, errno.EACCES, errno.EBUSY, None):
             # SQLite reports a write refused by the file system as an I/O error: ask it why.
             why, code = _file_system_says(Path(url.database), why, code)
+    elif "lock timeout" in lowered:  # lock_timeout (_postgresql_limits): another session held a lock
+        why = f"is busy (another session held it longer than {BUSY_TIMEOUT_S:g} s); try again"
     elif isinstance(error, DBAPIError) and error.connection_invalidated or "connection" in lowered:
         why = f"cannot be reached ({message.strip().splitlines()[0]})"
         plain = "cannot be reached just now"
@@ -270,6 +288,7 @@ def store_error(error: Exception, url: URL, what: str, cls: type[StoreError] = S
     return result
 
 
-__all__ = ["BUSY_TIMEOUT_S", "DEFAULT_STORE", "STORE_ENV", "WHITESPACE", "StoreError", "StoreOpenError",
-           "column_text", "contains_any_case", "has_text", "make_engine", "parse_url", "prepare_store",
-           "record_time_text", "relaxed_commit", "resolve_store_url", "shown", "sqlite_url", "store_error"]
+__all__ = ["BUSY_TIMEOUT_S", "CONNECT_TIMEOUT_S", "DEFAULT_STORE", "STORE_ENV", "WHITESPACE", "StoreError",
+           "StoreOpenError", "column_text", "contains_any_case", "has_text", "make_engine", "parse_url",
+           "prepare_store", "record_time_text", "relaxed_commit", "resolve_store_url", "shown", "sqlite_url",
+           "store_error"]
