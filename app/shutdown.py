@@ -5,21 +5,22 @@ On the signal the process, in this order:
 1. fails its health check (``/healthz`` answers 503 ``server stopping``, :mod:`app.health`) and
    answers every new page request 503 with a sentence (:func:`refuse_page`): a balancer sends
    those learners to another server, and no session is built for them;
-2. lets the save in flight commit: saves run on the server's event loop, so the one running when
-   the signal came ends, and its page hears "Saved", before anything below runs;
-3. has every open page's lost-connection notice name a restart
+2. has every open page's lost-connection notice name a restart
    (:func:`app.shared.connection.announce_restart`), and keeps serving open pages until every
    one has been told and :data:`NOTICE_S` has passed, so a save clicked as the signal came is
    committed and confirmed too;
+3. lets the saves in flight commit: a save's store write runs in a thread of its own
+   (:mod:`app.shared.store_writes`), counted until its page has heard "Saved"; the port stays
+   open until none is in flight (and :data:`SETTLE_S` has passed since the last one ended);
 4. stops the Bokeh server (its port closes) and its event loop; ``serve`` closes the store and
    ends the process with status 0 (:func:`end_process`).
 
 Whatever happens, the process ends ``grace`` seconds after the signal (``serve
 --shutdown-grace``), with exit status 1 and a line saying so: a save stuck on a store that does
-not answer holds the event loop, so this bound is kept by a thread of its own that hears the
-signal at once (:func:`signal.set_wakeup_fd`). A second signal changes nothing. With
-``--num-procs`` each worker stops so (the first process ends at once; its workers get SIGTERM
-from it, see :func:`app.upstream.workers_end_with_their_parent`).
+not answer is waited for no longer. The bound is kept by a thread of its own that hears the
+signal at once (:func:`signal.set_wakeup_fd`), even while a store read holds the event loop. A
+second signal changes nothing. With ``--num-procs`` each worker stops so (the first process ends
+at once; its workers get SIGTERM from it, see :func:`app.upstream.workers_end_with_their_parent`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import time
 from functools import partial
 
 from app.health import mark_stopping
+from app.shared import store_writes
 from app.shared.connection import announce_restart
 
 #: Default for ``serve --shutdown-grace``: seconds from the signal to the process's end at most.
@@ -41,6 +43,8 @@ SHUTDOWN_GRACE_S = 10.0
 #: Seconds open pages keep being served after the signal: enough for the restart notice to reach
 #: them and for a save clicked as the signal came to be committed and confirmed.
 NOTICE_S = 1.0
+#: Seconds after the last save in flight ended before the port closes: its page's "Saved" leaves.
+SETTLE_S = 0.2
 EXIT_GRACE_OVER = 1
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -85,7 +89,7 @@ def stop_on_signals(server, grace: float = SHUTDOWN_GRACE_S) -> None:
         raise ValueError(f"the shutdown grace must be above 0 seconds, got {grace}")
     loop = server.io_loop.asyncio_loop
     signalled = threading.Event()
-    # The watchdog hears the signal byte at once, even while a save holds the main thread (a
+    # The watchdog hears the signal byte at once, even while a store read holds the main thread (a
     # Python signal handler runs only when that thread returns to Python code).
     heard, wakeup = socket.socketpair()
     wakeup.setblocking(False)
@@ -143,7 +147,8 @@ def _tell_pages_then_stop(server, signal_name: str, grace: float) -> None:
     give_up_at = loop.time() + max(NOTICE_S, grace / 2)
 
     def stop_once_told() -> None:
-        if len(told) < len(sessions) and loop.time() < give_up_at:
+        # A save in flight is waited for up to the grace, when the watchdog ends the process.
+        if (len(told) < len(sessions) and loop.time() < give_up_at) or not store_writes.settled(SETTLE_S):
             loop.call_later(0.05, stop_once_told)
         else:
             _stop(server)
@@ -173,4 +178,4 @@ def _stop(server) -> None:
     server.io_loop.stop()
 
 
-__all__ = ["NOTICE_S", "REFUSED_PAGE", "SHUTDOWN_GRACE_S", "end_process", "refuse_page", "stop_on_signals"]
+__all__ = ["NOTICE_S", "REFUSED_PAGE", "SETTLE_S", "SHUTDOWN_GRACE_S", "end_process", "refuse_page", "stop_on_signals"]

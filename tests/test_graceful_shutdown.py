@@ -4,7 +4,8 @@ so, every open page is told of the restart, and the process exits 0 in time; pas
 exits anyway.
 
 A save is held "in flight" for real: the test takes SQLite's write lock from a connection of its
-own (``BEGIN IMMEDIATE``), so the server's save waits on the store, as it would on a busy disk.
+own (``BEGIN IMMEDIATE``), so the server's save waits on the store, as it would on a busy disk;
+the page says "Saving…" and the server answers meanwhile.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import re
 import signal
 import sqlite3
 import time
-from pathlib import Path
 
 from playwright.sync_api import expect
 from workbench_server import (
@@ -60,19 +60,18 @@ def hold_the_write_lock(server) -> sqlite3.Connection:
     return lock
 
 
-def waits_on_the_store(server, health: HealthWatch) -> bool:
-    """Whether ``server``'s save is waiting on its held store: the save runs on the server's
-    event loop, so the health check waits too, and (where Linux says) the main thread sleeps in
-    SQLite's busy handler."""
-    if health.pending_for() < 0.5:
-        return False
-    wchan = Path(f"/proc/{server.process.pid}/wchan")
-    return not wchan.exists() or "nanosleep" in wchan.read_text()
-
-
 def click_save_and_wait_until_it_waits_on_the_store(page, server, health: HealthWatch) -> None:
+    """Press Save run while the store is held, and wait until the save is in flight: the page
+    says "Saving…" with Save run off, and the server goes on answering meanwhile (the save
+    waits in a thread of its own, not on the event loop every page shares)."""
+    answered = len(health.answers)
     page.get_by_role("button", name="Save run").click()
-    wait_until(lambda: waits_on_the_store(server, health), "the server's save waiting on the held store")
+    expect(page.get_by_role("status").filter(has_text="Saving…")).to_be_visible()
+    expect(page.get_by_role("button", name="Save run")).to_be_disabled()
+    wait_until(lambda: len(health.answers) >= answered + 3, "three health answers while the save waits")
+    assert set(health.answers[answered:]) == {200}, health.answers
+    assert ask(port_of(server), "/static/extensions/panel/css/loading.css")[0] == 200
+    assert server.records() == []  # still in flight: the store is held
 
 
 def assert_stopping_lines_name_no_session(log: str) -> None:
@@ -131,7 +130,7 @@ def test_sigterm_lets_the_save_in_flight_commit_tells_the_page_and_exits_0_in_ti
         ended = ExitWatch(server.process)
         server.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
-        newcomer = PageRequest(port)  # waits with the held event loop, answered once it moves
+        newcomer = PageRequest(port)
         assert newcomer.sent.wait(10)
         lock.execute("ROLLBACK")  # the store answers again: the save goes on
 
@@ -177,8 +176,12 @@ def test_past_the_grace_a_save_stuck_on_the_store_does_not_keep_the_process(tmp_
         assert re.search(r"stopping: not done 2 s after the signal .*; exiting now", log), log
         assert_stopping_lines_name_no_session(log)
         lock.execute("ROLLBACK")
-        assert server.records() == []  # not committed, and the page never said it was
-        expect(page.get_by_role("status").filter(has_text="Saved run")).to_have_count(0)
+        assert server.records() == []  # not committed, and the page never said it was:
+        expect(page.get_by_role("status").filter(has_text=re.compile(r"^Saved run"))).to_have_count(0)
+        # its "Saving…" now says the connection went, and how to know whether the run was saved
+        saving = page.get_by_role("status").filter(has_text=re.compile(r"^Saving…"))
+        expect(saving).to_contain_text("the connection to the server was lost")
+        expect(saving).to_contain_text("reload: Saved runs then lists that run if it was saved")
     finally:
         if lock is not None:
             lock.close()

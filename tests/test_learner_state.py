@@ -6,6 +6,7 @@ would, and asserts on the derived result, the views' text and the heat maps' ``s
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -663,7 +664,8 @@ def test_a_store_that_cannot_be_reached_is_said_in_plain_words_and_its_address_o
     assert all(f"127.0.0.1:{postgres_server.port}" in line and "cannot be reached (" in line for line in logged), logged
 
 
-def test_a_page_reloaded_while_the_store_was_down_lists_its_runs_at_its_next_save(tmp_path):
+@pytest.mark.parametrize("in_thread", [False, True], ids=["save_run", "save_run_in_thread"])
+def test_a_page_reloaded_while_the_store_was_down_lists_its_runs_at_its_next_save(tmp_path, in_thread):
     """A newcomer reloaded a page during an outage, then saved once the store was back: only the
     new run was listed, as run 1, and the address named it alone."""
     from store_helpers import PAGE_KEY
@@ -687,7 +689,51 @@ def test_a_page_reloaded_while_the_store_was_down_lists_its_runs_at_its_next_sav
         (away / name).rename(path.parent / name)
     store.engine.dispose()
     reloaded.prediction, reloaded.label = "p", "after"
-    assert reloaded.save_run() is not None
+    assert (asyncio.run(reloaded.save_run_in_thread()) if in_thread else reloaded.save_run()) is not None
     assert [r.label for r in reloaded.saved] == ["before the outage", "after"]
     assert reloaded.save_message.startswith("Saved run “after” (") and reloaded.restore_message == ""
     assert reloaded.owned == [r.id for r in reloaded.saved]
+
+
+def test_a_save_in_a_thread_says_saving_keeps_save_run_off_and_a_second_press_adds_nothing(state):
+    """A served page's save (the store's write in a thread, app/shared/store_writes.py): "Saving…"
+    while the store has not answered, a press meanwhile is that same save, then "Saved"."""
+    from app.shared import store_writes
+
+    state.prediction = "row 2 cannot read token 3"
+    said = []
+    state.param.watch(lambda *events: said.extend((e.name, e.new) for e in events), ["saving", "save_message"])
+
+    async def press_twice():
+        first = asyncio.ensure_future(state.save_run_in_thread())
+        await asyncio.sleep(0)  # the first press has begun: its write waits in a thread
+        assert state.saving and state.save_message == "Saving…" and store_writes.count() == 1
+        second = await state.save_run_in_thread()  # pressed while the first is in flight
+        assert state.save_message == "Saving…"
+        return await first, second
+
+    record, second = asyncio.run(press_twice())
+    assert record is not None and second is None
+    assert [r.id for r in state.store.iter_records()] == [record.id]
+    assert said[:2] == [("saving", True), ("save_message", "Saving…")]
+    assert state.save_ok and state.save_message == f"Saved run #1 ({record.id})." and not state.saving
+    assert store_writes.count() == 0
+    # The second press, once the first has answered: this run is saved already.
+    assert asyncio.run(state.save_run_in_thread()) is None and state.save_message.startswith("Already saved as #1")
+
+
+def test_a_save_in_a_thread_that_fails_says_so_and_turns_save_run_back_on(state, monkeypatch):
+    from app.store import StoreError
+
+    state.prediction = "p"
+    refused = StoreError("Run not saved: the store /srv/runs.db is full.")
+    refused.learner_text = "Run not saved: the store is full."
+    monkeypatch.setattr(state.store, "save", lambda *a, **k: (_ for _ in ()).throw(refused))
+    assert asyncio.run(state.save_run_in_thread()) is None
+    assert (state.save_ok, state.save_message, state.saving) == (False, "Run not saved: the store is full.", False)
+    monkeypatch.setattr(state.store, "save", lambda *a, **k: 1 / 0)  # a fault of ours, not the store's
+    with pytest.raises(ZeroDivisionError):
+        asyncio.run(state.save_run_in_thread())
+    assert (state.save_ok, state.saving) == (False, False)
+    assert state.save_message == "Run not saved: the server failed (its log says why)."
+    assert state.saved == []

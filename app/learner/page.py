@@ -201,9 +201,11 @@ class LearnerPage(pn.viewable.Viewer):
                                   visible=self.state.param.revealed)
         self.intro.object = self._intro_html()
         insert_after(self.main, self.contributions, self.ablation)
-        # The panel's answer is about its own last save: once a save says something else, it goes
-        # (the panel's own save gives its answer after this).
-        self.state.param.watch(lambda _event: setattr(self.ablation_panel, "save_message", ""), "save_message")
+        # The panel's answer is about its own last save: it follows what that save says (a
+        # served page's "Saving…", then its answer) and goes once Save run says something else.
+        self.state.param.watch(lambda event: setattr(self.ablation_panel, "save_message",
+                                                     event.new if self.state.save_from_ablation else ""),
+                               "save_message")
 
     @param.depends("state.revealed", "ablations", watch=True)
     def _activate_ablation(self) -> None:

@@ -46,12 +46,13 @@ def limited(placeholder: str, field: str) -> str:
     return f"{placeholder} (up to {TEXT_LIMITS[field]} characters)"
 
 
-def status_html(message: str, ok: bool) -> str:
+def status_html(message: str, ok: bool, pending: bool = False) -> str:
     """A status line (role=status) a screen reader announces; ``message`` is escaped, as it can
-    quote the learner's label."""
+    quote the learner's label. ``pending``: what it says is not done yet ("Saving…"); marked
+    "ok" too, so a lost connection marks it as it marks a save's answer (STALE_STATUS_JS)."""
     if not message:
         return ""
-    kind = "ok" if ok else "error"
+    kind = "ok pending" if pending else "ok" if ok else "error"
     return html('<div class="status {}" role="status">{}</div>', kind, message)
 
 
@@ -138,8 +139,10 @@ class RecordView(pn.viewable.Viewer):
         # Save run is greyed while an input is refused, and says why under it: the refused field
         # may be out of view, and the last save's message (still shown) says nothing of it.
         to_fix = pn.bind(inputs_to_fix, s.param.input_ok, s.param.tokens_error, s.param.field_errors)
-        self.button = pn.widgets.Button(label="Save run", color="primary", disabled=pn.bind(bool, to_fix))
-        self.button.on_click(lambda _event: s.save_run())
+        # Off too while a save is in flight: the store has not answered yet ("Saving…").
+        off = pn.bind(lambda why, saving: bool(why) or saving, to_fix, s.param.saving)
+        self.button = pn.widgets.Button(label="Save run", color="primary", disabled=off)
+        self.button.on_click(lambda _event: s.press_save())
         self.save_off = pn.pane.HTML(
             pn.bind(lambda why: html("<p class='save-off'>Save run is off until the highlighted "
                                      "inputs are fixed: {}.</p>", why.rstrip(".")), to_fix),
@@ -148,7 +151,7 @@ class RecordView(pn.viewable.Viewer):
         # a pane added at the first save would make Bokeh walk the whole page's models again
         # just as the learner waits for the answer (bench/README.md).
         self.message = pn.pane.HTML(
-            pn.bind(status_html, s.param.save_message, s.param.save_ok),
+            pn.bind(status_html, s.param.save_message, s.param.save_ok, s.param.saving),
             visible=pn.bind(bool, s.param.save_message), stylesheets=[STATUS_CSS])
         self._layout = pn.Column(
             pn.pane.HTML("<h3>Record your run</h3>"),

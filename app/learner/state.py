@@ -4,7 +4,8 @@ Everything a browser session knows lives on one :class:`LearnerState`. The views
 write only the parameters their widgets stand for; derived values (the parsed inputs, the
 layer's run over every batch item and the map shown of it, the field messages) are computed
 once per change by a declared dependency.
-Saving is an explicit action (:meth:`LearnerState.save_run`). Left out: widgets and layout
+Saving is an explicit action (:meth:`LearnerState.save_run`; a served page's in a worker
+thread, :meth:`LearnerState.save_run_in_thread`). Left out: widgets and layout
 (the views in this package) and storage itself (:class:`app.store.RunStore`).
 """
 
@@ -18,6 +19,7 @@ import panel as pn
 import param
 
 from app.learner.page_key import key_hash
+from app.shared import store_writes
 from app.shared.numbers import format_number
 from app.shared.parsing import clean_text, parse_number
 from app.shared.words import in_words
@@ -325,6 +327,10 @@ class LearnerState(param.Parameterized):
                                      doc="The run Save run wrote last: set once for every run saved.")
     save_message = param.String(default="", doc="What the last save did.")
     save_ok = param.Boolean(default=True, doc="Whether the last save worked.")
+    save_from_ablation = param.Boolean(default=False, doc=(
+        "The last save asked for was the ablation panel's (Save ablation as a run)."))
+    saving = param.Boolean(default=False, doc=(
+        "A save is in flight (save_run_in_thread): the store has not answered yet."))
     store = param.ClassSelector(class_=RunStore, doc="Where runs are saved.")
     key_hash = param.String(default=None, allow_None=True, doc=(
         "SHA-256 (hex) of this page's key (app.learner.page_key): runs are saved with it, and only "
@@ -640,10 +646,21 @@ class LearnerState(param.Parameterized):
             self.param.update(row=PRESETS[name]["row"], row_error="")
 
     def save_ablation(self, ablation: Ablation) -> str:
-        """Save the current run with ``ablation`` (the ablation panel's Save button); returns
-        what :attr:`save_message` says about it."""
-        self.save_run(ablation=ablation)
+        """Save the current run with ``ablation`` (the ablation panel's Save button), as
+        :meth:`press_save` does; returns what :attr:`save_message` says about it ("Saving…"
+        while a served page's save is in flight)."""
+        self.press_save(ablation)
         return self.save_message
+
+    def press_save(self, ablation: Ablation | None = None) -> None:
+        """What Save run's click does: on a served page the store's reads and write run in a
+        worker thread (as :meth:`save_run_in_thread`) and the page stays live meanwhile; without
+        a server (a script, a notebook, a test) :meth:`save_run` at once."""
+        doc = pn.state.curdoc
+        if doc is None or doc.session_context is None:
+            self.save_run(ablation)
+        elif (record := self._begin_save(ablation)) is not None:
+            pn.state.execute(functools.partial(self._save_in_thread, record, ablation))
 
     def save_run(self, ablation: Ablation | None = None) -> ExperimentRecord | None:
         """Write the current run (:attr:`layer`) to the store as an experiment record, with
@@ -654,6 +671,68 @@ class LearnerState(param.Parameterized):
         (invalid input, no prediction, text too long, or a store error such as a full disk), or
         that this run is already saved (:attr:`save_ok` stays true: nothing failed).
         """
+        record = self._record_to_save(ablation)
+        if record is None:
+            return None
+        if self._unlisted:  # a reload while the store was down: its earlier runs first
+            self._list_own_runs()
+        if self._already_saved(record):
+            return None
+        try:
+            self.store.save(record, key_hash=self.key_hash)
+        except StoreError as exc:  # already a sentence: "Run not saved: the store is full."
+            self.param.update(save_ok=False, save_message=exc.for_learner())
+            return None
+        return self._saved(record, ablation)
+
+    async def save_run_in_thread(self, ablation: Ablation | None = None) -> ExperimentRecord | None:
+        """:meth:`save_run`, with the store's reads and write in a store-write thread
+        (:mod:`app.shared.store_writes`): while the store takes its time (a locked table, a busy
+        disk) :attr:`saving` is true, the page says "Saving…" and Save run is off, and every
+        other page of the process goes on. A call while a save is in flight saves nothing."""
+        record = self._begin_save(ablation)
+        return None if record is None else await self._save_in_thread(record, ablation)
+
+    def _begin_save(self, ablation: Ablation | None) -> ExperimentRecord | None:
+        if self.saving:  # a second click while the first save is in flight: it is that save
+            return None
+        record = self._record_to_save(ablation)
+        if record is not None:
+            self.param.update(saving=True, save_ok=True, save_message="Saving…")
+        return record
+
+    async def _save_in_thread(self, record: ExperimentRecord, ablation: Ablation | None) -> ExperimentRecord | None:
+        # Counted in flight until the page has been told, so a stopping server waits for it.
+        with store_writes.in_flight():
+            try:
+                if self._unlisted:  # a reload while the store was down: its earlier runs first
+                    self._took_own_runs(await self._in_thread(self.store.page_runs, self.key_hash, limit=PAGE_RUNS))
+                if self._already_saved(record):
+                    return None
+                try:
+                    await store_writes.in_thread(self.store.save, record, key_hash=self.key_hash)
+                except StoreError as exc:
+                    self.param.update(save_ok=False, save_message=exc.for_learner())
+                    return None
+                return self._saved(record, ablation)
+            except Exception:  # not left saying "Saving…"; the server's log gets the traceback
+                self.param.update(save_ok=False, save_message="Run not saved: the server failed (its log says why).")
+                raise
+            finally:
+                self.saving = False
+
+    @staticmethod
+    async def _in_thread(read, *args, **kwargs) -> list[ExperimentRecord] | Exception:
+        # A listing the store cannot give is said on the page (_took_own_runs), not raised.
+        try:
+            return await store_writes.in_thread(read, *args, **kwargs)
+        except (RecordError, StoreError) as exc:
+            return exc
+
+    def _record_to_save(self, ablation: Ablation | None) -> ExperimentRecord | None:
+        """The record Save run would store now, or ``None`` with :attr:`save_message` saying why
+        there is none (nothing in the store is read)."""
+        self.save_from_ablation = ablation is not None
         if (to_fix := inputs_to_fix(self.input_ok, self.tokens_error, self.field_errors)) or self.layer is None:
             return self._not_saved(f"fix the highlighted inputs first ({to_fix})")
         if not self.prediction.strip():
@@ -667,25 +746,26 @@ class LearnerState(param.Parameterized):
                                                   **texts)
         except ValueError as exc:
             return self._not_saved(str(exc))
-        # A self-check answer checked since is new: it is saved, with the run it was checked on.
-        no_answer = self.self_check is None
-        if no_answer and self.opened is not None and not self.opened_edited and _same_run(self.opened, record):
+        if self.self_check is None and self.opened is not None and not self.opened_edited \
+                and _same_run(self.opened, record):
             return self._not_saved(f"this is saved run {_run_name(self.opened)}, unchanged; change "
                                    "an input, a toggle or the text to save a new run")
-        if self._unlisted:  # a reload while the store was down: its earlier runs first
-            self._list_own_runs()
-        if no_answer and self.saved and _same_run(self.saved[-1], record):
-            # Not a failure: what the learner asked for is in the store (a double click, or Save
-            # run pressed again), so it reads as the save's answer, not in the colour of an error.
-            self.param.update(save_ok=True, save_message=(
-                f"Already saved as #{len(self.saved)}: change an input, a toggle or the text to "
-                "save another run."))
-            return None
-        try:
-            self.store.save(record, key_hash=self.key_hash)
-        except StoreError as exc:  # already a sentence: "Run not saved: the store is full."
-            self.param.update(save_ok=False, save_message=exc.for_learner())
-            return None
+        return record
+
+    def _already_saved(self, record: ExperimentRecord) -> bool:
+        """Whether ``record`` is this page's last saved run again (then :attr:`save_message` says
+        so). A self-check answer checked since is new: it is saved, with the run it was checked on."""
+        if self.self_check is not None or not self.saved or not _same_run(self.saved[-1], record):
+            return False
+        # Not a failure: what the learner asked for is in the store (a double click, or Save
+        # run pressed again), so it reads as the save's answer, not in the colour of an error.
+        self.param.update(save_ok=True, save_message=(
+            f"Already saved as #{len(self.saved)}: change an input, a toggle or the text to "
+            "save another run."))
+        return True
+
+    def _saved(self, record: ExperimentRecord, ablation: Ablation | None) -> ExperimentRecord:
+        """Show ``record``, just committed, as this page's newest saved run."""
         name = f"“{record.label}”" if record.label else f"#{len(self.saved) + 1}"
         # The ablation panel's save is said here too: which ablation, so it is not taken for Save run's.
         what = "" if ablation is None else \
@@ -722,8 +802,14 @@ class LearnerState(param.Parameterized):
         try:
             own = self.store.page_runs(self.key_hash, limit=PAGE_RUNS)
         except (RecordError, StoreError) as exc:
+            own = exc
+        self._took_own_runs(own)
+
+    def _took_own_runs(self, own: list[ExperimentRecord] | Exception) -> None:
+        """Show this page's runs as the store listed them, or say why it could not."""
+        if isinstance(own, Exception):
             self._unlisted = True
-            self.restore_message = f"{_UNLISTED}{said_to_learner(exc)}"
+            self.restore_message = f"{_UNLISTED}{said_to_learner(own)}"
             return
         self._unlisted = False
         if self.restore_message.startswith(_UNLISTED):

@@ -1,0 +1,74 @@
+"""Store writes a page asked for, run in worker threads and counted until their page has heard.
+
+A save waits on its store as long as the store takes: a table another session locked, a busy
+disk, a PostgreSQL across a network that stopped answering. On the server's event loop that
+wait held every page of the process, with its static files and its health check (a newcomer's
+PostgreSQL locked for 30 s froze them all). :func:`in_thread` runs the write in one of
+:data:`WRITERS` threads instead, and the page says "Saving…" meanwhile.
+
+:func:`in_flight` counts a write from before its thread starts until its page has been told how
+it went; on SIGTERM :mod:`app.shutdown` keeps serving until none is in flight (or its grace ends),
+so a save in flight is committed and its page hears so before the port closes.
+
+The count is kept on the event loop's thread only (the thread's result comes back to the loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from functools import partial
+from typing import TypeVar
+
+#: Threads writing at once in one process. SQLite takes one writer at a time anyway (the store
+#: queues them, :class:`app.store.RunStore`); PostgreSQL's connection pool holds 5 by default.
+WRITERS = 4
+
+T = TypeVar("T")
+
+_pool: ThreadPoolExecutor | None = None  # made at the first write, after --num-procs forked
+_count = 0
+_last_done = float("-inf")
+
+
+@contextmanager
+def in_flight() -> Iterator[None]:
+    """Count a page's write as in flight for the ``with`` block: from before its thread starts
+    until the page has been told how it went (on the event loop's thread)."""
+    global _count, _last_done
+    _count += 1
+    try:
+        yield
+    finally:
+        _count -= 1
+        _last_done = time.monotonic()
+
+
+async def in_thread(write: Callable[..., T], *args, **kwargs) -> T:
+    """``write(*args, **kwargs)`` in a store-write thread; its result, or its exception, here.
+
+    Run in a copy of the caller's context, as :func:`asyncio.to_thread` does: the page's session
+    (Panel's current document) stays current, so the store's log lines name it."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="store-write")
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(_pool, partial(context.run, write, *args, **kwargs))
+
+
+def settled(quiet_s: float) -> bool:
+    """No write in flight, and none ended in the last ``quiet_s`` seconds (its page's message
+    leaves the server in the meantime)."""
+    return _count == 0 and time.monotonic() - _last_done >= quiet_s
+
+
+def count() -> int:
+    """Writes in flight now."""
+    return _count
+
+
+__all__ = ["WRITERS", "count", "in_flight", "in_thread", "settled"]
