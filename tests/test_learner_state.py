@@ -22,6 +22,7 @@ from store_helpers import sqlite_store
 from app.learner.checks import OTHER_LIBRARIES, readouts_html, row_sum_html
 from app.learner.matrices import MASKED_SCORE
 from app.learner.page import LearnerPage
+from app.learner.runs import runs_table_html
 from app.learner.state import EXPOSING_PRESETS, PRESETS, LearnerState, layer_exposure
 from app.shared.heatmap import contrasting_text, nice_bound
 from app.shared.numbers import format_number
@@ -684,7 +685,9 @@ def test_a_page_reloaded_while_the_store_was_down_lists_its_runs_at_its_next_sav
     reloaded = LearnerState(store=store)
     reloaded.take_page_key(PAGE_KEY)  # the reload, the store down
     assert reloaded.restore_message.startswith("This page's saved runs could not be listed: ")
-    assert reloaded.saved == []
+    assert reloaded.saved == [] and reloaded.unlisted
+    table = runs_table_html(reloaded.saved, unlisted=reloaded.unlisted)  # not "No saved runs yet."
+    assert "<caption>Not listed yet: the store did not answer.</caption>" in table
     for name in files:
         (away / name).rename(path.parent / name)
     store.engine.dispose()
@@ -692,6 +695,7 @@ def test_a_page_reloaded_while_the_store_was_down_lists_its_runs_at_its_next_sav
     assert (asyncio.run(reloaded.save_run_in_thread()) if in_thread else reloaded.save_run()) is not None
     assert [r.label for r in reloaded.saved] == ["before the outage", "after"]
     assert reloaded.save_message.startswith("Saved run “after” (") and reloaded.restore_message == ""
+    assert not reloaded.unlisted
     assert reloaded.owned == [r.id for r in reloaded.saved]
 
 

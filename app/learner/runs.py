@@ -70,9 +70,10 @@ def open_links(saved_ids: list[str], keep: dict[str, str] | None = None) -> list
             for number, run_id in enumerate(saved_ids, start=1)]
 
 
-def runs_table_html(records, keep: dict[str, str] | None = None) -> Markup:
+def runs_table_html(records, keep: dict[str, str] | None = None, unlisted: bool = False) -> Markup:
     """The saved runs as an HTML table (name "Saved runs"), every cell's text escaped, each
-    row ending with its "Open" link (:func:`open_links`, which keeps the query parameters ``keep``)."""
+    row ending with its "Open" link (:func:`open_links`, which keeps the query parameters ``keep``).
+    ``unlisted``: this page's runs could not be listed, so an empty table does not say there are none."""
     columns = runs_columns(records)
     head = join(html("<th scope='col'>{}</th>", c) for c in (*RUN_COLUMNS, "open"))
     links = open_links(columns["id"], keep)
@@ -80,7 +81,8 @@ def runs_table_html(records, keep: dict[str, str] | None = None) -> Markup:
         html("<tr data-run-id='{}'>{}<td>{}</td></tr>", run_id,
              join(html("<td>{}</td>", columns[c][i]) for c in RUN_COLUMNS), links[i])
         for i, run_id in enumerate(columns["id"]))
-    empty = Markup("") if records else Markup("<caption>No saved runs yet.</caption>")
+    empty = Markup("") if records else Markup("<caption>Not listed yet: the store did not answer.</caption>") \
+        if unlisted else Markup("<caption>No saved runs yet.</caption>")
     return html("<table aria-label='Saved runs'>{}<thead><tr>{}</tr></thead><tbody>{}</tbody></table>",
                 empty, head, rows)
 
@@ -179,8 +181,8 @@ class SavedRunsView(pn.viewable.Viewer):
             options=self._tick_options(), value=[], inline=True, margin=(0, 10),
             stylesheets=[_TICKS_CSS])
         self.table = pn.pane.HTML(
-            pn.bind(runs_table_html, s.param.saved, self.param.link_query), stylesheets=[TABLE_CSS], margin=(5, 10),
-            sizing_mode="stretch_width")
+            pn.bind(runs_table_html, s.param.saved, self.param.link_query, s.param.unlisted),
+            stylesheets=[TABLE_CSS], margin=(5, 10), sizing_mode="stretch_width")
         self.heading = pn.pane.HTML(
             pn.bind(lambda ticked: html("<h3>Saved runs</h3><p>{}</p>", compared_hint(sorted(ticked))),
                     self.ticks.param.value), margin=(5, 10))

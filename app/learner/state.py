@@ -346,6 +346,8 @@ class LearnerState(param.Parameterized):
                                  doc="The saved run the workbench was opened on, if any.")
     opened_edited = param.Boolean(default=False, doc="An input changed since the run was opened.")
     open_message = param.String(default="", doc="What the page says about an opened run.")
+    unlisted = param.Boolean(default=False, doc=(
+        "This page's own runs could not be listed (the store did not answer): the next save lists them."))
     restore_message = param.String(default="", doc=(
         "How many ids of ?runs= were not found, or why the page could not list its own runs."))
     open_ok = param.Boolean(default=True, doc="Whether the last open worked.")
@@ -356,7 +358,6 @@ class LearnerState(param.Parameterized):
         if params.get("key_hash") is None:
             params["key_hash"] = key_hash(secrets.token_hex(16))
         super().__init__(**params)
-        self._unlisted = False  # this page's runs could not be listed (the store was down)
 
     @param.depends("failure_mode", watch=True, on_init=True)
     def _mode_to_checkbox(self) -> None:
@@ -674,7 +675,7 @@ class LearnerState(param.Parameterized):
         record = self._record_to_save(ablation)
         if record is None:
             return None
-        if self._unlisted:  # a reload while the store was down: its earlier runs first
+        if self.unlisted:  # a reload while the store was down: its earlier runs first
             self._list_own_runs()
         if self._already_saved(record):
             return None
@@ -705,7 +706,7 @@ class LearnerState(param.Parameterized):
         # Counted in flight until the page has been told, so a stopping server waits for it.
         with store_writes.in_flight():
             try:
-                if self._unlisted:  # a reload while the store was down: its earlier runs first
+                if self.unlisted:  # a reload while the store was down: its earlier runs first
                     self._took_own_runs(await self._in_thread(self.store.page_runs, self.key_hash, limit=PAGE_RUNS))
                 if self._already_saved(record):
                     return None
@@ -808,10 +809,9 @@ class LearnerState(param.Parameterized):
     def _took_own_runs(self, own: list[ExperimentRecord] | Exception) -> None:
         """Show this page's runs as the store listed them, or say why it could not."""
         if isinstance(own, Exception):
-            self._unlisted = True
-            self.restore_message = f"{_UNLISTED}{said_to_learner(own)}"
+            self.param.update(unlisted=True, restore_message=f"{_UNLISTED}{said_to_learner(own)}")
             return
-        self._unlisted = False
+        self.unlisted = False
         if self.restore_message.startswith(_UNLISTED):
             self.restore_message = ""
         self._show_also(own, owned=True)
