@@ -632,6 +632,7 @@ def test_while_the_store_cannot_be_read_the_page_says_so_keeps_its_table_and_ref
     store.save(make_record(learner="Ada", label="before"), key_hash=OWNER)
     page = InstructorPage(store)
     table = RunsTableView(state=page.state)
+    page._rest()  # the picture, the comparison and the learners, as once the browser drew the page
     path, away = Path(store.url.database), tmp_path / "away"
     away.mkdir()
     files = [n for n in (path.name, f"{path.name}-wal", f"{path.name}-shm") if (path.parent / n).exists()]
@@ -642,6 +643,16 @@ def test_while_the_store_cannot_be_read_the_page_says_so_keeps_its_table_and_ref
     assert page.state.store_problem == STORE_UNREACHABLE
     assert STORE_UNREACHABLE in unescape(table.count.object)
     assert page.state.matching == 1 and len(page.state.page_runs) == 1  # what it last read
+    # The instructor goes on filtering, sorting and ticking meanwhile: nothing raises (a traceback
+    # in the log per move, before), the views keep what they showed and the page says why.
+    shown = dict(page.class_chart.source.data)
+    page.state.learner = "Bob"
+    page.state.sort_by = "learner"
+    page.state.select(page.state.page_runs[0].id)
+    page.class_chart._update()
+    assert page.state.store_problem == STORE_UNREACHABLE and page.state.page_runs[0].label == "before"
+    assert dict(page.class_chart.source.data) == shown
+    page.state.learner = ""
     with pytest.raises(ExportRefused):
         page.exports._download("json")
     assert "Not exported:" in page.exports.note.object
@@ -650,6 +661,7 @@ def test_while_the_store_cannot_be_read_the_page_says_so_keeps_its_table_and_ref
     store.engine.dispose()  # as a PostgreSQL back up is reconnected (pool_pre_ping)
     page._refresh()
     assert page.state.store_problem == "" and "role='alert'" not in table.count.object
+    assert page.state.sort_by == "learner" and page.comparison.hint.object != ""  # read again, as they are now
     assert "Not exported:" not in page.exports.note.object
     assert json.loads(page.exports._download("json").read())["runs"][0]["label"] == "before"
 

@@ -170,7 +170,10 @@ class ClassChartView(pn.viewable.Viewer):
 
     def _update(self, *events) -> None:
         self._due = False
-        self._runs = self.state.filtered(newest=CHART_RUNS)  # a point each
+        runs = self.state.read_or_say(self.state.filtered, newest=CHART_RUNS)  # a point each
+        if runs is None:  # the store cannot be read: the picture keeps what it showed
+            return
+        self._runs = runs
         self._by_id = {r.id: r for r in self._runs}
         data = self._data(self._runs)
         palette = [Category10_10[n % 10] for n in range(len(self._modes))]

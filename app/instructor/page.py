@@ -173,7 +173,9 @@ class ComparisonPanel(pn.viewable.Viewer):
         self._update()  # runs may have been selected before the page was complete
 
     def _update(self, *events) -> None:
-        compared = self.state.compared
+        compared = self.state.read_or_say(lambda: self.state.compared)
+        if compared is None:  # the store cannot be read: the comparison keeps what it showed
+            return
         missing = 2 - len(compared)
         self.hint.object = ("" if missing <= 0 else
                             html("<h3>Comparison</h3><p>Select {} more run{} to compare (tick it in the "
@@ -282,7 +284,8 @@ class InstructorPage(pn.viewable.Viewer):
             self.exports = ExportView(state=self.state)
             self.comparison = ComparisonPanel(state=self.state)
             self.learners = LearnersView(self.state.store, lambda: zone(self.state.timezone))
-            self.state.param.watch(lambda *events: self.learners.refresh(), ["changes", "timezone"])
+            self.state.param.watch(lambda *events: self.state.read_or_say(self.learners.refresh),
+                                   ["changes", "timezone"])
             self.chart.append(self.class_chart)
             self.below.objects = [self.exports, self.comparison, self.learners]
 

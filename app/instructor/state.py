@@ -14,14 +14,16 @@ widgets and layout (the views in this package).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, time, timedelta
+from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import param
 
-from app.logins import GuardedStore
+from app.logins import STORE_UNREACHABLE, GuardedStore
 from app.oplog import event, logger
-from app.store import RunFilter, RunStore, RunSummary, export_csv, export_json
+from app.store import RunFilter, RunStore, RunSummary, StoreError, export_csv, export_json
 from app.store.exports import UnreadableRunError
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import ExperimentRecord, RecordError
@@ -40,6 +42,8 @@ _MODE_ORDER = (
     *(run_title(name, False, 3) for name in FAILURE_MODES),
 )
 
+
+T = TypeVar("T")
 
 def page_count(runs: int) -> int:
     """How many table pages ``runs`` runs fill (1 when there are none)."""
@@ -155,11 +159,26 @@ class InstructorState(param.Parameterized):
     @param.depends("sort_by", "descending", watch=True)
     def _first_page(self) -> None:
         if self.page == 1:
-            self._read_page()
+            self.read_or_say(self._read_page)
         else:
             self.page = 1  # its watcher reads the page
 
     @param.depends("page", watch=True)
+    def _page_changed(self) -> None:
+        self.read_or_say(self._read_page)
+
+    def read_or_say(self, read: Callable[..., T], *args, **kwargs) -> T | None:
+        """``read(*args, **kwargs)`` for a view following an instructor's move (a filter, a sort,
+        a page, a selection), or ``None`` when the store cannot be read: then
+        :attr:`store_problem` says so, the view keeps what it showed, and the next
+        :meth:`refresh` that reads the store reads everything again. (The store logs the error.)"""
+        try:
+            return read(*args, **kwargs)
+        except StoreError:
+            self.store_problem = STORE_UNREACHABLE
+            self._token = None
+            return None
+
     def _read_page(self) -> None:
         """The page's runs and the count passing the filters: one ``ORDER BY … LIMIT`` query. A
         page past the last (runs filtered away) becomes the last."""

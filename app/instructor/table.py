@@ -317,7 +317,10 @@ class RunsTableView(pn.viewable.Viewer):
     def _show_details(self, *events) -> None:
         """The ticked runs' free text in full (read from the store: a run may be on another page)."""
         ids = self.state.selected_ids
-        found = {r.id: r for r in self.state.store.query(RunFilter(ids=ids)).runs} if ids else {}
+        read = self.state.read_or_say(self.state.store.query, RunFilter(ids=ids)) if ids else None
+        if ids and read is None:  # the store cannot be read: the details keep what they showed
+            return
+        found = {r.id: r for r in read.runs} if ids else {}
         runs = [found[i] for i in ids if i in found]
         self.details.object = ("" if not runs else
                                html("<h3>Full text of the ticked runs</h3>{}", join(map(run_details, runs))))
