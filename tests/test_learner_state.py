@@ -699,31 +699,59 @@ def test_a_page_reloaded_while_the_store_was_down_lists_its_runs_at_its_next_sav
     assert reloaded.owned == [r.id for r in reloaded.saved]
 
 
-def test_a_save_in_a_thread_says_saving_keeps_save_run_off_and_a_second_press_adds_nothing(state):
-    """A served page's save (the store's write in a thread, app/shared/store_writes.py): "Saving…"
-    while the store has not answered, a press meanwhile is that same save, then "Saved"."""
+def test_a_save_in_a_thread_that_waits_says_saving_keeps_save_run_off_and_a_press_meanwhile_adds_nothing(
+        state, monkeypatch):
+    """A served page's save (the store's write in a thread, app/shared/store_writes.py) on a store
+    that takes its time: "Saving…" and Save run off once it has waited SAVING_SHOWN_AFTER_S, a
+    press meanwhile is that same save, then "Saved"."""
+    import threading
+
+    from app.learner.record import RecordView
     from app.shared import store_writes
 
     state.prediction = "row 2 cannot read token 3"
+    view = RecordView(state=state)
+    answer, store_save = threading.Event(), state.store.save
+    monkeypatch.setattr(state.store, "save", lambda *a, **k: (answer.wait(30), store_save(*a, **k)))
     said = []
-    state.param.watch(lambda *events: said.extend((e.name, e.new) for e in events), ["saving", "save_message"])
+    state.param.watch(lambda *events: said.extend((e.name, e.new) for e in events),
+                      ["save_pending", "save_message"])
 
     async def press_twice():
         first = asyncio.ensure_future(state.save_run_in_thread())
         await asyncio.sleep(0)  # the first press has begun: its write waits in a thread
-        assert state.saving and state.save_message == "Saving…" and store_writes.count() == 1
-        second = await state.save_run_in_thread()  # pressed while the first is in flight
-        assert state.save_message == "Saving…"
-        return await first, second
+        assert state.saving and store_writes.count() == 1 and said == []  # nothing said yet
+        assert await state.save_run_in_thread() is None  # pressed again meanwhile: that save
+        for _ in range(500):  # until the page says it waits (SAVING_SHOWN_AFTER_S), 10 s at most
+            if state.save_pending:
+                break
+            await asyncio.sleep(0.02)
+        assert state.save_message == "Saving…" and state.save_ok and view.button.disabled
+        assert "ok pending" in view.message.object
+        answer.set()
+        return await first
 
-    record, second = asyncio.run(press_twice())
-    assert record is not None and second is None
+    record = asyncio.run(press_twice())
     assert [r.id for r in state.store.iter_records()] == [record.id]
-    assert said[:2] == [("saving", True), ("save_message", "Saving…")]
-    assert state.save_ok and state.save_message == f"Saved run #1 ({record.id})." and not state.saving
-    assert store_writes.count() == 0
-    # The second press, once the first has answered: this run is saved already.
+    assert said[0] in {("save_pending", True), ("save_message", "Saving…")}
+    assert state.save_ok and state.save_message == f"Saved run #1 ({record.id})."
+    assert not (state.saving or state.save_pending or view.button.disabled) and store_writes.count() == 0
+    assert "ok pending" not in view.message.object
+    # Pressed again once it has answered: this run is saved already.
     assert asyncio.run(state.save_run_in_thread()) is None and state.save_message.startswith("Already saved as #1")
+
+
+def test_a_save_in_a_thread_that_answers_at_once_says_only_saved(state, monkeypatch):
+    # One message to the browser for nearly every save, not "Saving…" and then its answer.
+    from app.learner import state as learner_state
+
+    monkeypatch.setattr(learner_state, "SAVING_SHOWN_AFTER_S", 30.0)  # however loaded the machine
+    state.prediction = "p"
+    said = []
+    state.param.watch(lambda *events: said.extend((e.name, e.new) for e in events),
+                      ["save_pending", "save_message"])
+    record = asyncio.run(state.save_run_in_thread())
+    assert said == [("save_message", f"Saved run #1 ({record.id}).")]
 
 
 def test_a_save_in_a_thread_that_fails_says_so_and_turns_save_run_back_on(state, monkeypatch):

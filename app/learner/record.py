@@ -139,8 +139,8 @@ class RecordView(pn.viewable.Viewer):
         # Save run is greyed while an input is refused, and says why under it: the refused field
         # may be out of view, and the last save's message (still shown) says nothing of it.
         to_fix = pn.bind(inputs_to_fix, s.param.input_ok, s.param.tokens_error, s.param.field_errors)
-        # Off too while a save is in flight: the store has not answered yet ("Saving…").
-        off = pn.bind(lambda why, saving: bool(why) or saving, to_fix, s.param.saving)
+        # Off too while a save waits on the store ("Saving…", LearnerState.save_pending).
+        off = pn.bind(lambda why, pending: bool(why) or pending, to_fix, s.param.save_pending)
         self.button = pn.widgets.Button(label="Save run", color="primary", disabled=off)
         self.button.on_click(lambda _event: s.press_save())
         self.save_off = pn.pane.HTML(
@@ -151,7 +151,7 @@ class RecordView(pn.viewable.Viewer):
         # a pane added at the first save would make Bokeh walk the whole page's models again
         # just as the learner waits for the answer (bench/README.md).
         self.message = pn.pane.HTML(
-            pn.bind(status_html, s.param.save_message, s.param.save_ok, s.param.saving),
+            pn.bind(status_html, s.param.save_message, s.param.save_ok, s.param.save_pending),
             visible=pn.bind(bool, s.param.save_message), stylesheets=[STATUS_CSS])
         self._layout = pn.Column(
             pn.pane.HTML("<h3>Record your run</h3>"),

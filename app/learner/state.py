@@ -11,6 +11,7 @@ thread, :meth:`LearnerState.save_run_in_thread`). Left out: widgets and layout
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import secrets
 
@@ -41,6 +42,9 @@ from attention_core.records import ExperimentRecord, RecordError
 MAX_UI_TOKENS = 8
 MAX_WIDTH = 4  # largest d_k, d_v and d_model the page offers
 MAX_RESTORED_RUNS = 50  # run ids a reloaded page takes back from its URL
+#: Seconds a served page's save may wait on the store before the page says "Saving…": a save that
+#: answers sooner (nearly all: a few ms) sends the browser one message, its answer.
+SAVING_SHOWN_AFTER_S = 0.3
 
 INPUT_MODES: dict[str, str] = {
     "vectors": "Numbers or vectors (Q, K, V)",
@@ -330,7 +334,11 @@ class LearnerState(param.Parameterized):
     save_from_ablation = param.Boolean(default=False, doc=(
         "The last save asked for was the ablation panel's (Save ablation as a run)."))
     saving = param.Boolean(default=False, doc=(
-        "A save is in flight (save_run_in_thread): the store has not answered yet."))
+        "A save is in flight (save_run_in_thread): the store has not answered yet. A press of Save "
+        "run meanwhile is that save."))
+    save_pending = param.Boolean(default=False, doc=(
+        "The save in flight has waited on the store longer than SAVING_SHOWN_AFTER_S: the page "
+        "says \"Saving…\" and Save run is off until it answers."))
     store = param.ClassSelector(class_=RunStore, doc="Where runs are saved.")
     key_hash = param.String(default=None, allow_None=True, doc=(
         "SHA-256 (hex) of this page's key (app.learner.page_key): runs are saved with it, and only "
@@ -648,20 +656,23 @@ class LearnerState(param.Parameterized):
 
     def save_ablation(self, ablation: Ablation) -> str:
         """Save the current run with ``ablation`` (the ablation panel's Save button), as
-        :meth:`press_save` does; returns what :attr:`save_message` says about it ("Saving…"
-        while a served page's save is in flight)."""
-        self.press_save(ablation)
-        return self.save_message
+        :meth:`press_save` does; returns what :attr:`save_message` says about it, or ``""``
+        while a served page's save is in flight (:attr:`save_message` says the rest)."""
+        return "" if self.press_save(ablation) else self.save_message
 
-    def press_save(self, ablation: Ablation | None = None) -> None:
+    def press_save(self, ablation: Ablation | None = None) -> bool:
         """What Save run's click does: on a served page the store's reads and write run in a
         worker thread (as :meth:`save_run_in_thread`) and the page stays live meanwhile; without
-        a server (a script, a notebook, a test) :meth:`save_run` at once."""
+        a server (a script, a notebook, a test) :meth:`save_run` at once. Returns whether a save
+        is in flight (this press's, or one pressed before: a press meanwhile is that save)."""
         doc = pn.state.curdoc
         if doc is None or doc.session_context is None:
             self.save_run(ablation)
-        elif (record := self._begin_save(ablation)) is not None:
+            return False
+        record = self._begin_save(ablation)
+        if record is not None:
             pn.state.execute(functools.partial(self._save_in_thread, record, ablation))
+        return self.saving
 
     def save_run(self, ablation: Ablation | None = None) -> ExperimentRecord | None:
         """Write the current run (:attr:`layer`) to the store as an experiment record, with
@@ -688,9 +699,10 @@ class LearnerState(param.Parameterized):
 
     async def save_run_in_thread(self, ablation: Ablation | None = None) -> ExperimentRecord | None:
         """:meth:`save_run`, with the store's reads and write in a store-write thread
-        (:mod:`app.shared.store_writes`): while the store takes its time (a locked table, a busy
-        disk) :attr:`saving` is true, the page says "Saving…" and Save run is off, and every
-        other page of the process goes on. A call while a save is in flight saves nothing."""
+        (:mod:`app.shared.store_writes`), so every other page of the process goes on while the
+        store takes its time (a locked table, a busy disk). :attr:`saving` is true meanwhile (a
+        call then saves nothing); past :data:`SAVING_SHOWN_AFTER_S` the page says "Saving…" and
+        Save run is off (:attr:`save_pending`) until the store answers."""
         record = self._begin_save(ablation)
         return None if record is None else await self._save_in_thread(record, ablation)
 
@@ -699,7 +711,7 @@ class LearnerState(param.Parameterized):
             return None
         record = self._record_to_save(ablation)
         if record is not None:
-            self.param.update(saving=True, save_ok=True, save_message="Saving…")
+            self.saving = True  # no view shows it: a save that answers at once sends one message
         return record
 
     async def _save_in_thread(self, record: ExperimentRecord, ablation: Ablation | None) -> ExperimentRecord | None:
@@ -707,28 +719,32 @@ class LearnerState(param.Parameterized):
         with store_writes.in_flight():
             try:
                 if self.unlisted:  # a reload while the store was down: its earlier runs first
-                    self._took_own_runs(await self._in_thread(self.store.page_runs, self.key_hash, limit=PAGE_RUNS))
+                    await self._list_own_runs_in_thread()
                 if self._already_saved(record):
                     return None
+                write = asyncio.ensure_future(store_writes.in_thread(self.store.save, record, key_hash=self.key_hash))
+                if not (await asyncio.wait({write}, timeout=SAVING_SHOWN_AFTER_S))[0]:
+                    self.param.update(save_pending=True, save_ok=True, save_message="Saving…")
                 try:
-                    await store_writes.in_thread(self.store.save, record, key_hash=self.key_hash)
+                    await write
                 except StoreError as exc:
-                    self.param.update(save_ok=False, save_message=exc.for_learner())
+                    self.param.update(save_pending=False, save_ok=False, save_message=exc.for_learner())
                     return None
                 return self._saved(record, ablation)
             except Exception:  # not left saying "Saving…"; the server's log gets the traceback
-                self.param.update(save_ok=False, save_message="Run not saved: the server failed (its log says why).")
+                self.param.update(save_pending=False, save_ok=False,
+                                  save_message="Run not saved: the server failed (its log says why).")
                 raise
             finally:
-                self.saving = False
+                self.param.update(saving=False, save_pending=False)
 
-    @staticmethod
-    async def _in_thread(read, *args, **kwargs) -> list[ExperimentRecord] | Exception:
-        # A listing the store cannot give is said on the page (_took_own_runs), not raised.
+    async def _list_own_runs_in_thread(self) -> None:
+        """:meth:`_list_own_runs` with the store's read in a store-write thread."""
         try:
-            return await store_writes.in_thread(read, *args, **kwargs)
+            own = await store_writes.in_thread(self.store.page_runs, self.key_hash, limit=PAGE_RUNS)
         except (RecordError, StoreError) as exc:
-            return exc
+            own = exc
+        self._took_own_runs(own)
 
     def _record_to_save(self, ablation: Ablation | None) -> ExperimentRecord | None:
         """The record Save run would store now, or ``None`` with :attr:`save_message` saying why
@@ -760,7 +776,7 @@ class LearnerState(param.Parameterized):
             return False
         # Not a failure: what the learner asked for is in the store (a double click, or Save
         # run pressed again), so it reads as the save's answer, not in the colour of an error.
-        self.param.update(save_ok=True, save_message=(
+        self.param.update(save_ok=True, save_pending=False, save_message=(
             f"Already saved as #{len(self.saved)}: change an input, a toggle or the text to "
             "save another run."))
         return True
@@ -775,7 +791,8 @@ class LearnerState(param.Parameterized):
         # and this message reach the browser as one message, not one per view.
         with pn.io.hold():
             self.param.update(owned=[*self.owned, record.id], saved=[*self.saved, record], last_saved=record,
-                              self_check=None, save_ok=True, save_message=f"Saved run {name}{what} ({record.id}).")
+                              self_check=None, save_ok=True, save_pending=False,
+                              save_message=f"Saved run {name}{what} ({record.id}).")
         return record
 
     def take_page_key(self, key: str) -> None:
