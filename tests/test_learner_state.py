@@ -769,3 +769,35 @@ def test_a_save_in_a_thread_that_fails_says_so_and_turns_save_run_back_on(state,
     assert (state.save_ok, state.saving) == (False, False)
     assert state.save_message == "Run not saved: the server failed (its log says why)."
     assert state.saved == []
+
+
+def test_a_served_pages_own_runs_are_listed_in_a_thread_and_save_run_waits_for_them(tmp_path, monkeypatch):
+    """Opened while the store is slow, a page's listing holds no other page (the event loop goes
+    on) and Save run waits for it ("still connecting"), then the page's runs are listed."""
+    import threading
+
+    from store_helpers import PAGE_KEY
+
+    store = sqlite_store(tmp_path / "runs")
+    before = LearnerState(store=store)
+    before.take_page_key(PAGE_KEY)
+    before.prediction = "p"
+    kept = before.save_run()
+    reloaded = LearnerState(store=store, awaiting_key=True)
+    reloaded.key_hash = before.key_hash  # as take_page_key sets it, before it lists
+    answer, page_runs = threading.Event(), store.page_runs
+    monkeypatch.setattr(store, "page_runs", lambda *a, **k: (answer.wait(30), page_runs(*a, **k))[1])
+
+    async def open_while_the_store_is_slow():
+        listing = asyncio.ensure_future(reloaded._take_own_runs_in_thread())
+        for _ in range(3):
+            await asyncio.sleep(0.01)  # the loop goes on while the store is read
+        reloaded.prediction = "q"
+        assert reloaded.save_run() is None and "still connecting" in reloaded.save_message
+        assert reloaded.awaiting_key and reloaded.saved == []
+        answer.set()
+        await listing
+
+    asyncio.run(open_while_the_store_is_slow())
+    assert not reloaded.awaiting_key and [r.id for r in reloaded.saved] == [kept.id]
+    assert reloaded.owned == [kept.id]

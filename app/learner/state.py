@@ -665,8 +665,7 @@ class LearnerState(param.Parameterized):
         worker thread (as :meth:`save_run_in_thread`) and the page stays live meanwhile; without
         a server (a script, a notebook, a test) :meth:`save_run` at once. Returns whether a save
         is in flight (this press's, or one pressed before: a press meanwhile is that save)."""
-        doc = pn.state.curdoc
-        if doc is None or doc.session_context is None:
+        if not _served():
             self.save_run(ablation)
             return False
         record = self._begin_save(ablation)
@@ -801,8 +800,11 @@ class LearnerState(param.Parameterized):
         oldest first: after a reload (with or without ``?runs=``), and a run committed while the
         server died, before the page heard, is listed once the page is back.
 
-        A ``key`` that is not a page key (an edited page) is not taken: the page keeps a key of
-        its own until a reload, and :attr:`restore_message` says so. Never raises.
+        On a served page the store's read runs in a store-write thread, and Save run waits for
+        it (:attr:`awaiting_key` stays true until then): a page opened while the store is slow
+        holds no other page. A ``key`` that is not a page key (an edited page) is not taken: the
+        page keeps a key of its own until a reload, and :attr:`restore_message` says so. Never
+        raises.
         """
         try:
             self.key_hash = key_hash(key)
@@ -811,8 +813,17 @@ class LearnerState(param.Parameterized):
                 "This browser sent no usable page key: runs saved now are this page's only until "
                 "it is reloaded (their links still show them)."))
             return
-        self.awaiting_key = False
-        self._list_own_runs()
+        if _served():
+            pn.state.execute(self._take_own_runs_in_thread)
+        else:
+            self.awaiting_key = False
+            self._list_own_runs()
+
+    async def _take_own_runs_in_thread(self) -> None:
+        try:
+            await self._list_own_runs_in_thread()
+        finally:
+            self.awaiting_key = False
 
     def _list_own_runs(self) -> None:
         """List the runs saved with this page's key beside those shown (see :meth:`take_page_key`);
@@ -943,6 +954,13 @@ class LearnerState(param.Parameterized):
 
 
 _UNLISTED = "This page's saved runs could not be listed: "
+
+
+def _served() -> bool:
+    """Whether this runs in a served page's session (Panel's server), where a store call may go
+    to a thread; not in a script, a notebook or a test."""
+    doc = pn.state.curdoc
+    return doc is not None and doc.session_context is not None
 
 
 def inputs_to_fix(input_ok: bool, tokens_error: str, field_errors: dict[str, str]) -> str:
