@@ -715,17 +715,22 @@ class LearnerState(param.Parameterized):
 
     async def _save_in_thread(self, record: ExperimentRecord, ablation: Ablation | None) -> ExperimentRecord | None:
         # Counted in flight until the page has been told, so a stopping server waits for it.
+        async def with_the_store() -> bool:  # whether the record was written
+            if self.unlisted:  # a reload while the store was down: its earlier runs first
+                await self._list_own_runs_in_thread()
+            if self._already_saved(record):
+                return False
+            await store_writes.in_thread(self.store.save, record, key_hash=self.key_hash)
+            return True
+
         with store_writes.in_flight():
             try:
-                if self.unlisted:  # a reload while the store was down: its earlier runs first
-                    await self._list_own_runs_in_thread()
-                if self._already_saved(record):
-                    return None
-                write = asyncio.ensure_future(store_writes.in_thread(self.store.save, record, key_hash=self.key_hash))
-                if not (await asyncio.wait({write}, timeout=SAVING_SHOWN_AFTER_S))[0]:
+                work = asyncio.ensure_future(with_the_store())
+                if not (await asyncio.wait({work}, timeout=SAVING_SHOWN_AFTER_S))[0]:
                     self.param.update(save_pending=True, save_ok=True, save_message="Saving…")
                 try:
-                    await write
+                    if not await work:
+                        return None
                 except StoreError as exc:
                     self.param.update(save_pending=False, save_ok=False, save_message=exc.for_learner())
                     return None
