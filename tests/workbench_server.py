@@ -427,9 +427,6 @@ def blocking_violations(page) -> list[str]:
 class HealthWatch:
     """Ask a server's ``/healthz`` over and over on a thread of its own, from start until its
     port is closed, keeping every answer in order: a status, or ``"closed"`` (refused).
-
-    ``pending_for()`` says how long the request in flight has waited: a server whose event loop
-    is held (by a save waiting on its store) answers nothing meanwhile.
     """
 
     def __init__(self, host: str, port: int, path: str = "/healthz", headers: dict | None = None) -> None:
@@ -437,7 +434,6 @@ class HealthWatch:
 
         self.host, self.port, self.path, self.headers = host, port, path, headers or {}
         self.answers: list[int | str] = []
-        self._asked_at: float | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -446,7 +442,6 @@ class HealthWatch:
 
         while True:
             conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
-            self._asked_at = time.monotonic()
             try:
                 conn.request("GET", self.path, headers=self.headers)
                 answer = conn.getresponse()
@@ -458,13 +453,8 @@ class HealthWatch:
             except (OSError, http.client.HTTPException):
                 self.answers.append("dropped")  # the process ended while answering
             finally:
-                self._asked_at = None
                 conn.close()
             time.sleep(0.02)
-
-    def pending_for(self) -> float:
-        asked = self._asked_at
-        return 0.0 if asked is None else time.monotonic() - asked
 
     def wait_closed(self, timeout: float = 30.0) -> list[int | str]:
         """Wait until the port is closed; every answer, in order."""
