@@ -64,6 +64,8 @@ STORE_FILE = "runs.db"
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for the subcommands."""
+    from app.store.dialects import BUSY_TIMEOUT_S  # every command opens a store: not a cost of its own
+
     parser = argparse.ArgumentParser(
         prog="attention-workbench",
         description="Self-attention workbench: serve it, export and import runs, make the exercise's test "
@@ -111,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--shutdown-grace", type=_seconds, default=10.0, metavar="SECONDS",
                        help="on SIGTERM or Ctrl-C: fail /healthz and refuse new pages at once (503), "
                             "let saves in flight commit, tell open pages the server is restarting, "
-                            "then stop; exit anyway SECONDS after the signal (default %(default)g)")
+                            "then stop; exit anyway SECONDS after the signal (default %(default)g; a save "
+                            f"waiting on a held store gives up after {BUSY_TIMEOUT_S:g} s, so keep it above that)")
     serve.add_argument("--unused-session-lifetime", type=_seconds, metavar="SECONDS",
                        help="drop a session SECONDS after its last page closed or, for a page that never "
                             "connected, after it was made (default 60; Bokeh's "

@@ -26,8 +26,10 @@ from sqlalchemy.sql import ColumnElement
 
 STORE_ENV = "ATTENTION_WORKBENCH_STORE"
 DEFAULT_STORE = "sqlite:///runs.db"
-# How long a SQLite writer waits for another process's transaction before giving up (seconds).
-BUSY_TIMEOUT_S = 30.0
+# How long a store call waits on another session's lock (SQLite's writer; a PostgreSQL lock)
+# before giving up as "busy" (seconds). Below serve's default --shutdown-grace (10 s), so a save
+# waiting on a held store when the server is stopped ends, and its page is told, before the grace.
+BUSY_TIMEOUT_S = 8.0
 # How long a connection to a PostgreSQL store may take to open (seconds; libpq's connect_timeout).
 CONNECT_TIMEOUT_S = 5
 
