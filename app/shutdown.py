@@ -10,7 +10,7 @@ On the signal the process, in this order:
    one has been told and :data:`NOTICE_S` has passed, so a save clicked as the signal came is
    committed and confirmed too;
 3. lets the saves in flight commit: a save's store write runs in a thread of its own
-   (:mod:`app.shared.store_writes`), counted until its page has heard "Saved"; the port stays
+   (:mod:`app.shared.store_calls`), counted until its page has heard "Saved"; the port stays
    open until none is in flight (and :data:`SETTLE_S` has passed since the last one ended);
 4. stops the Bokeh server (its port closes) and its event loop; ``serve`` closes the store and
    ends the process with status 0 (:func:`end_process`).
@@ -35,7 +35,7 @@ import time
 from functools import partial
 
 from app.health import mark_stopping
-from app.shared import store_writes
+from app.shared import store_calls
 from app.shared.connection import announce_restart
 
 #: Default for ``serve --shutdown-grace``: seconds from the signal to the process's end at most.
@@ -148,7 +148,7 @@ def _tell_pages_then_stop(server, signal_name: str, grace: float) -> None:
 
     def stop_once_told() -> None:
         # A save in flight is waited for up to the grace, when the watchdog ends the process.
-        if (len(told) < len(sessions) and loop.time() < give_up_at) or not store_writes.settled(SETTLE_S):
+        if (len(told) < len(sessions) and loop.time() < give_up_at) or not store_calls.settled(SETTLE_S):
             loop.call_later(0.05, stop_once_told)
         else:
             _stop(server)

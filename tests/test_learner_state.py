@@ -701,13 +701,13 @@ def test_a_page_reloaded_while_the_store_was_down_lists_its_runs_at_its_next_sav
 
 def test_a_save_in_a_thread_that_waits_says_saving_keeps_save_run_off_and_a_press_meanwhile_adds_nothing(
         state, monkeypatch):
-    """A served page's save (the store's write in a thread, app/shared/store_writes.py) on a store
+    """A served page's save (the store's write in a thread, app/shared/store_calls.py) on a store
     that takes its time: "Saving…" and Save run off once it has waited SAVING_SHOWN_AFTER_S, a
     press meanwhile is that same save, then "Saved"."""
     import threading
 
     from app.learner.record import RecordView
-    from app.shared import store_writes
+    from app.shared import store_calls
 
     state.prediction = "row 2 cannot read token 3"
     view = RecordView(state=state)
@@ -720,7 +720,7 @@ def test_a_save_in_a_thread_that_waits_says_saving_keeps_save_run_off_and_a_pres
     async def press_twice():
         first = asyncio.ensure_future(state.save_run_in_thread())
         await asyncio.sleep(0)  # the first press has begun: its write waits in a thread
-        assert state.saving and store_writes.count() == 1 and said == []  # nothing said yet
+        assert state.saving and store_calls.count() == 1 and said == []  # nothing said yet
         assert await state.save_run_in_thread() is None  # pressed again meanwhile: that save
         for _ in range(500):  # until the page says it waits (SAVING_SHOWN_AFTER_S), 10 s at most
             if state.save_pending:
@@ -735,7 +735,7 @@ def test_a_save_in_a_thread_that_waits_says_saving_keeps_save_run_off_and_a_pres
     assert [r.id for r in state.store.iter_records()] == [record.id]
     assert said[0] in {("save_pending", True), ("save_message", "Saving…")}
     assert state.save_ok and state.save_message == f"Saved run #1 ({record.id})."
-    assert not (state.saving or state.save_pending or view.button.disabled) and store_writes.count() == 0
+    assert not (state.saving or state.save_pending or view.button.disabled) and store_calls.count() == 0
     assert "ok pending" not in view.message.object
     # Pressed again once it has answered: this run is saved already.
     assert asyncio.run(state.save_run_in_thread()) is None and state.save_message.startswith("Already saved as #1")
@@ -801,3 +801,23 @@ def test_a_served_pages_own_runs_are_listed_in_a_thread_and_save_run_waits_for_t
     asyncio.run(open_while_the_store_is_slow())
     assert not reloaded.awaiting_key and [r.id for r in reloaded.saved] == [kept.id]
     assert reloaded.owned == [kept.id]
+
+
+def test_a_served_page_restores_and_opens_its_links_runs_in_a_thread_as_in_the_loop(state, tmp_path):
+    """?runs= and ?run= read in a store thread when a served page opens (a page opening on a slow
+    store holds no other page): the same runs, messages and opened inputs as read at once."""
+    state.prediction = "p"
+    first = state.save_run()
+    state.set_token_text("keys", 0, "3")
+    second = state.save_run()
+    wanted = [second.id, "../secret", "missing-id", first.id]
+    at_once, in_thread = (LearnerState(store=state.store) for _ in range(2))
+    at_once.restore_runs(wanted)
+    assert at_once.open_run_id(first.id) and not at_once.open_run_id("no-such-run")
+    asyncio.run(in_thread.restore_runs_in_thread(wanted))
+    assert asyncio.run(in_thread.open_run_id_in_thread(first.id))
+    assert not asyncio.run(in_thread.open_run_id_in_thread("no-such-run"))
+    assert [r.id for r in in_thread.saved] == [r.id for r in at_once.saved] == [first.id, second.id]
+    assert in_thread.restore_message == at_once.restore_message != ""
+    assert in_thread.open_message == at_once.open_message
+    assert in_thread.keys == at_once.keys and in_thread.opened == at_once.opened == first

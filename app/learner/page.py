@@ -7,6 +7,8 @@ per request), so no two learners share a widget or a value. Tests build one with
 
 from __future__ import annotations
 
+from functools import partial
+
 import panel as pn
 import param
 
@@ -246,13 +248,18 @@ class LearnerPage(pn.viewable.Viewer):
         if location is None:
             return
         ids = b",".join(args.get("runs", [])).decode("ascii", "replace")
-        self.state.restore_runs([i for i in ids.split(",") if i])
-        if args.get("run"):  # a link to one saved run, e.g. from the instructor's table
-            self.state.open_run_id(args["run"][0].decode("utf-8", "replace"))
+        run = args["run"][0].decode("utf-8", "replace") if args.get("run") else None  # a link to one run
+        if ids or run:  # read in a store thread: a page opening on a slow store holds no other page
+            pn.state.execute(partial(self._restore_and_open, [i for i in ids.split(",") if i], run))
         # The latest MAX_RESTORED_RUNS, what a reload takes back from it: the key lists up to
         # PAGE_RUNS, whose ids would make an address past what a proxy takes (nginx: 8 KB).
         self.state.param.watch(lambda event: location.update_query(
             runs=",".join(r.id for r in event.new[-MAX_RESTORED_RUNS:])), "saved")
+
+    async def _restore_and_open(self, run_ids: list[str], run: str | None) -> None:
+        await self.state.restore_runs_in_thread(run_ids)
+        if run is not None:  # e.g. from the instructor's table
+            await self.state.open_run_id_in_thread(run)
 
     def __panel__(self):
         # No template: Bootstrap's puts the sidebar's content inside a <ul> (axe: a serious

@@ -20,7 +20,7 @@ import panel as pn
 import param
 
 from app.learner.page_key import key_hash
-from app.shared import store_writes
+from app.shared import store_calls
 from app.shared.numbers import format_number
 from app.shared.parsing import clean_text, parse_number
 from app.shared.words import in_words
@@ -697,8 +697,8 @@ class LearnerState(param.Parameterized):
         return self._saved(record, ablation)
 
     async def save_run_in_thread(self, ablation: Ablation | None = None) -> ExperimentRecord | None:
-        """:meth:`save_run`, with the store's reads and write in a store-write thread
-        (:mod:`app.shared.store_writes`), so every other page of the process goes on while the
+        """:meth:`save_run`, with the store's reads and write in a store thread
+        (:mod:`app.shared.store_calls`), so every other page of the process goes on while the
         store takes its time (a locked table, a busy disk). :attr:`saving` is true meanwhile (a
         call then saves nothing); past :data:`SAVING_SHOWN_AFTER_S` the page says "Saving…" and
         Save run is off (:attr:`save_pending`) until the store answers."""
@@ -720,10 +720,10 @@ class LearnerState(param.Parameterized):
                 await self._list_own_runs_in_thread()
             if self._already_saved(record):
                 return False
-            await store_writes.in_thread(self.store.save, record, key_hash=self.key_hash)
+            await store_calls.in_thread(self.store.save, record, key_hash=self.key_hash)
             return True
 
-        with store_writes.in_flight():
+        with store_calls.in_flight():
             try:
                 work = asyncio.ensure_future(with_the_store())
                 if not (await asyncio.wait({work}, timeout=SAVING_SHOWN_AFTER_S))[0]:
@@ -743,9 +743,9 @@ class LearnerState(param.Parameterized):
                 self.param.update(saving=False, save_pending=False)
 
     async def _list_own_runs_in_thread(self) -> None:
-        """:meth:`_list_own_runs` with the store's read in a store-write thread."""
+        """:meth:`_list_own_runs` with the store's read in a store thread."""
         try:
-            own = await store_writes.in_thread(self.store.page_runs, self.key_hash, limit=PAGE_RUNS)
+            own = await store_calls.in_thread(self.store.page_runs, self.key_hash, limit=PAGE_RUNS)
         except (RecordError, StoreError) as exc:
             own = exc
         self._took_own_runs(own)
@@ -805,7 +805,7 @@ class LearnerState(param.Parameterized):
         oldest first: after a reload (with or without ``?runs=``), and a run committed while the
         server died, before the page heard, is listed once the page is back.
 
-        On a served page the store's read runs in a store-write thread, and Save run waits for
+        On a served page the store's read runs in a store thread, and Save run waits for
         it (:attr:`awaiting_key` stays true until then): a page opened while the store is slow
         holds no other page. A ``key`` that is not a page key (an edited page) is not taken: the
         page keeps a key of its own until a reload, and :attr:`restore_message` says so. Never
@@ -871,10 +871,18 @@ class LearnerState(param.Parameterized):
         :attr:`restore_message` says how many were skipped and why (not a run id, not in the
         store, unreadable), instead of an empty table alone.
         """
+        wanted = _wanted_ids(run_ids)
+        self._show_restored(len(wanted), *self._read_runs(wanted))
+
+    async def restore_runs_in_thread(self, run_ids: list[str]) -> None:
+        """:meth:`restore_runs` with the store's reads in a store thread (a served page opening)."""
+        wanted = _wanted_ids(run_ids)
+        self._show_restored(len(wanted), *await store_calls.in_thread(self._read_runs, wanted))
+
+    def _read_runs(self, wanted: list[str]) -> tuple[list[ExperimentRecord], dict[str, list[str]]]:
+        """The runs of ``wanted`` the store holds, and the others by why (never raises)."""
         restored = []
         skipped: dict[str, list[str]] = {"not run ids": [], "not found": [], "unreadable": []}
-        # dict.fromkeys: an id given twice (an edited URL) is the same run, listed once.
-        wanted = list(dict.fromkeys(run_ids))[:MAX_RESTORED_RUNS]
         for run_id in wanted:
             try:
                 restored.append(self.store.get(run_id))
@@ -884,7 +892,10 @@ class LearnerState(param.Parameterized):
                 skipped["not run ids"].append(run_id)
             except KeyError:
                 skipped["not found"].append(run_id)
-        self.restore_message = _restore_message(len(wanted), skipped)
+        return restored, skipped
+
+    def _show_restored(self, wanted: int, restored: list[ExperimentRecord], skipped: dict[str, list[str]]) -> None:
+        self.restore_message = _restore_message(wanted, skipped)
         self._show_also(restored, owned=False)
 
     def open_record(self, record: ExperimentRecord) -> bool:
@@ -916,18 +927,28 @@ class LearnerState(param.Parameterized):
         """Open the saved run called ``run_id`` (e.g. from ``/?run=<id>``), or say in
         :attr:`open_message` why it cannot: not a run id, no such run, or an unreadable file.
         Never raises for what a URL holds."""
+        return self._open_read(self._read_run(run_id))
+
+    async def open_run_id_in_thread(self, run_id: str) -> bool:
+        """:meth:`open_run_id` with the store's read in a store thread (a served page opening)."""
+        return self._open_read(await store_calls.in_thread(self._read_run, run_id))
+
+    def _read_run(self, run_id: str) -> ExperimentRecord | str:
+        """The saved run called ``run_id``, or why it cannot be opened (never raises)."""
         shown = _shown_id(run_id)
         try:
-            record = self.store.get(run_id)
+            return self.store.get(run_id)
         except (RecordError, OSError) as exc:  # RecordError is a ValueError: caught first
-            why = f"saved run {shown} could not be read ({said_to_learner(exc).rstrip('.')})."
+            return f"saved run {shown} could not be read ({said_to_learner(exc).rstrip('.')})."
         except ValueError:
-            why = f"{shown} is not a run id {_RUN_ID_RULE}; check the link."
+            return f"{shown} is not a run id {_RUN_ID_RULE}; check the link."
         except KeyError:
-            why = f"no saved run has the id {shown}; it may have been deleted, or the link is incomplete."
-        else:
-            return self.open_record(record)
-        self.param.update(open_ok=False, open_message=f"Run not opened: {why}")
+            return f"no saved run has the id {shown}; it may have been deleted, or the link is incomplete."
+
+    def _open_read(self, read: ExperimentRecord | str) -> bool:
+        if isinstance(read, ExperimentRecord):
+            return self.open_record(read)
+        self.param.update(open_ok=False, open_message=f"Run not opened: {read}")
         return False
 
     def _not_saved(self, why: str) -> None:
@@ -959,6 +980,11 @@ class LearnerState(param.Parameterized):
 
 
 _UNLISTED = "This page's saved runs could not be listed: "
+
+
+def _wanted_ids(run_ids: list[str]) -> list[str]:
+    # dict.fromkeys: an id given twice (an edited URL) is the same run, listed once.
+    return list(dict.fromkeys(run_ids))[:MAX_RESTORED_RUNS]
 
 
 def _served() -> bool:

@@ -1,10 +1,11 @@
-"""Store writes a page asked for, run in worker threads and counted until their page has heard.
+"""A page's store calls (its saves, and the reads it makes as it opens), run in worker threads;
+saves counted until their page has heard.
 
-A save waits on its store as long as the store takes: a table another session locked, a busy
-disk, a PostgreSQL across a network that stopped answering. On the server's event loop that
-wait held every page of the process, with its static files and its health check (a newcomer's
-PostgreSQL locked for 30 s froze them all). :func:`in_thread` runs the write in one of
-:data:`WRITERS` threads instead, and the page says "Saving…" meanwhile.
+A store call waits as long as the store takes: a table another session locked, a busy disk, a
+PostgreSQL across a network that stopped answering. On the server's event loop that wait held
+every page of the process, with its static files and its health check (a newcomer's PostgreSQL
+locked for 30 s froze them all). :func:`in_thread` runs the call in one of :data:`WRITERS`
+threads instead; a save's page says "Saving…" if it waits long.
 
 :func:`in_flight` counts a write from before its thread starts until its page has been told how
 it went; on SIGTERM :mod:`app.shutdown` keeps serving until none is in flight (or its grace ends),
@@ -24,7 +25,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import TypeVar
 
-#: Threads writing at once in one process. SQLite takes one writer at a time anyway (the store
+#: Store calls at once in one process. SQLite takes one writer at a time anyway (the store
 #: queues them, :class:`app.store.RunStore`); PostgreSQL's connection pool holds 5 by default.
 WRITERS = 4
 
@@ -49,13 +50,13 @@ def in_flight() -> Iterator[None]:
 
 
 async def in_thread(write: Callable[..., T], *args, **kwargs) -> T:
-    """``write(*args, **kwargs)`` in a store-write thread; its result, or its exception, here.
+    """``write(*args, **kwargs)`` in a store thread; its result, or its exception, here.
 
     Run in a copy of the caller's context, as :func:`asyncio.to_thread` does: the page's session
     (Panel's current document) stays current, so the store's log lines name it."""
     global _pool
     if _pool is None:
-        _pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="store-write")
+        _pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="store-call")
     context = contextvars.copy_context()
     return await asyncio.get_running_loop().run_in_executor(_pool, partial(context.run, write, *args, **kwargs))
 
