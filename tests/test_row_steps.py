@@ -174,8 +174,13 @@ def test_an_impossible_token_count_blocks_saving_until_fixed(state, typed):
     assert state.save_run() is None and "Tokens:" in state.save_message
     state.set_tokens(2)
     assert not view.button.disabled
+    assert state.save_run() is not None and view.message.visible
     state.set_token_text("keys", 0, "abc")
     assert view.button.disabled
+    # The last save's answer waits while Save run says why it is off, not both at once.
+    assert view.save_off.visible and not view.message.visible
+    state.set_token_text("keys", 0, "2")
+    assert view.message.visible and not view.save_off.visible
 
 
 def table_rows(runs: SavedRunsView) -> list[dict[str, str]]:

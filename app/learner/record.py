@@ -149,10 +149,12 @@ class RecordView(pn.viewable.Viewer):
             visible=pn.bind(bool, to_fix), margin=(0, 10))
         # What Save run did, under the button. Made with the form, as every save says something:
         # a pane added at the first save would make Bokeh walk the whole page's models again
-        # just as the learner waits for the answer (bench/README.md).
+        # just as the learner waits for the answer (bench/README.md). Hidden while Save run is
+        # off for a refused input: "Already saved as #1" beside "Save run is off…" read as both.
         self.message = pn.pane.HTML(
             pn.bind(status_html, s.param.save_message, s.param.save_ok, s.param.save_pending),
-            visible=pn.bind(bool, s.param.save_message), stylesheets=[STATUS_CSS])
+            visible=pn.bind(lambda said, why: bool(said) and not why, s.param.save_message, to_fix),
+            stylesheets=[STATUS_CSS])
         self._layout = pn.Column(
             pn.pane.HTML("<h3>Record your run</h3>"),
             pn.Row(self.learner, self.label), self.button, self.save_off, self.message)
