@@ -539,7 +539,7 @@ def test_the_pager_moves_through_the_pages_and_names_each_sorts_directions(store
     s.sort_by = "smallest row sum"
     assert list(pager.order.options) == ["Largest first", "Smallest first"] and pager.order.value is False
     s.learner = "nobody"
-    assert pager.where.object == "<span data-testid='runs-page'>of 1 (no runs of 0)</span>"
+    assert pager.where.object == "<span data-testid='runs-page'>of 1 (no run passes the filters)</span>"
     assert pager.next.disabled and pager.previous.disabled
     assert order_options("d_k") == {"Largest first": True, "Smallest first": False}
 

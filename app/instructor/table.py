@@ -221,9 +221,8 @@ class PagerView(pn.viewable.Viewer):
         self.page.value = s.page
         first = (s.page - 1) * PAGE_SIZE + 1
         last = min(s.page * PAGE_SIZE, s.matching)
-        shown = f"runs {first:,}–{last:,}" if s.matching else "no runs"
-        self.where.object = html("<span data-testid='runs-page'>of {:,} ({} of {:,})</span>",
-                                 s.pages, shown, s.matching)
+        shown = f"runs {first:,}–{last:,} of {s.matching:,}" if s.matching else "no run passes the filters"
+        self.where.object = html("<span data-testid='runs-page'>of {:,} ({})</span>", s.pages, shown)
         self.first.disabled = self.previous.disabled = s.page <= 1
         self.next.disabled = self.last.disabled = s.page >= s.pages
 
