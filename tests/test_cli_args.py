@@ -176,7 +176,8 @@ def test_serve_passes_the_shutdown_grace_on_its_default_the_servers(fake_server,
         main(["serve", "--help"])
     assert exit_info.value.code == 0
     help_text = " ".join(capsys.readouterr().out.split())
-    assert "--shutdown-grace SECONDS on SIGTERM or Ctrl-C:" in help_text and "(default 10)" in help_text
+    assert "--shutdown-grace SECONDS on SIGTERM or Ctrl-C:" in help_text and "(default 10;" in help_text
+    assert "a save waiting on a held store gives up after 8 s, so keep it above that)" in help_text
 
 
 @pytest.mark.parametrize("seconds", ["0", "-1", "soon", "inf", "nan"])

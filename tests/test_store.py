@@ -713,9 +713,15 @@ def test_export_never_creates_a_store(tmp_path):
 
 
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout_and_foreign_keys(tmp_path):
+    from app.shutdown import SHUTDOWN_GRACE_S
+    from app.store.dialects import BUSY_TIMEOUT_S
+
+    # Long enough for a class's writers to take turns (Python's own default is 5 s), shorter than
+    # the default shutdown grace: a save waiting on a held store ends, and is told, before it.
+    assert 5 <= BUSY_TIMEOUT_S < SHUTDOWN_GRACE_S
     with RunStore(sqlite_url(tmp_path / "runs.db")) as store, store.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 10_000
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == int(BUSY_TIMEOUT_S * 1000)
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
 
