@@ -10,6 +10,7 @@ import asyncio
 import json
 import math
 import re
+from concurrent.futures import ThreadPoolExecutor
 from html import unescape
 from pathlib import Path
 
@@ -31,6 +32,13 @@ from attention_core import exposure
 from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import validate_record
+
+
+def run_async(coroutine):
+    """Run ``coroutine`` to its end on an event loop of its own, in a thread: in a worker that ran
+    browser tests first, pytest-playwright's sync API holds an event loop running in this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 @pytest.fixture
@@ -655,8 +663,8 @@ def test_a_store_that_cannot_be_reached_is_said_in_plain_words_and_its_address_o
         assert state.save_run() is None and not state.save_ok
         assert state.save_message == "Run not saved: the store cannot be reached just now."
         assert not state.open_run_id(kept.id)
-        assert state.open_message == (f"Run not opened: saved run {kept.id!r} could not be read "
-                                      "(Runs not read: the store cannot be reached just now).")
+        assert state.open_message == (f"Run not opened: saved run {kept.id!r} could not be read: "
+                                      "Runs not read: the store cannot be reached just now.")
         state.take_page_key(PAGE_KEY)  # as a reload does
         assert state.restore_message == ("This page's saved runs could not be listed: "
                                          "Runs not read: the store cannot be reached just now.")
@@ -692,7 +700,7 @@ def test_a_page_reloaded_while_the_store_was_down_lists_its_runs_at_its_next_sav
         (away / name).rename(path.parent / name)
     store.engine.dispose()
     reloaded.prediction, reloaded.label = "p", "after"
-    assert (asyncio.run(reloaded.save_run_in_thread()) if in_thread else reloaded.save_run()) is not None
+    assert (run_async(reloaded.save_run_in_thread()) if in_thread else reloaded.save_run()) is not None
     assert [r.label for r in reloaded.saved] == ["before the outage", "after"]
     assert reloaded.save_message.startswith("Saved run “after” (") and reloaded.restore_message == ""
     assert not reloaded.unlisted
@@ -731,14 +739,14 @@ def test_a_save_in_a_thread_that_waits_says_saving_keeps_save_run_off_and_a_pres
         answer.set()
         return await first
 
-    record = asyncio.run(press_twice())
+    record = run_async(press_twice())
     assert [r.id for r in state.store.iter_records()] == [record.id]
     assert said[0] in {("save_pending", True), ("save_message", "Saving…")}
     assert state.save_ok and state.save_message == f"Saved run #1 ({record.id})."
     assert not (state.saving or state.save_pending or view.button.disabled) and store_calls.count() == 0
     assert "ok pending" not in view.message.object
     # Pressed again once it has answered: this run is saved already.
-    assert asyncio.run(state.save_run_in_thread()) is None and state.save_message.startswith("Already saved as #1")
+    assert run_async(state.save_run_in_thread()) is None and state.save_message.startswith("Already saved as #1")
 
 
 def test_a_save_in_a_thread_that_answers_at_once_says_only_saved(state, monkeypatch):
@@ -750,7 +758,7 @@ def test_a_save_in_a_thread_that_answers_at_once_says_only_saved(state, monkeypa
     said = []
     state.param.watch(lambda *events: said.extend((e.name, e.new) for e in events),
                       ["save_pending", "save_message"])
-    record = asyncio.run(state.save_run_in_thread())
+    record = run_async(state.save_run_in_thread())
     assert said == [("save_message", f"Saved run #1 ({record.id}).")]
 
 
@@ -761,11 +769,11 @@ def test_a_save_in_a_thread_that_fails_says_so_and_turns_save_run_back_on(state,
     refused = StoreError("Run not saved: the store /srv/runs.db is full.")
     refused.learner_text = "Run not saved: the store is full."
     monkeypatch.setattr(state.store, "save", lambda *a, **k: (_ for _ in ()).throw(refused))
-    assert asyncio.run(state.save_run_in_thread()) is None
+    assert run_async(state.save_run_in_thread()) is None
     assert (state.save_ok, state.save_message, state.saving) == (False, "Run not saved: the store is full.", False)
     monkeypatch.setattr(state.store, "save", lambda *a, **k: 1 / 0)  # a fault of ours, not the store's
     with pytest.raises(ZeroDivisionError):
-        asyncio.run(state.save_run_in_thread())
+        run_async(state.save_run_in_thread())
     assert (state.save_ok, state.saving) == (False, False)
     assert state.save_message == "Run not saved: the server failed (its log says why)."
     assert state.saved == []
@@ -798,7 +806,7 @@ def test_a_served_pages_own_runs_are_listed_in_a_thread_and_save_run_waits_for_t
         answer.set()
         await listing
 
-    asyncio.run(open_while_the_store_is_slow())
+    run_async(open_while_the_store_is_slow())
     assert not reloaded.awaiting_key and [r.id for r in reloaded.saved] == [kept.id]
     assert reloaded.owned == [kept.id]
 
@@ -814,10 +822,42 @@ def test_a_served_page_restores_and_opens_its_links_runs_in_a_thread_as_in_the_l
     at_once, in_thread = (LearnerState(store=state.store) for _ in range(2))
     at_once.restore_runs(wanted)
     assert at_once.open_run_id(first.id) and not at_once.open_run_id("no-such-run")
-    asyncio.run(in_thread.restore_runs_in_thread(wanted))
-    assert asyncio.run(in_thread.open_run_id_in_thread(first.id))
-    assert not asyncio.run(in_thread.open_run_id_in_thread("no-such-run"))
+    run_async(in_thread.restore_runs_in_thread(wanted))
+    assert run_async(in_thread.open_run_id_in_thread(first.id))
+    assert not run_async(in_thread.open_run_id_in_thread("no-such-run"))
     assert [r.id for r in in_thread.saved] == [r.id for r in at_once.saved] == [first.id, second.id]
     assert in_thread.restore_message == at_once.restore_message != ""
     assert in_thread.open_message == at_once.open_message
     assert in_thread.keys == at_once.keys and in_thread.opened == at_once.opened == first
+
+
+def test_a_served_page_whose_runs_could_not_be_listed_lists_them_once_the_store_answers(tmp_path, monkeypatch):
+    """A newcomer's page opened while the store was down kept "could not be listed" after the
+    store was back, until a reload or a save; it now tries again by itself."""
+    from store_helpers import PAGE_KEY
+
+    from app.learner import state as learner_state
+    from app.store import StoreError
+
+    monkeypatch.setattr(learner_state, "RELIST_EVERY_S", 0.01)
+    store = sqlite_store(tmp_path / "runs")
+    before = LearnerState(store=store)
+    before.take_page_key(PAGE_KEY)
+    before.prediction = "p"
+    kept = before.save_run()
+    reloaded = LearnerState(store=store, awaiting_key=True)
+    reloaded.key_hash = before.key_hash
+    answers, page_runs, said = iter([False, False, True]), store.page_runs, []
+    reloaded.param.watch(lambda event: said.append(event.new), "restore_message")
+
+    def down_twice(*args, **kwargs):
+        if not next(answers):
+            raise StoreError("Runs not read: the store /srv/runs.db cannot be reached.")
+        return page_runs(*args, **kwargs)
+
+    monkeypatch.setattr(store, "page_runs", down_twice)
+    run_async(reloaded._take_own_runs_in_thread())
+    assert said[0].startswith("This page's saved runs could not be listed: ")
+    assert said[1].endswith(" It tries again by itself.")
+    assert [r.id for r in reloaded.saved] == [kept.id] and not reloaded.unlisted
+    assert reloaded.restore_message == "" and not reloaded.awaiting_key
