@@ -129,7 +129,8 @@ def _exit_after_grace(heard: socket.socket, _wakeup: socket.socket, grace: float
 
 def _tell_pages_then_stop(server, signal_name: str, grace: float) -> None:
     sessions = server.get_sessions()
-    log.info("stopping: %s: new pages refused, %d open page%s told of the restart, exit within %g s",
+    # Bokeh's sessions: the open pages, and pages closed less than --unused-session-lifetime ago.
+    log.info("stopping: %s: new pages refused, %d session%s told of the restart, exit within %g s",
              signal_name, len(sessions), "" if len(sessions) == 1 else "s", grace)
     told = []
 
