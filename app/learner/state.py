@@ -42,6 +42,9 @@ from attention_core.records import ExperimentRecord, RecordError
 MAX_UI_TOKENS = 8
 MAX_WIDTH = 4  # largest d_k, d_v and d_model the page offers
 MAX_RESTORED_RUNS = 50  # run ids a reloaded page takes back from its URL
+#: A served page whose runs could not be listed as it opened tries again every RELIST_EVERY_S
+#: seconds, RELIST_TRIES times (5 minutes), until the store answers.
+RELIST_EVERY_S, RELIST_TRIES = 10.0, 30
 #: Seconds a served page's save may wait on the store before the page says "Saving…": a save that
 #: answers sooner (nearly all: a few ms) sends the browser one message, its answer.
 SAVING_SHOWN_AFTER_S = 0.3
@@ -829,6 +832,15 @@ class LearnerState(param.Parameterized):
             await self._list_own_runs_in_thread()
         finally:
             self.awaiting_key = False
+        # Listed once the store answers again, without a reload or a save (for a while: bounded).
+        for _ in range(RELIST_TRIES):
+            if not self.unlisted:
+                return
+            if not self.restore_message.endswith(_RETRYING):
+                self.restore_message += _RETRYING
+            await asyncio.sleep(RELIST_EVERY_S)
+            if self.unlisted:  # a save meanwhile may have listed them
+                await self._list_own_runs_in_thread()
 
     def _list_own_runs(self) -> None:
         """List the runs saved with this page's key beside those shown (see :meth:`take_page_key`);
@@ -939,7 +951,8 @@ class LearnerState(param.Parameterized):
         try:
             return self.store.get(run_id)
         except (RecordError, OSError) as exc:  # RecordError is a ValueError: caught first
-            return f"saved run {shown} could not be read ({said_to_learner(exc).rstrip('.')})."
+            # Not in brackets: the store's own sentence may hold some ("… longer than 8 s); try again.").
+            return f"saved run {shown} could not be read: {said_to_learner(exc)}"
         except ValueError:
             return f"{shown} is not a run id {_RUN_ID_RULE}; check the link."
         except KeyError:
@@ -980,6 +993,7 @@ class LearnerState(param.Parameterized):
 
 
 _UNLISTED = "This page's saved runs could not be listed: "
+_RETRYING = " It tries again by itself."
 
 
 def _wanted_ids(run_ids: list[str]) -> list[str]:
