@@ -745,13 +745,14 @@ class LearnerState(param.Parameterized):
             finally:
                 self.param.update(saving=False, save_pending=False)
 
-    async def _list_own_runs_in_thread(self) -> None:
-        """:meth:`_list_own_runs` with the store's read in a store thread."""
+    async def _list_own_runs_in_thread(self, retrying: bool = False) -> None:
+        """:meth:`_list_own_runs` with the store's read in a store thread (``retrying``: as the
+        page tries again by itself, and says so)."""
         try:
             own = await store_calls.in_thread(self.store.page_runs, self.key_hash, limit=PAGE_RUNS)
         except (RecordError, StoreError) as exc:
             own = exc
-        self._took_own_runs(own)
+        self._took_own_runs(own, retrying)
 
     def _record_to_save(self, ablation: Ablation | None) -> ExperimentRecord | None:
         """The record Save run would store now, or ``None`` with :attr:`save_message` saying why
@@ -840,7 +841,7 @@ class LearnerState(param.Parameterized):
                 self.restore_message += _RETRYING
             await asyncio.sleep(RELIST_EVERY_S)
             if self.unlisted:  # a save meanwhile may have listed them
-                await self._list_own_runs_in_thread()
+                await self._list_own_runs_in_thread(retrying=True)
 
     def _list_own_runs(self) -> None:
         """List the runs saved with this page's key beside those shown (see :meth:`take_page_key`);
@@ -851,10 +852,12 @@ class LearnerState(param.Parameterized):
             own = exc
         self._took_own_runs(own)
 
-    def _took_own_runs(self, own: list[ExperimentRecord] | Exception) -> None:
-        """Show this page's runs as the store listed them, or say why it could not."""
+    def _took_own_runs(self, own: list[ExperimentRecord] | Exception, retrying: bool = False) -> None:
+        """Show this page's runs as the store listed them, or say why it could not (the same
+        words again, as a page retrying gets them, send nothing)."""
         if isinstance(own, Exception):
-            self.param.update(unlisted=True, restore_message=f"{_UNLISTED}{said_to_learner(own)}")
+            self.param.update(unlisted=True, restore_message=(
+                f"{_UNLISTED}{said_to_learner(own)}{_RETRYING if retrying else ''}"))
             return
         self.unlisted = False
         if self.restore_message.startswith(_UNLISTED):
