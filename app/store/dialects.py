@@ -121,10 +121,11 @@ def make_engine(url: URL) -> Engine:
 
 
 def _postgresql_limits(url: URL) -> dict[str, object]:
-    """libpq settings bounding how long a store call waits, unless the URL sets its own: a host
-    that vanished (no answer at all) is given up after :data:`CONNECT_TIMEOUT_S`, and a table
-    another session locked after :data:`BUSY_TIMEOUT_S`, as SQLite's busy timeout does; either
-    then fails as a :class:`StoreError` instead of holding a save (and its page) for minutes."""
+    """libpq settings bounding how long a store call waits, unless the URL sets its own: a new
+    connection to a host that does not answer is given up after :data:`CONNECT_TIMEOUT_S`, and a
+    table another session locked after :data:`BUSY_TIMEOUT_S`, as SQLite's busy timeout does;
+    either then fails as a :class:`StoreError` instead of holding a save for minutes. (A server
+    that stops answering an open connection is not bounded here: the call waits in its thread.)"""
     limits: dict[str, object] = {}
     if "connect_timeout" not in url.query:
         limits["connect_timeout"] = CONNECT_TIMEOUT_S
