@@ -205,7 +205,7 @@ def test_save_hands_the_ablation_to_the_callback_and_shows_its_answer(panel, sav
     assert (saved[0].target, saved[0].change) == ("W_O", "zero")
     assert saved[0] is panel.ablation
     assert panel.save_message == "Saved ablation of W_O as run #1."
-    assert "role='status'" in str(panel.save_status.object)
+    assert '<div class="status ok" role="status">Saved ablation' in str(panel.save_status.object)
 
 
 def test_save_refuses_while_the_controls_give_no_ablation(panel, saved):
@@ -213,6 +213,8 @@ def test_save_refuses_while_the_controls_give_no_ablation(panel, saved):
     panel.save_button.clicks += 1
     assert saved == []
     assert panel.save_message.startswith("Not saved: fix the ablation first (Factor: ")
+    # In Save run's error colour, as plain to see as a refusal under Save run (a newcomer missed it).
+    assert '<div class="status error" role="status">Not saved' in str(panel.save_status.object)
 
 
 def test_without_a_save_callback_there_is_no_save_button(source):

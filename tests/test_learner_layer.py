@@ -241,6 +241,10 @@ def test_the_ablation_panels_answer_goes_once_save_run_says_something_else(learn
     assert panel.save_message.startswith("Already saved as #1: ")
     state.save_run()
     assert state.save_message.startswith("Saved run #2 (") and panel.save_message == ""
+    state.prediction = ""  # the page refuses the panel's save: said under its button, in red
+    panel.save_button.clicks += 1
+    assert '<div class="status error" role="status">Not saved: write your prediction first' in \
+        str(panel.save_status.object)
 
 
 def test_the_layer_presets_set_every_input_they_depend_on(state):

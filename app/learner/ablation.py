@@ -21,6 +21,7 @@ import panel as pn
 import param
 
 from app.learner.contributions import vector_text
+from app.learner.record import STATUS_CSS, status_html
 from app.learner.state import change_text, number_text
 from app.shared.compare import TABLE_CSS
 from app.shared.grid import MatrixGrid
@@ -208,11 +209,6 @@ def message_html(message: str, showing_last: bool) -> Markup:
                 message, end, still)
 
 
-def save_status_html(message: str) -> Markup:
-    """What the page's save answered (role=status: a screen reader announces it)."""
-    return html("<div class='status' role='status'>{}</div>", message) if message else Markup("")
-
-
 def _show_map(heatmap: HeatMap, r: AttentionResult, when: str) -> None:
     """Draw ``r``'s weights as the page's Weights map does: forbidden cells hatched."""
     after = r.mode.mask == "after"
@@ -255,6 +251,8 @@ class AblationPanel(pn.viewable.Viewer):
                                    doc="The last valid ablation of the layer.")
     message = param.String(default="", doc="Why the controls give no ablation now, or ''.")
     save_message = param.String(default="", doc="What on_save answered last.")
+    save_ok = param.Boolean(default=True, doc="Whether that answer is not a refusal (its colour).")
+    save_pending = param.Boolean(default=False, doc="The save still waits on the store (\"Saving…\").")
     active = param.Boolean(default=True, doc=(
         "Whether the panel is shown and follows the layer: while False a new layer is left for "
         "later and taken when it turns True (the learner page hides the panel until a prediction "
@@ -294,8 +292,10 @@ class AblationPanel(pn.viewable.Viewer):
         self.save_button = pn.widgets.Button(label="Save ablation as a run", margin=(5, 10),
                                              visible=on_save is not None)
         self.save_button.on_click(self._save)
-        self.save_status = pn.pane.HTML(pn.bind(save_status_html, self.param.save_message),
-                                        stylesheets=[_CSS], margin=(5, 10))
+        # In Save run's colours: a refused save under this button is as plain to see as under that one.
+        self.save_status = pn.pane.HTML(
+            pn.bind(status_html, self.param.save_message, self.param.save_ok, self.param.save_pending),
+            stylesheets=[_CSS, STATUS_CSS], margin=(5, 10))
         self.body = pn.Column(
             pn.Row(self.target_select, self.change_select, self.factor_input, self.item_select, margin=0),
             self.grid, self.alert, self.weights_text,
@@ -440,8 +440,10 @@ class AblationPanel(pn.viewable.Viewer):
             return
         if self.ablation is None or self.message:
             why = self.message or "there is no ablation to save yet"
-            self.save_message = f"Not saved: fix the ablation first ({why})."
+            self.param.update(save_ok=False, save_pending=False,
+                              save_message=f"Not saved: fix the ablation first ({why}).")
             return
+        self.param.update(save_ok=True, save_pending=False)  # on_save's page may say otherwise
         self.save_message = str(self.on_save(self.ablation) or "")
 
     def __panel__(self):

@@ -205,9 +205,10 @@ class LearnerPage(pn.viewable.Viewer):
         insert_after(self.main, self.contributions, self.ablation)
         # The panel's answer is about its own last save: it follows what that save says (a
         # served page's "Saving…", then its answer) and goes once Save run says something else.
-        self.state.param.watch(lambda event: setattr(self.ablation_panel, "save_message",
-                                                     event.new if self.state.save_from_ablation else ""),
-                               "save_message")
+        s = self.state
+        s.param.watch(lambda *events: self.ablation_panel.param.update(
+            save_message=s.save_message if s.save_from_ablation else "", save_ok=s.save_ok,
+            save_pending=s.save_pending), ["save_message", "save_ok", "save_pending"])
 
     @param.depends("state.revealed", "ablations", watch=True)
     def _activate_ablation(self) -> None:
