@@ -779,11 +779,9 @@ def test_a_save_in_a_thread_that_fails_says_so_and_turns_save_run_back_on(state,
     assert state.saved == []
 
 
-def test_a_served_pages_own_runs_are_listed_in_a_thread_and_save_run_waits_for_them(tmp_path, monkeypatch):
-    """Opened while the store is slow, a page's listing holds no other page (the event loop goes
-    on) and Save run waits for it ("still connecting"), then the page's runs are listed."""
-    import threading
-
+def saved_then_reloaded(tmp_path):
+    """A store with one run saved by a page, and that page reloaded: its key taken (as
+    take_page_key sets it) but its runs not listed yet. Returns (store, the run, the page)."""
     from store_helpers import PAGE_KEY
 
     store = sqlite_store(tmp_path / "runs")
@@ -792,7 +790,17 @@ def test_a_served_pages_own_runs_are_listed_in_a_thread_and_save_run_waits_for_t
     before.prediction = "p"
     kept = before.save_run()
     reloaded = LearnerState(store=store, awaiting_key=True)
-    reloaded.key_hash = before.key_hash  # as take_page_key sets it, before it lists
+    reloaded.key_hash = before.key_hash
+    return store, kept, reloaded
+
+
+def test_a_served_pages_own_runs_are_listed_in_a_thread_and_save_run_waits_for_them(tmp_path, monkeypatch):
+    """Opened while the store is slow, a page's listing holds no other page (the event loop goes
+    on) and Save run waits for it ("still connecting"), then the page's runs are listed."""
+    import threading
+
+
+    store, kept, reloaded = saved_then_reloaded(tmp_path)
     answer, page_runs = threading.Event(), store.page_runs
     monkeypatch.setattr(store, "page_runs", lambda *a, **k: (answer.wait(30), page_runs(*a, **k))[1])
 
@@ -834,19 +842,12 @@ def test_a_served_page_restores_and_opens_its_links_runs_in_a_thread_as_in_the_l
 def test_a_served_page_whose_runs_could_not_be_listed_lists_them_once_the_store_answers(tmp_path, monkeypatch):
     """A newcomer's page opened while the store was down kept "could not be listed" after the
     store was back, until a reload or a save; it now tries again by itself."""
-    from store_helpers import PAGE_KEY
 
     from app.learner import state as learner_state
     from app.store import StoreError
 
     monkeypatch.setattr(learner_state, "RELIST_EVERY_S", 0.01)
-    store = sqlite_store(tmp_path / "runs")
-    before = LearnerState(store=store)
-    before.take_page_key(PAGE_KEY)
-    before.prediction = "p"
-    kept = before.save_run()
-    reloaded = LearnerState(store=store, awaiting_key=True)
-    reloaded.key_hash = before.key_hash
+    store, kept, reloaded = saved_then_reloaded(tmp_path)
     answers, page_runs, said = iter([False, False, True]), store.page_runs, []
     reloaded.param.watch(lambda event: said.append(event.new), "restore_message")
 
