@@ -4,8 +4,8 @@ saves counted until their page has heard.
 A store call waits as long as the store takes: a table another session locked, a busy disk, a
 PostgreSQL across a network that stopped answering. On the server's event loop that wait held
 every page of the process, with its static files and its health check (a newcomer's PostgreSQL
-locked for 30 s froze them all). :func:`in_thread` runs the call in one of :data:`WRITERS`
-threads instead; a save's page says "Saving…" if it waits long.
+locked for 30 s froze them all). :func:`in_thread` runs the call in a thread instead; a save's
+page says "Saving…" if it waits long.
 
 :func:`in_flight` counts a write from before its thread starts until its page has been told how
 it went; on SIGTERM :mod:`app.shutdown` keeps serving until none is in flight (or its grace ends),
@@ -17,21 +17,13 @@ The count is kept on the event loop's thread only (the thread's result comes bac
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from functools import partial
 from typing import TypeVar
-
-#: Store calls at once in one process. SQLite takes one writer at a time anyway (the store
-#: queues them, :class:`app.store.RunStore`); PostgreSQL's connection pool holds 5 by default.
-WRITERS = 4
 
 T = TypeVar("T")
 
-_pool: ThreadPoolExecutor | None = None  # made at the first write, after --num-procs forked
 _count = 0
 _last_done = float("-inf")
 
@@ -49,16 +41,10 @@ def in_flight() -> Iterator[None]:
         _last_done = time.monotonic()
 
 
-async def in_thread(write: Callable[..., T], *args, **kwargs) -> T:
-    """``write(*args, **kwargs)`` in a store thread; its result, or its exception, here.
-
-    Run in a copy of the caller's context, as :func:`asyncio.to_thread` does: the page's session
-    (Panel's current document) stays current, so the store's log lines name it."""
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="store-call")
-    context = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(_pool, partial(context.run, write, *args, **kwargs))
+async def in_thread(call: Callable[..., T], *args, **kwargs) -> T:
+    """``call(*args, **kwargs)`` in a thread (:func:`asyncio.to_thread`: the loop's executor, the
+    caller's context, so the page's session stays current and the store's log lines name it)."""
+    return await asyncio.to_thread(call, *args, **kwargs)
 
 
 def settled(quiet_s: float) -> bool:
@@ -72,4 +58,4 @@ def count() -> int:
     return _count
 
 
-__all__ = ["WRITERS", "count", "in_flight", "in_thread", "settled"]
+__all__ = ["count", "in_flight", "in_thread", "settled"]
