@@ -748,11 +748,7 @@ class LearnerState(param.Parameterized):
     async def _list_own_runs_in_thread(self, retrying: bool = False) -> None:
         """:meth:`_list_own_runs` with the store's read in a store thread (``retrying``: as the
         page tries again by itself, and says so)."""
-        try:
-            own = await store_calls.in_thread(self.store.page_runs, self.key_hash, limit=PAGE_RUNS)
-        except (RecordError, StoreError) as exc:
-            own = exc
-        self._took_own_runs(own, retrying)
+        self._took_own_runs(await store_calls.in_thread(self._read_own_runs), retrying)
 
     def _record_to_save(self, ablation: Ablation | None) -> ExperimentRecord | None:
         """The record Save run would store now, or ``None`` with :attr:`save_message` saying why
@@ -846,11 +842,14 @@ class LearnerState(param.Parameterized):
     def _list_own_runs(self) -> None:
         """List the runs saved with this page's key beside those shown (see :meth:`take_page_key`);
         when the store cannot say, :attr:`restore_message` says so and the next save tries again."""
+        self._took_own_runs(self._read_own_runs())
+
+    def _read_own_runs(self) -> list[ExperimentRecord] | Exception:
+        """The runs saved with this page's key, or why the store could not list them (never raises)."""
         try:
-            own = self.store.page_runs(self.key_hash, limit=PAGE_RUNS)
+            return self.store.page_runs(self.key_hash, limit=PAGE_RUNS)
         except (RecordError, StoreError) as exc:
-            own = exc
-        self._took_own_runs(own)
+            return exc
 
     def _took_own_runs(self, own: list[ExperimentRecord] | Exception, retrying: bool = False) -> None:
         """Show this page's runs as the store listed them, or say why it could not (the same
