@@ -45,6 +45,7 @@ _MODE_ORDER = (
 
 T = TypeVar("T")
 
+
 def page_count(runs: int) -> int:
     """How many table pages ``runs`` runs fill (1 when there are none)."""
     return max(1, -(-runs // PAGE_SIZE))
