@@ -49,6 +49,11 @@ from attention_core.records import ExperimentRecord
 TABLE_VIEWS = ("const views = [], walk = v => { if (v == null) return; if (v.tabulator !== undefined && "
                "typeof v.setData === 'function') views.push(v); for (const c of (v.child_views || [])) walk(c) }; "
                "for (const root of Object.values(Bokeh.index)) walk(root);")
+# Every change of the table's data in the browser, as [ms since the page opened, rows], in
+# window.__tableData: which update the browser got last, when a test finds the table wrong.
+RECORD_TABLE_DATA_JS = (f"() => {{ {TABLE_VIEWS} const source = views[0].model.source; window.__tableData = []; "
+                        "source.properties.data.change.connect(() => window.__tableData.push("
+                        "[Math.round(performance.now()), source.get_length()])) }")
 # Make the table look as it does while Panel's view builds it (or built again).
 TABLE_BUILDING_JS = f"building => {{ {TABLE_VIEWS} for (const v of views) v._building = building }}"
 # Once, 500 ms after the table's data next changes (after the resync script's first look), have
@@ -163,6 +168,7 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     tag = uuid.uuid4().hex[:6]
     page.set_viewport_size({"width": 1400, "height": 1000})
     open_instructor(page, server)
+    page.evaluate(RECORD_TABLE_DATA_JS)
     before = int(page.get_by_test_id("runs-total").text_content().replace(",", ""))
     learners = [browser.new_context(), browser.new_context()]
     save_as_learner(learners[0], server, f"Ada {tag}", "correct")
@@ -196,7 +202,9 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
         # learner's runs. Say what the page and the server's log held, for the next look.
         shown = page.get_by_test_id("runs-shown").text_content(), page.get_by_label("Mode", exact=True).input_value()
         log = [line for line in server.log.read_text().splitlines() if "ERROR" in line or "WARNING" in line][-5:]
-        raise AssertionError(f"{failed}\nruns shown, Mode: {shown}; the server's last warnings: {log}") from None
+        changes = page.evaluate("() => window.__tableData")
+        raise AssertionError(f"{failed}\nruns shown, Mode: {shown}; the server's last warnings: {log}; "
+                             f"the table's data in the browser, [ms, rows]: {changes}") from None
     # Brought in by the live refresh, the broken run's numbers and checks read as the learner's
     # Saved runs table writes them (3, not 3.0; check titles, not names).
     grace_broken = next(r for r in (ExperimentRecord.from_json(t) for t in server.texts())
