@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -107,3 +109,10 @@ def tampered_broken_run() -> tuple[ExperimentRecord, dict]:
     for check in results["checks"]:
         check["passed"] = True
     return real, data
+
+
+def run_async(coroutine):
+    """Run ``coroutine`` to its end on an event loop of its own, in a thread: in a worker that ran
+    browser tests first, pytest-playwright's sync API holds an event loop running in this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
@@ -17,7 +18,7 @@ from bokeh.document import Document
 from bokeh.models import StringFormatter
 from class_runs import write_runs
 from panel.models.tabulator import DataTabulator
-from store_helpers import OWNER, T0, delete_run, make_record, sqlite_store
+from store_helpers import OWNER, T0, delete_run, make_record, run_async, sqlite_store
 
 from app.instructor import (
     ALL_MODES,
@@ -35,7 +36,7 @@ from app.instructor import (
 from app.instructor.table import SHOWN
 from app.learner.runs import runs_columns
 from app.shared.compare import ComparisonView
-from app.store import RunFilter, RunStore, RunSummary, export_csv, export_json
+from app.store import RunFilter, RunStore, RunSummary, StoreError, export_csv, export_json
 from attention_core import scaled_dot_product_attention
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import ExperimentRecord
@@ -619,6 +620,78 @@ def test_the_class_picture_is_redrawn_in_the_next_tick_after_the_tables_page_onc
     assert list(chart.source.data["label"]) == ["open"]
     s.learner = ""  # the next move schedules a redraw again
     assert len(ticks) == 1
+
+
+def test_a_tick_reads_in_a_store_thread_and_the_loop_goes_on_while_the_store_holds_it(tmp_path):
+    """A store that stops answering holds the tick's thread, not the event loop every page of the
+    process shares (an instructor page's tick read it there every 2 s)."""
+    import threading
+
+    store = sqlite_store(tmp_path / "runs")
+    store.save(make_record(learner="Ada"), key_hash=OWNER)
+    page = InstructorPage(store)
+    store.save(make_record(minutes=1, learner="Bob"), key_hash=OWNER)
+    entered, release, readers = threading.Event(), threading.Event(), []
+    change_token = store.change_token
+
+    def held_change_token():
+        readers.append(threading.get_ident())
+        entered.set()
+        release.wait(10)
+        return change_token()
+
+    store.change_token = held_change_token
+
+    async def tick_while_held() -> int:
+        tick = asyncio.ensure_future(page._refresh_in_thread())
+        turns = 0
+        while not entered.is_set() or turns < 5:  # the loop goes on while the read waits
+            await asyncio.sleep(0.01)
+            turns += 1
+        assert not tick.done() and page.state.matching == 1
+        release.set()
+        await tick
+        return turns
+
+    assert run_async(tick_while_held()) >= 5
+    assert readers and readers[0] != threading.get_ident()
+    assert page.state.matching == 2 and page.state.total == 2
+
+
+def test_a_tick_read_for_filters_since_changed_is_dropped_and_read_again(tmp_path):
+    """The instructor filtered while a tick read the store: what it read is for a table no longer
+    shown, so the table keeps the instructor's filter and the next tick reads again."""
+    store = sqlite_store(tmp_path / "runs")
+    store.save(make_record(learner="Ada"), key_hash=OWNER)
+    s = InstructorState(store=store)
+    store.save(make_record(minutes=1, learner="Bob"), key_hash=OWNER)
+    read = s.read_refresh()  # as a tick's thread, before the instructor's move
+    s.learner = "ada"
+    s.show_refresh(read)
+    assert [r.learner for r in s.page_runs] == ["Ada"] and s.total == 1  # the move's own read
+    again = s.read_refresh()
+    assert again is not None  # not taken as read: the next tick reads it
+    s.show_refresh(again)
+    assert [r.learner for r in s.page_runs] == ["Ada"] and (s.matching, s.total) == (1, 2)
+    assert s.read_refresh() is None
+
+
+def test_a_page_drawn_while_the_store_cannot_be_read_says_so_and_counts_learners_once_it_answers(tmp_path):
+    """The rest of the page (picture, exports, comparison, learners) is built once the browser drew
+    the table; a store unreadable then left a traceback and no learners, exports or comparison."""
+    from app.logins import STORE_UNREACHABLE
+
+    store = sqlite_store(tmp_path / "runs")
+    store.save(make_record(learner="Ada", label="before"), key_hash=OWNER)
+    page = InstructorPage(store)
+    learner_runs = store.learner_runs
+    store.learner_runs = lambda: (_ for _ in ()).throw(StoreError("Runs not read: the store is busy"))
+    page._rest()
+    assert page.state.store_problem == STORE_UNREACHABLE and page.learners.rows == []
+    assert None not in (page.exports, page.comparison, page.learners) and len(page.below.objects) == 3
+    store.learner_runs = learner_runs
+    page._refresh()
+    assert page.state.store_problem == "" and [r["learner"] for r in page.learners.rows] == ["Ada"]
 
 
 def test_while_the_store_cannot_be_read_the_page_says_so_keeps_its_table_and_refuses_exports(tmp_path):

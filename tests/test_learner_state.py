@@ -10,7 +10,6 @@ import asyncio
 import json
 import math
 import re
-from concurrent.futures import ThreadPoolExecutor
 from html import unescape
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import numpy as np
 import pytest
 from bokeh.document import Document
 from panel.io.state import set_curdoc
-from store_helpers import sqlite_store
+from store_helpers import run_async, sqlite_store
 
 from app.learner.checks import OTHER_LIBRARIES, readouts_html, row_sum_html
 from app.learner.matrices import MASKED_SCORE
@@ -32,13 +31,6 @@ from attention_core import exposure
 from attention_core.checks import CHECK_TITLES
 from attention_core.modes import FAILURE_MODES, run_title
 from attention_core.records import validate_record
-
-
-def run_async(coroutine):
-    """Run ``coroutine`` to its end on an event loop of its own, in a thread: in a worker that ran
-    browser tests first, pytest-playwright's sync API holds an event loop running in this one."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 @pytest.fixture

@@ -210,13 +210,14 @@ class LearnersView(pn.viewable.Viewer):
 
     ``store`` holds the runs to count (all of them, whatever the page's filters), and
     ``timezone`` is a callable giving the instructor's zone; ``refresh()`` recounts (one store
-    query, :meth:`~app.store.RunStore.learner_runs`), e.g. when new runs arrive.
+    query, :meth:`~app.store.RunStore.learner_runs`), e.g. when new runs arrive, and counts at
+    once unless ``count_now`` is false.
     """
 
     class_list = param.String(default="", doc="Names expected in the class, one per line.")
     show = param.Selector(default=ANYONE, objects=[ANYONE, *MISSING], doc="Which learners to list.")
 
-    def __init__(self, store: RunStore, timezone, **params):
+    def __init__(self, store: RunStore, timezone, count_now: bool = True, **params):
         super().__init__(**params)
         self._store, self._timezone = store, timezone
         self.table = pn.pane.HTML("", stylesheets=[_TABLE_CSS], sizing_mode="stretch_width")
@@ -224,8 +225,10 @@ class LearnersView(pn.viewable.Viewer):
         self.download = pn.widgets.FileDownload(
             callback=lambda: io.StringIO(learners_csv(self._rows())), filename="class-learners.csv",
             label="Export learners CSV", embed=False)
+        self.rows: list[dict] = []
         self.param.watch(lambda *e: self.refresh(), ["class_list", "show"])
-        self.refresh()
+        if count_now:  # else the caller calls refresh(), e.g. to say itself why the store could not
+            self.refresh()
 
     def _rows(self) -> list[dict]:
         names = self.class_list.splitlines()

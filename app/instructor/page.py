@@ -2,12 +2,14 @@
 
 :class:`InstructorPage` is one browser session's page over the server's store; tests build it
 without a browser and read its ``state``. New runs appear without a reload: a periodic callback
-per session reads the store's change token and re-reads the runs only when it moved.
+per session reads the store's change token and re-reads the runs only when it moved, in a store
+thread (:mod:`app.shared.store_calls`), as the check of its login is.
 """
 
 from __future__ import annotations
 
 import io
+import threading
 from datetime import UTC, datetime
 
 import panel as pn
@@ -18,10 +20,11 @@ from app.auth import LOGOUT_PATH
 from app.instructor.chart import CHART_HEIGHT, ClassChartView
 from app.instructor.columns import created_texts
 from app.instructor.learners import LearnersView
-from app.instructor.state import InstructorState, zone
+from app.instructor.state import InstructorState, Refresh, zone
 from app.instructor.table import PAGE_ARIA_JS, TABLE_RESYNC_JS, FiltersView, RunsTableView
 from app.instructor.upload import UploadView
-from app.logins import STORE_UNREACHABLE, GuardedStore, Logins, SessionLogin
+from app.logins import STORE_UNREACHABLE, GuardedStore, LoginEnded, Logins, SessionLogin
+from app.shared import store_calls
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
 from app.shared.html import html
@@ -233,10 +236,12 @@ class InstructorPage(pn.viewable.Viewer):
         )
         pn.state.onload(self._rest)
         self._follow_browser_timezone()
-        self._callbacks = [pn.state.add_periodic_callback(self._refresh, period=REFRESH_MS)]
+        self._thread = threading.get_ident()  # the event loop's, for a served page
+        self._ticking = self._checking = False  # a tick's reads, a login check in a store thread
+        self._callbacks = [pn.state.add_periodic_callback(self._tick, period=REFRESH_MS)]
         if login is not None:
             login.on_end(self._login_ended)
-            self._callbacks.append(pn.state.add_periodic_callback(login.holds, period=LOGIN_CHECK_MS))
+            self._callbacks.append(pn.state.add_periodic_callback(self._tick_login, period=LOGIN_CHECK_MS))
         if pn.state.curdoc is not None:
             pn.state.curdoc.on_session_destroyed(lambda context: self._stop_callbacks())
 
@@ -245,24 +250,70 @@ class InstructorPage(pn.viewable.Viewer):
             callback.stop()
 
     def _refresh(self) -> None:
-        """Read the store again (every :data:`REFRESH_MS`); while it cannot be read, say so above
-        the table, which keeps what it last read."""
-        if self.login is not None and not self.login.holds():
-            if self.login.unknown:
-                self.state.store_problem = STORE_UNREACHABLE
-            return
+        """Read the store again; while it cannot be read, say so above the table, which keeps
+        what it last read. (What a tick does, all on the calling thread.)"""
+        self._show_tick(self._read_tick())
+
+    def _tick(self) -> None:
+        """Every :data:`REFRESH_MS`: on a served page the tick's reads run in a store thread
+        (:mod:`app.shared.store_calls`), one at a time, so a store that stops answering holds that
+        thread, not the event loop every page of the process shares; without a server, at once."""
+        if pn.state.curdoc is None or pn.state.curdoc.session_context is None:
+            self._refresh()
+        elif not self._ticking:
+            self._ticking = True
+            pn.state.execute(self._refresh_in_thread)
+
+    async def _refresh_in_thread(self) -> None:
         try:
-            self.state.refresh()
+            self._show_tick(await store_calls.in_thread(self._read_tick))
+        finally:
+            self._ticking = False
+
+    def _read_tick(self) -> Refresh | None | str:
+        """The tick's store reads: what changed (:meth:`InstructorState.read_refresh`), ``None``
+        when nothing did or the login has ended, or :data:`STORE_UNREACHABLE`."""
+        if self.login is not None and not self.login.holds():
+            return STORE_UNREACHABLE if self.login.unknown else None
+        try:
+            return self.state.read_refresh()
         except StoreError:  # logged by the store, once a minute
+            return STORE_UNREACHABLE
+        except LoginEnded:  # ended since holds() said yes: the page is closing
+            return None
+
+    def _show_tick(self, read: Refresh | None | str) -> None:
+        if read == STORE_UNREACHABLE:
             self.state.store_problem = STORE_UNREACHABLE
-            return
-        self.state.store_problem = ""
+        elif self.login is None or not self.login.ended:
+            self.state.show_refresh(read)
+            self.state.store_problem = ""
+
+    def _tick_login(self) -> None:
+        """Every :data:`LOGIN_CHECK_MS`: whether the login holds, asked in a store thread on a
+        served page, one check at a time (the page closes itself once it has ended:
+        :meth:`_login_ended`)."""
+        if pn.state.curdoc is None or pn.state.curdoc.session_context is None:
+            self.login.holds()
+        elif not self._checking:
+            self._checking = True
+            pn.state.execute(self._check_login_in_thread)
+
+    async def _check_login_in_thread(self) -> None:
+        try:
+            await store_calls.in_thread(self.login.holds)
+        finally:
+            self._checking = False
 
     def _login_ended(self) -> None:
         """Show nothing more: the page's views go, the browser is sent to the login page, and the
-        websocket is closed a moment later (whatever the browser does)."""
-        self._stop_callbacks()
+        websocket is closed a moment later (whatever the browser does). Found in a store thread,
+        this runs on the event loop's next tick (Bokeh's way to change a page from a thread)."""
         doc = pn.state.curdoc
+        if threading.get_ident() != self._thread and doc is not None and doc.session_context is not None:
+            doc.add_next_tick_callback(self._login_ended)
+            return
+        self._stop_callbacks()
         if doc is None or doc.session_context is None:
             self._leave()
             return
@@ -283,7 +334,10 @@ class InstructorPage(pn.viewable.Viewer):
             self.class_chart = ClassChartView(state=self.state)
             self.exports = ExportView(state=self.state)
             self.comparison = ComparisonPanel(state=self.state)
-            self.learners = LearnersView(self.state.store, lambda: zone(self.state.timezone))
+            self.learners = LearnersView(self.state.store, lambda: zone(self.state.timezone), count_now=False)
+            # A store that cannot be read as the page opens: the page says so, and the next tick
+            # that reads it counts again (``changes``), as every view's.
+            self.state.read_or_say(self.learners.refresh)
             self.state.param.watch(lambda *events: self.state.read_or_say(self.learners.refresh),
                                    ["changes", "timezone"])
             self.chart.append(self.class_chart)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, time, timedelta
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import param
@@ -65,6 +65,19 @@ def zone(name: str) -> ZoneInfo:
         return ZoneInfo("UTC")
 
 
+class Refresh(NamedTuple):
+    """What a refresh read (:meth:`InstructorState.read_refresh`): the change token, which runs
+    it read (``where``: filters, sort, page), the modes, how many runs pass the filters, the
+    page's runs and the store's total."""
+
+    token: int
+    where: tuple
+    modes: list[str]
+    matching: int
+    page_runs: list[RunSummary]
+    total: int
+
+
 class InstructorState(param.Parameterized):
     """One instructor session: the filters, the sort, the table's page of runs, the selection."""
 
@@ -110,19 +123,41 @@ class InstructorState(param.Parameterized):
 
     def refresh(self) -> None:
         """Re-read the table's page and the counts if the store's change token moved; otherwise
-        touch nothing."""
+        touch nothing. (:meth:`read_refresh` then :meth:`show_refresh`.)"""
+        self.show_refresh(self.read_refresh())
+
+    def read_refresh(self) -> Refresh | None:
+        """What :meth:`refresh` reads, or ``None`` when the store's change token has not moved:
+        store reads only, nothing of this state changed, so a page's periodic tick runs it in a
+        store thread (:mod:`app.shared.store_calls`). Raises what the store raises."""
         token = self.store.change_token()
         if token == self._token:
-            return
-        modes = mode_order(self.store.modes())
-        self.param.mode.objects = [ALL_MODES, *modes]
-        if self.mode not in self.param.mode.objects:
-            self.mode = ALL_MODES  # its watcher reads the page
-        self._read_page()
+            return None
+        where = self._where()
+        found = self.store.query(where[0], sort=list(where[1]), limit=PAGE_SIZE, offset=(where[2] - 1) * PAGE_SIZE)
         # Without filters the page's count is the store's: one count less as a page opens.
-        self.total = self.matching if self.run_filter() is None else self.store.count()
-        self._token = token  # only once read: a tick that failed half-way is tried again
+        total = found.total if where[0] is None else self.store.count()
+        return Refresh(token, where, mode_order(self.store.modes()), found.total, found.runs, total)
+
+    def show_refresh(self, read: Refresh | None) -> None:
+        """Show what :meth:`read_refresh` read (nothing when it is ``None``). If the instructor
+        moved meanwhile (a filter, the sort, the page), what was read is for a table no longer
+        shown: it is dropped, and the next tick reads again."""
+        if read is None or read.where != self._where():
+            return
+        self.param.mode.objects = [ALL_MODES, *read.modes]
+        if self.mode not in self.param.mode.objects:  # its runs are gone: every mode, read now
+            self.mode = ALL_MODES  # its watcher reads the page
+            self.total = self.matching if self.run_filter() is None else self.store.count()
+        else:
+            self._show_page(read.matching, read.page_runs)
+            self.total = read.total
+        self._token = read.token  # only once read: a tick that failed half-way is tried again
         self.param.update(revision=self.revision + 1, changes=self.changes + 1)
+
+    def _where(self) -> tuple[RunFilter | None, tuple[tuple[str, str], ...], int]:
+        """The filters, the sort and the page: which runs the table shows."""
+        return self.run_filter(), tuple(self.sort), self.page
 
     def run_filter(self) -> RunFilter | None:
         """The filters as the store's query takes them, or None when they keep every run.
@@ -185,12 +220,15 @@ class InstructorState(param.Parameterized):
         page past the last (runs filtered away) becomes the last."""
         found = self.store.query(self.run_filter(), sort=self.sort, limit=PAGE_SIZE,
                                  offset=(self.page - 1) * PAGE_SIZE)
-        last = page_count(found.total)
+        self._show_page(found.total, found.runs)
+
+    def _show_page(self, matching: int, runs: list[RunSummary]) -> None:
+        last = page_count(matching)
         if self.page > last:
-            self.matching = found.total
+            self.matching = matching
             self.page = last  # its watcher reads that page
             return
-        self.param.update(matching=found.total, page_runs=found.runs)
+        self.param.update(matching=matching, page_runs=runs)
 
     def select(self, run_id: str) -> None:
         """Add a run to the selection; a third selection drops the oldest."""
