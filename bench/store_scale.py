@@ -9,7 +9,7 @@ row") with new ids, times and learner names. Then, for each dialect and size:
   one at a time, nobody else saving.
 - ``query``: what the instructor page asks: the count and the newest 20 runs; the same with a
   learner filter, and with one no run matches; the class picture's newest 5,000 filtered runs;
-  the change token it polls every 2 s; the learners view's count per learner.
+  the change token it polls every second; the learners view's count per learner.
 - ``export``: the JSON bundle (stored texts) and the CSV (columns, as ``export`` writes it) of
   every run, written to a file, beside the floor: ``SELECT record`` through the driver, written
   to a file as is.

@@ -1,6 +1,6 @@
 """An instructor page on a store that stops answering holds no other page of its process.
 
-The page reads the store every 2 s (its change token) and asks once a second whether its login
+The page reads the store every second (its change token) and asks once a second whether its login
 holds; those reads run in a store thread (``app.shared.store_calls``), so while PostgreSQL holds
 them the process's event loop serves every other request. Real server, real PostgreSQL, Chromium.
 """

@@ -863,7 +863,7 @@ def test_an_invalid_record_in_a_bundle_is_named_and_keeps_the_file_out(store):
 
 
 def test_the_same_failure_is_logged_once_a_minute_with_how_often_it_came(tmp_path, caplog, monkeypatch):
-    """A store that is down fails every read alike (an instructor page reads it every 2 s): one
+    """A store that is down fails every read alike (an instructor page reads it every second): one
     line a minute per failure, not one per read."""
     import app.store.runs as runs_module
 
@@ -880,7 +880,7 @@ def test_the_same_failure_is_logged_once_a_minute_with_how_often_it_came(tmp_pat
         def failures() -> list[str]:
             return [r.getMessage() for r in caplog.records if r.getMessage().startswith("store error")]
 
-        for _ in range(30):  # a minute of an instructor page's reads, every 2 s
+        for _ in range(30):  # a minute of reads, one every 2 s
             with pytest.raises(StoreError, match="Runs not read"):
                 store.count()
             clock[0] += 2.0

@@ -108,7 +108,9 @@ class InstructorState(param.Parameterized):
     def __init__(self, **params):
         super().__init__(**params)
         self._token: int | None = None
-        self.refresh()
+        # A store that cannot be read as the page opens: the page says so (store_problem) and
+        # its next tick reads everything once it answers.
+        self.read_or_say(self.refresh)
 
     @property
     def pages(self) -> int:

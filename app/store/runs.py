@@ -67,8 +67,8 @@ DEFAULT_SORT = (("created_at", "asc"),)
 # Bound parameters per IN (…): well under SQLite's and PostgreSQL's limits.
 _CHUNK = 500
 _log = logger("store")
-# A store that is down fails every read the same way (an instructor page reads it every 2 s, each
-# page opened reads it): each distinct failure is logged once per this many seconds, with how
+# A store that is down fails every read the same way (an instructor page reads it every second,
+# each page opened reads it): each distinct failure is logged once per this many seconds, with how
 # many times it came meanwhile (``repeated``).
 ERROR_LOG_EVERY_S = 60.0
 # The key hash stays in the store: no page or export needs it.
