@@ -10,19 +10,27 @@ from __future__ import annotations
 import http.client
 import time
 import urllib.parse
+from datetime import timedelta
 
 import psycopg
 from playwright.sync_api import expect
-from store_helpers import make_record
+from store_helpers import T0, make_result
 from workbench_server import open_instructor, start_server, wait_until
 
 from app.auth import PASSWORD_ENV, PASSWORD_FILE_ENV
 from app.logins import STORE_UNREACHABLE
 from app.store import RunStore
+from attention_core.records import ExperimentRecord
 
 PASSWORD = "lecture hall"
 # How long a request to a free event loop may take here, on a loaded test machine.
 ANSWERED_S = 1.5
+
+
+def correct_run(seed: int, learner: str) -> ExperimentRecord:
+    """A correct causal run of 4 tokens, d_k = 3, from seeded inputs, saved ``seed`` minutes after T0."""
+    return ExperimentRecord.from_result(make_result(seed=seed, T=4, d=3), learner=learner,
+                                        created_at=T0 + timedelta(minutes=seed))
 
 
 def answer_time(url: str, path: str) -> tuple[int, float]:
@@ -45,7 +53,7 @@ def test_a_page_whose_reads_wait_on_a_held_store_holds_no_other_request(postgres
     context = browser.new_context()
     try:
         with RunStore(url) as store:
-            store.save(make_record(learner="Ada"))
+            store.save(correct_run(0, "Ada"))
         page = context.new_page()
         page.goto(server.url + "instructor")
         page.get_by_label("Password").fill(PASSWORD)
@@ -71,11 +79,15 @@ def test_a_page_whose_reads_wait_on_a_held_store_holds_no_other_request(postgres
         # Once the store answers, the page goes on: a run saved meanwhile appears, and nothing
         # said the store could not be reached (the wait was shorter than the lock timeout).
         with RunStore(url) as store:
-            store.save(make_record(minutes=1, learner="Bob"))
+            store.save(correct_run(1, "Bob"))
         expect(total).to_have_text("2", timeout=10_000)
         expect(page.get_by_test_id("store-problem")).to_have_count(0)
         assert STORE_UNREACHABLE not in page.content()
         assert "Traceback" not in server.log.read_text()
+        # Two correct runs, smallest row sums 1 - 1.1e-16 and 1.0: the picture's axis still spans
+        # a readable 0.1 around them (padded by 10 % of that span, it read "1" alone, points on it).
+        page.wait_for_function("() => { const r = Bokeh.documents[0].get_model_by_name('class-row-sum-figure').y_range;"
+                               " return r.end - r.start > 0.09 && r.start < 0.96 && r.end > 1.04 }")
     finally:
         context.close()
         server.stop()

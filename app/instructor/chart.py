@@ -9,6 +9,7 @@ import param
 from bokeh.models import (
     CategoricalColorMapper,
     ColumnDataSource,
+    DataRange1d,
     FixedTicker,
     HoverTool,
     Range1d,
@@ -98,8 +99,13 @@ class ClassChartView(pn.viewable.Viewer):
     def _figure(self, title: str, column: str, name: str) -> figure:
         # As wide as the window allows up to 520 px: side by side at 1280 px, stacked and whole
         # (axis titles inside the canvas) on a narrow screen.
+        # Row sums sit at 1.0 give or take 1e-16 until a broken run arrives: padded by a relative
+        # 10 % of that span the axis read "1" alone with every point on it; 0.05 each side does not.
+        y_range = DataRange1d(range_padding=0.05, range_padding_units="absolute") \
+            if column == "min_row_sum" else DataRange1d()
         fig = figure(title=title, name=f"{name}-figure", height=300, sizing_mode="stretch_width",
                      min_width=FIGURE_MIN_WIDTH, max_width=FIGURE_WIDTH, tools="", x_range=self.x_range,
+                     y_range=y_range,
                      toolbar_location=None, x_axis_label=self._axis_label(),
                      y_axis_label=title.split(" per")[0])
         color = {"field": "group", "transform": self.colors}
