@@ -3,6 +3,8 @@
 The page reads the store every second (its change token) and asks once a second whether its login
 holds; those reads run in a store thread (``app.shared.store_calls``), so while PostgreSQL holds
 them the process's event loop serves every other request. Real server, real PostgreSQL, Chromium.
+Its two correct runs also check the class picture's row-sum axis around sums of 1 give or take
+1e-16.
 """
 
 from __future__ import annotations
