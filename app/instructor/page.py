@@ -34,12 +34,11 @@ from app.store import RunStore, StoreError, resolve_store_url
 from app.upstream import close_session_connections, send_updates_queued_during_a_write
 
 # Each page's tick: a run saved anywhere is counted within 2 s (issue 25), reading and drawing
-# included; one indexed read of the change token a second, in a store thread.
+# included; one indexed read of the change token a second, in a store thread, after asking
+# whether the page's login still holds (a cached check: app.logins.RECHECK_S).
 REFRESH_MS = 1000
-# How often an open page asks whether its login has ended (a cached check: app.logins.RECHECK_S),
-# and how long after it first hears so it sends the browser to the login page and closes its
-# websocket (time for the browser to leave).
-LOGIN_CHECK_MS = 1000
+# How long after a page first hears its login has ended it sends the browser to the login page
+# and closes its websocket (time for the browser to leave).
 LEAVE_AFTER_MS = 200
 CLOSE_AFTER_MS = 1500
 LOGGED_OUT = ("<main data-testid='logged-out'><h2>Logged out</h2><p role='alert'>This instructor login has "
@@ -239,11 +238,10 @@ class InstructorPage(pn.viewable.Viewer):
         pn.state.onload(self._rest)
         self._follow_browser_timezone()
         self._thread = threading.get_ident()  # the event loop's, for a served page
-        self._ticking = self._checking = False  # a tick's reads, a login check in a store thread
+        self._ticking = False  # a tick's reads are in a store thread
         self._callbacks = [pn.state.add_periodic_callback(self._tick, period=REFRESH_MS)]
         if login is not None:
             login.on_end(self._login_ended)
-            self._callbacks.append(pn.state.add_periodic_callback(self._tick_login, period=LOGIN_CHECK_MS))
         if pn.state.curdoc is not None:
             pn.state.curdoc.on_session_destroyed(lambda context: self._stop_callbacks())
 
@@ -259,8 +257,9 @@ class InstructorPage(pn.viewable.Viewer):
     def _tick(self) -> None:
         """Every :data:`REFRESH_MS`: on a served page the tick's reads run in a store thread
         (:mod:`app.shared.store_calls`), one at a time, so a store that stops answering holds that
-        thread, not the event loop every page of the process shares; without a server, at once."""
-        if pn.state.curdoc is None or pn.state.curdoc.session_context is None:
+        thread, not the event loop every page of the process shares; without a server, at once.
+        Each asks first whether the login holds (the page closes itself once it has ended)."""
+        if not store_calls.served():
             self._refresh()
         elif not self._ticking:
             self._ticking = True
@@ -290,22 +289,6 @@ class InstructorPage(pn.viewable.Viewer):
         elif self.login is None or not self.login.ended:
             self.state.show_refresh(read)
             self.state.store_problem = ""
-
-    def _tick_login(self) -> None:
-        """Every :data:`LOGIN_CHECK_MS`: whether the login holds, asked in a store thread on a
-        served page, one check at a time (the page closes itself once it has ended:
-        :meth:`_login_ended`)."""
-        if pn.state.curdoc is None or pn.state.curdoc.session_context is None:
-            self.login.holds()
-        elif not self._checking:
-            self._checking = True
-            pn.state.execute(self._check_login_in_thread)
-
-    async def _check_login_in_thread(self) -> None:
-        try:
-            await store_calls.in_thread(self.login.holds)
-        finally:
-            self._checking = False
 
     def _login_ended(self) -> None:
         """Show nothing more: the page's views go, the browser is sent to the login page, and the

@@ -135,10 +135,10 @@ class InstructorState(param.Parameterized):
         token = self.store.change_token()
         if token == self._token:
             return None
-        where = self._where()
-        found = self.store.query(where[0], sort=list(where[1]), limit=PAGE_SIZE, offset=(where[2] - 1) * PAGE_SIZE)
+        where = run_filter, sort, page = self._where()
+        found = self.store.query(run_filter, sort=list(sort), limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
         # Without filters the page's count is the store's: one count less as a page opens.
-        total = found.total if where[0] is None else self.store.count()
+        total = found.total if run_filter is None else self.store.count()
         return Refresh(token, where, mode_order(self.store.modes()), found.total, found.runs, total)
 
     def show_refresh(self, read: Refresh | None) -> None:

@@ -668,7 +668,7 @@ class LearnerState(param.Parameterized):
         worker thread (as :meth:`save_run_in_thread`) and the page stays live meanwhile; without
         a server (a script, a notebook, a test) :meth:`save_run` at once. Returns whether a save
         is in flight (this press's, or one pressed before: a press meanwhile is that save)."""
-        if not _served():
+        if not store_calls.served():
             self.save_run(ablation)
             return False
         record = self._begin_save(ablation)
@@ -818,7 +818,7 @@ class LearnerState(param.Parameterized):
                 "This browser sent no usable page key: runs saved now are this page's only until "
                 "it is reloaded (their links still show them)."))
             return
-        if _served():
+        if store_calls.served():
             pn.state.execute(self._take_own_runs_in_thread)
         else:
             self.awaiting_key = False
@@ -1001,13 +1001,6 @@ _RETRYING = " It tries again by itself."
 def _wanted_ids(run_ids: list[str]) -> list[str]:
     # dict.fromkeys: an id given twice (an edited URL) is the same run, listed once.
     return list(dict.fromkeys(run_ids))[:MAX_RESTORED_RUNS]
-
-
-def _served() -> bool:
-    """Whether this runs in a served page's session (Panel's server), where a store call may go
-    to a thread; not in a script, a notebook or a test."""
-    doc = pn.state.curdoc
-    return doc is not None and doc.session_context is not None
 
 
 def inputs_to_fix(input_ok: bool, tokens_error: str, field_errors: dict[str, str]) -> str:

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+import panel as pn
+
 T = TypeVar("T")
 
 _count = 0
@@ -47,6 +49,13 @@ async def in_thread(call: Callable[..., T], *args, **kwargs) -> T:
     return await asyncio.to_thread(call, *args, **kwargs)
 
 
+def served() -> bool:
+    """Whether this runs in a served page's session (Panel's server), where a store call may go
+    to a thread; not in a script, a notebook or a test."""
+    doc = pn.state.curdoc
+    return doc is not None and doc.session_context is not None
+
+
 def settled(quiet_s: float) -> bool:
     """No write in flight, and none ended in the last ``quiet_s`` seconds (its page's message
     leaves the server in the meantime)."""
@@ -58,4 +67,4 @@ def count() -> int:
     return _count
 
 
-__all__ = ["count", "in_flight", "in_thread", "settled"]
+__all__ = ["count", "in_flight", "in_thread", "served", "settled"]
