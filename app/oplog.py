@@ -121,9 +121,16 @@ SERVER_LOGGERS = {"tornado.access": "WARNING", "tornado.application": "INFO", "t
                   "bokeh": "WARNING"}
 
 
-def configure(level: str = "INFO") -> logging.Handler:
+def _handler() -> logging.Handler:
+    handler = _CurrentStderr()
+    handler.setFormatter(_UTCFormatter("%(asctime)s %(levelname)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ"))
+    handler.addFilter(_SessionField())
+    return handler
+
+
+def configure(level: str = "INFO") -> None:
     """Send the workbench's log lines at ``level`` and above to stderr, each line
-    ``<UTC time> <LEVEL> <what> key=value…``; calling it again replaces the earlier handler.
+    ``<UTC time> <LEVEL> <what> key=value…``; calling it again replaces the earlier handlers.
 
     Raises
     ------
@@ -132,22 +139,21 @@ def configure(level: str = "INFO") -> logging.Handler:
     """
     if level.upper() not in LEVELS:
         raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)}")
-    handler = _CurrentStderr()
-    handler.setFormatter(_UTCFormatter("%(asctime)s %(levelname)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ"))
-    handler.addFilter(_SessionField())
     # Tornado's and Bokeh's own lines (a refused or failed request, a websocket from a foreign
     # origin, an error outside a page) in the same format, not Python's bare default: Tornado's
     # answered requests (below WARNING) are left out. Bokeh, once imported, prints its lines
     # through a handler of its own (bokeh.util.logconfig.default_handler), replaced here.
+    # A handler for each logger, never one shared: Panel's servable() in a session (its error
+    # page for a page that failed to build, panel/io/handlers.py) turns every stream handler of
+    # "bokeh" down to WARNING (panel/viewable.py), and a shared one took the workbench's lines with it.
     bokeh_default = getattr(sys.modules.get("bokeh.util.logconfig"), "default_handler", None)
     for name, least in {LOGGER: level.upper(), **SERVER_LOGGERS}.items():
         log = logging.getLogger(name)
         for old in [h for h in log.handlers if isinstance(h, _CurrentStderr) or h is bokeh_default]:
             log.removeHandler(old)
-        log.addHandler(handler)
+        log.addHandler(_handler())
         log.setLevel(max(logging.getLevelName(least), logging.getLevelName(level.upper())))
         log.propagate = False  # the lines once, in this format, whatever else configures logging
-    return handler
 
 
 # --- a Panel server's sessions and callback errors -----------------------------------------

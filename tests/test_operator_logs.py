@@ -10,6 +10,7 @@ import logging
 import re
 import urllib.parse
 import uuid
+from types import SimpleNamespace
 
 import panel as pn
 import pytest
@@ -211,6 +212,25 @@ def test_an_exception_in_a_page_callback_is_logged_with_its_traceback(monkeypatc
     finally:
         logging.getLogger("panel.reactive").removeHandler(heard)
     assert panel_lines == [], [r.getMessage() for r in panel_lines]
+
+
+def test_a_page_that_fails_to_build_leaves_every_later_line_logged(capsys):
+    """Panel shows a page whose building raised as an error page made ``servable()``, and
+    ``servable()`` in a session turns every stream handler of the ``bokeh`` logger down to
+    WARNING (panel/viewable.py): a handler shared with the workbench's loggers went silent
+    below WARNING for the rest of the process (no more sessions, saves or stopping lines)."""
+    from bokeh.document import Document
+    from panel.io.state import set_curdoc
+
+    oplog.configure()  # as serve does (undone after the test by conftest)
+    doc = Document()
+    session = SimpleNamespace(id="a-session", request=SimpleNamespace(arguments={}, cookies={}, headers={}))
+    doc._session_context = lambda: session  # a served session's document, as far as Panel asks
+    with set_curdoc(doc):
+        pn.pane.Markdown("the error page").servable()
+    oplog.event(oplog.logger("sessions"), "session opened", page="learner")
+    err = capsys.readouterr().err
+    assert re.search(STAMP + r" INFO session opened page=learner$", err, re.MULTILINE), err
 
 
 def test_fields_quote_what_would_split_a_line_and_leave_out_none():
