@@ -11,6 +11,8 @@ classroom_layer_without_ablation`` (not in the default run) measures the same pa
 projection-ablation panel, to say what the panel costs. ``--only class_nginx`` (not in the default
 run: about half an hour) is issue 25's class of 100 … 300 sessions on 2 processes behind nginx
 against 1 process direct, on PostgreSQL and on SQLite (``--quick``: 10 and 20 sessions).
+``mode_switch`` (about 2 minutes) times a failure-mode switch at that page as shipped (one layout
+per message, app/shared/one_layout.js) against the same page with BokehJS's own layouts.
 ``--only gc_freeze`` (not in the default run: about 3 minutes) is what ``serve``'s ``gc.freeze()``
 after each page saves in full garbage collections (bench/gc_freeze.py).
 Servers bind 127.0.0.1 and pages abort any request that would leave them.
@@ -34,12 +36,13 @@ import cold_start  # noqa: E402
 import core  # noqa: E402
 import gc_freeze  # noqa: E402
 import grid_cost  # noqa: E402
+import mode_switch  # noqa: E402
 import store_scale  # noqa: E402
 import upstream  # noqa: E402
 from common import BENCH, machine  # noqa: E402
 
 NAMES = ("core", "store", "cold_start", "grid", "latency", "classroom", "latency_layer", "classroom_layer",
-         "upstream")
+         "mode_switch", "upstream")
 # Diagnoses, run only when named in --only: the layer page without its ablation panel.
 EXTRA = ("latency_layer_without_ablation", "classroom_layer_without_ablation", "class_nginx", "gc_freeze")
 
@@ -177,6 +180,15 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
         r = results.get(key)
         if r:
             rows.extend(_classroom_rows(r))
+    r = results.get("mode_switch")
+    if r:
+        own, per = r["bokeh_layouts_ms"], r["layouts_per_switch"]
+        rows.append(("failure-mode switch at the layer size (B 3, T 8, d 4, W_O): median / p95 (ms), layouts",
+                     f"{r['shipped_ms']['median']:.0f} / {r['shipped_ms']['p95']:.0f}, "
+                     f"{per['shipped']['mean']:.1f} (max {per['shipped']['max']})",
+                     f"BokehJS's own layouts: {own['median']:.0f} / {own['p95']:.0f}, "
+                     f"{per['bokeh']['mean']:.1f} (max {per['bokeh']['max']}) (p95 ×{r['p95_ratio']:.2f})",
+                     "p95 ≤ 0.8× BokehJS's own", _mark(r["pass"])))
     r = results.get("store")
     if r:
         for dialect, by_runs in r["by_dialect"].items():
@@ -263,6 +275,7 @@ def main(argv=None) -> int:
             "classroom_layer_without_ablation": lambda: classroom.run(
                 work, (10,) if quick else (10, 30), 8.0 if quick else 15.0, wait_cleanup=not quick, size="layer",
                 ablation=False),
+            "mode_switch": lambda: mode_switch.run(work, 1 if quick else 3),
             "upstream": lambda: upstream.run(work, 10 if quick else 30),
             "gc_freeze": lambda: gc_freeze.run(10 if quick else 30),
             "class_nginx": lambda: class_nginx.run(work, (10, 20) if quick else class_nginx.LEVELS,

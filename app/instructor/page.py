@@ -29,7 +29,7 @@ from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
 from app.shared.html import html
 from app.shared.static import read_text
-from app.shared.widgets import keyboard_callback, like_the_first_paint
+from app.shared.widgets import keyboard_callback, like_the_first_paint, one_layout_callback
 from app.store import RunStore, StoreError, resolve_store_url
 from app.upstream import close_session_connections, send_updates_queued_during_a_write
 
@@ -350,6 +350,7 @@ class InstructorPage(pn.viewable.Viewer):
             pn.state.curdoc.js_on_event("document_ready", CustomJS(code=PAGE_ARIA_JS))
             pn.state.curdoc.js_on_event("document_ready", CustomJS(code=TABLE_RESYNC_JS))
             pn.state.curdoc.js_on_event("document_ready", keyboard_callback())  # as the learner page
+            pn.state.curdoc.js_on_event("document_ready", one_layout_callback())
         return self
 
     def template(self) -> pn.template.BootstrapTemplate:

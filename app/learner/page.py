@@ -27,7 +27,7 @@ from app.learner.steps import RowStepsView
 from app.shared.connection import announce_lost_connection
 from app.shared.html import Markup, html
 from app.shared.static import read_text
-from app.shared.widgets import Reflowing, insert_after, keyboard_callback, when_first
+from app.shared.widgets import Reflowing, insert_after, keyboard_callback, one_layout_callback, when_first
 from app.store import RunStore, resolve_store_url
 from app.upstream import send_updates_queued_during_a_write
 
@@ -235,6 +235,7 @@ class LearnerPage(pn.viewable.Viewer):
             self.state.awaiting_key = not self.page_key.page_key
             self._keep_saved_runs_in_url()
             pn.state.curdoc.js_on_event("document_ready", keyboard_callback())
+            pn.state.curdoc.js_on_event("document_ready", one_layout_callback())
         args = pn.state.session_args or {}
         if args.get("predict") == [b"first"]:  # the lesson's page: predict before the weights show
             self.state.predict_first = True

@@ -43,6 +43,16 @@ def keyboard_callback() -> CustomJS:
     ``curdoc.js_on_event("document_ready", …)``: the focus ring :data:`FOCUS_CSS` in every
     shadow root, and no plot's canvas a Tab stop that does nothing (see keyboard.js)."""
     return CustomJS(args={"css": FOCUS_CSS}, code=KEYBOARD_JS)
+ONE_LAYOUT_JS = read_text(__package__, "one_layout.js")
+
+
+def one_layout_callback() -> CustomJS:
+    """A new callback for ``curdoc.js_on_event("document_ready", …)``: from then on, the page
+    is laid out once per message from the server instead of once per part shown, hidden or
+    resized by it (see one_layout.js for why and the figures)."""
+    return CustomJS(code=ONE_LAYOUT_JS)
+
+
 # WCAG 1.4.10 (reflow): a row of parts that does not fit the window goes on below, instead of
 # widening the page.
 WRAPPING_ROW_CSS = ":host { flex-wrap: wrap; }"
