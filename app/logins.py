@@ -20,6 +20,7 @@ Left out: the login form and its limit (:mod:`app.auth`, :mod:`app.login_limit`)
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import logging
@@ -35,6 +36,18 @@ LOGIN_COOKIE = "instructor_login"
 #: What an instructor page says while the store cannot be read (its log line has the reason).
 STORE_UNREACHABLE = ("The class's store cannot be reached just now: what this page shows is what it last "
                      "read; it reads again by itself once the store answers.")
+#: What it says while the store answers but another session has held what it reads past the
+#: store's busy timeout (an operator's lock, a long import): busy, not gone.
+STORE_BUSY = ("The class's store is busy just now (another session has held it for a while): what this page "
+              "shows is what it last read; it reads again by itself once the store answers.")
+
+
+def store_problem(error: StoreError) -> str:
+    """What an instructor page says after a read failed with ``error``: :data:`STORE_BUSY` for a
+    store that was busy (``errno.EBUSY``), else :data:`STORE_UNREACHABLE`."""
+    return STORE_BUSY if error.errno == errno.EBUSY else STORE_UNREACHABLE
+
+
 #: The reason of the 503 a protected page's request gets while the store cannot say whether its
 #: login holds (sent to the login page, the instructor would log in and land there again).
 STORE_CANNOT_CHECK_LOGIN = ("The class's store cannot be reached just now, so this login cannot be checked; "
@@ -223,5 +236,5 @@ class SessionLogin:
         return None if self.unknown else held
 
 
-__all__ = ["LOGIN_COOKIE", "RECHECK_S", "STORE_CANNOT_CHECK_LOGIN", "STORE_UNREACHABLE", "GuardedStore", "LoginEnded",
-           "Logins", "SessionLogin", "password_fingerprint"]
+__all__ = ["LOGIN_COOKIE", "RECHECK_S", "STORE_BUSY", "STORE_CANNOT_CHECK_LOGIN", "STORE_UNREACHABLE", "GuardedStore",
+           "LoginEnded", "Logins", "SessionLogin", "password_fingerprint", "store_problem"]

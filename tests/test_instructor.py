@@ -716,6 +716,36 @@ def test_a_page_opened_while_the_store_cannot_be_read_says_so_and_fills_in_once_
     assert list(page.class_chart.source.data["label"]) == ["before"]
 
 
+def test_a_store_held_by_another_session_is_said_busy_not_gone(tmp_path):
+    """A read that waited out the store's busy timeout (``errno.EBUSY``: an operator's lock, a
+    long import) is said as busy; one that could not reach the store as unreachable; both clear
+    once the store answers."""
+    import errno
+
+    from app.logins import STORE_BUSY, STORE_UNREACHABLE
+
+    store = sqlite_store(tmp_path / "runs")
+    store.save(make_record(learner="Ada", label="before"), key_hash=OWNER)
+    page = InstructorPage(store)
+    table = RunsTableView(state=page.state)
+    busy = StoreError("Runs not read: the store is busy (another session held it longer than 8 s); try again.")
+    busy.errno = errno.EBUSY
+    token = store.change_token
+    store.change_token = lambda: (_ for _ in ()).throw(busy)
+    page._refresh()
+    assert page.state.store_problem == STORE_BUSY and STORE_BUSY in unescape(table.count.object)
+    page.state.store_problem = ""
+    query, store.query = store.query, lambda *a, **k: (_ for _ in ()).throw(busy)
+    page.state.learner = "Bob"  # a move read while still held: said the same way
+    assert page.state.store_problem == STORE_BUSY
+    store.change_token = lambda: (_ for _ in ()).throw(StoreError("Runs not read: the store cannot be reached."))
+    page._refresh()
+    assert page.state.store_problem == STORE_UNREACHABLE
+    store.change_token, store.query = token, query
+    page._refresh()
+    assert page.state.store_problem == "" and STORE_BUSY not in unescape(table.count.object)
+
+
 def test_while_the_store_cannot_be_read_the_page_says_so_keeps_its_table_and_refuses_exports(tmp_path):
     """A newcomer's outage: the open page kept "8 of 8 runs shown" and Export did nothing, without
     a word. Now the count line says the store cannot be reached and the table keeps what it last

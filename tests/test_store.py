@@ -6,6 +6,8 @@ PostgreSQL started for the session).
 
 from __future__ import annotations
 
+import errno
+
 import csv
 import dataclasses
 import hashlib
@@ -828,6 +830,7 @@ def test_a_postgresql_table_locked_past_the_busy_timeout_refuses_the_save_as_bus
         assert str(refused.value).endswith(" is busy (another session held it longer than 0.5 s); try again.")
         assert refused.value.for_learner() == \
             "Run not saved: the store is busy (another session held it longer than 0.5 s); try again."
+        assert refused.value.errno == errno.EBUSY  # an instructor page says busy, not gone
         lock.rollback()
         assert store.count() == 0
         store.save(make_record(), key_hash=OWNER)  # and once the lock is gone, saves go on

@@ -23,7 +23,7 @@ from app.instructor.learners import LearnersView
 from app.instructor.state import InstructorState, Refresh, zone
 from app.instructor.table import PAGE_ARIA_JS, TABLE_RESYNC_JS, FiltersView, RunsTableView
 from app.instructor.upload import UploadView
-from app.logins import STORE_UNREACHABLE, GuardedStore, LoginEnded, Logins, SessionLogin
+from app.logins import STORE_UNREACHABLE, GuardedStore, LoginEnded, Logins, SessionLogin, store_problem
 from app.shared import store_calls
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
@@ -127,9 +127,9 @@ class ExportView(pn.viewable.Viewer):
             self.state.refresh()  # runs saved since the last tick are in the file too
             left_out: list = []
             text = self.state.export(fmt, left_out)
-        except StoreError:
+        except StoreError as error:
             self._refused = True
-            self.state.store_problem = STORE_UNREACHABLE
+            self.state.store_problem = store_problem(error)
             self._limit()
             raise ExportRefused(f"{fmt} export: the store cannot be read") from None
         self._refused = False
@@ -273,19 +273,20 @@ class InstructorPage(pn.viewable.Viewer):
 
     def _read_tick(self) -> Refresh | None | str:
         """The tick's store reads: what changed (:meth:`InstructorState.read_refresh`), ``None``
-        when nothing did or the login has ended, or :data:`STORE_UNREACHABLE`."""
+        when nothing did or the login has ended, or what the page says when the store cannot be
+        read (:func:`app.logins.store_problem`)."""
         if self.login is not None and not self.login.holds():
             return STORE_UNREACHABLE if self.login.unknown else None
         try:
             return self.state.read_refresh()
-        except StoreError:  # logged by the store, once a minute
-            return STORE_UNREACHABLE
+        except StoreError as error:  # logged by the store, once a minute
+            return store_problem(error)
         except LoginEnded:  # ended since holds() said yes: the page is closing
             return None
 
     def _show_tick(self, read: Refresh | None | str) -> None:
-        if read == STORE_UNREACHABLE:
-            self.state.store_problem = STORE_UNREACHABLE
+        if isinstance(read, str):  # the store could not be read
+            self.state.store_problem = read
         elif self.login is None or not self.login.ended:
             self.state.show_refresh(read)
             self.state.store_problem = ""

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import param
 
-from app.logins import STORE_UNREACHABLE, GuardedStore
+from app.logins import GuardedStore, store_problem
 from app.oplog import event, logger
 from app.store import RunFilter, RunStore, RunSummary, StoreError, export_csv, export_json
 from app.store.exports import UnreadableRunError
@@ -212,8 +212,8 @@ class InstructorState(param.Parameterized):
         :meth:`refresh` that reads the store reads everything again. (The store logs the error.)"""
         try:
             return read(*args, **kwargs)
-        except StoreError:
-            self.store_problem = STORE_UNREACHABLE
+        except StoreError as error:
+            self.store_problem = store_problem(error)
             self._token = None
             return None
 

@@ -278,6 +278,7 @@ def store_error(error: Exception, url: URL, what: str, cls: type[StoreError] = S
             why, code = _file_system_says(Path(url.database), why, code)
     elif "lock timeout" in lowered:  # lock_timeout (_postgresql_limits): another session held a lock
         why = f"is busy (another session held it longer than {BUSY_TIMEOUT_S:g} s); try again"
+        code = errno.EBUSY
     elif isinstance(error, DBAPIError) and error.connection_invalidated or "connection" in lowered:
         why = f"cannot be reached ({message.strip().splitlines()[0]})"
         plain = "cannot be reached just now"
