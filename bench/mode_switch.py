@@ -119,3 +119,14 @@ def run(workdir: Path, rounds: int) -> dict:
         "target": "p95 <= 0.8 x the same page with BokehJS's own layouts", "pass": ratio <= 0.8,
         "samples_ms": ms, "page_errors": errors,
     }
+
+
+def table_rows(r: dict) -> list[tuple[str, str, str, str, str]]:
+    """``make bench``'s row for :func:`run`'s result: the shipped page beside BokehJS's own."""
+    shipped, own, per = r["shipped_ms"], r["bokeh_layouts_ms"], r["layouts_per_switch"]
+    return [("failure-mode switch at the layer size (B 3, T 8, d 4, W_O): median / p95 (ms), layouts",
+             f"{shipped['median']:.0f} / {shipped['p95']:.0f}, "
+             f"{per['shipped']['mean']:.1f} (max {per['shipped']['max']})",
+             f"BokehJS's own layouts: {own['median']:.0f} / {own['p95']:.0f}, {per['bokeh']['mean']:.1f} "
+             f"(max {per['bokeh']['max']}) (p95 ×{r['p95_ratio']:.2f})",
+             "p95 ≤ 0.8× BokehJS's own", "pass" if r["pass"] else "MISS")]

@@ -180,15 +180,8 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
         r = results.get(key)
         if r:
             rows.extend(_classroom_rows(r))
-    r = results.get("mode_switch")
-    if r:
-        own, per = r["bokeh_layouts_ms"], r["layouts_per_switch"]
-        rows.append(("failure-mode switch at the layer size (B 3, T 8, d 4, W_O): median / p95 (ms), layouts",
-                     f"{r['shipped_ms']['median']:.0f} / {r['shipped_ms']['p95']:.0f}, "
-                     f"{per['shipped']['mean']:.1f} (max {per['shipped']['max']})",
-                     f"BokehJS's own layouts: {own['median']:.0f} / {own['p95']:.0f}, "
-                     f"{per['bokeh']['mean']:.1f} (max {per['bokeh']['max']}) (p95 ×{r['p95_ratio']:.2f})",
-                     "p95 ≤ 0.8× BokehJS's own", _mark(r["pass"])))
+    if results.get("mode_switch"):
+        rows.extend(mode_switch.table_rows(results["mode_switch"]))
     r = results.get("store")
     if r:
         for dialect, by_runs in r["by_dialect"].items():
