@@ -52,6 +52,26 @@ def store_problem(error: StoreError) -> str:
 #: login holds (sent to the login page, the instructor would log in and land there again).
 STORE_CANNOT_CHECK_LOGIN = ("The class's store cannot be reached just now, so this login cannot be checked; "
                             "try again in a moment")
+#: Seconds after which that answer's page asks again by itself (its Retry-After and refresh).
+RETRY_CHECK_S = 5
+
+
+def store_cannot_check_login_page() -> str:
+    """The page a protected page's request gets with its 503 while the store cannot say whether
+    its login holds: :data:`STORE_CANNOT_CHECK_LOGIN`, asked again by itself every
+    :data:`RETRY_CHECK_S` seconds (the page opens once the store answers)."""
+    from app.shared.html import html
+
+    return str(html('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+                    '<meta http-equiv="refresh" content="{retry}">'
+                    '<meta name="viewport" content="width=device-width, initial-scale=1">'
+                    "<title>Instructor page: store unreachable</title></head>"
+                    '<body style="font-family: sans-serif; margin: 2em; max-width: 40em">'
+                    "<h1>Instructor page</h1><p>{sentence}.</p>"
+                    "<p>This page tries again by itself every {retry} seconds.</p></body></html>\n",
+                    sentence=STORE_CANNOT_CHECK_LOGIN, retry=RETRY_CHECK_S))
+
+
 # How long this process trusts the store's "not ended" for one login id (seconds): the most an
 # HTTP request of another process's ended login may still be served, and the cost bound of the
 # check (one primary-key read per login id and second, however many tabs and requests).
@@ -237,4 +257,5 @@ class SessionLogin:
 
 
 __all__ = ["LOGIN_COOKIE", "RECHECK_S", "STORE_BUSY", "STORE_CANNOT_CHECK_LOGIN", "STORE_UNREACHABLE", "GuardedStore",
-           "LoginEnded", "Logins", "SessionLogin", "password_fingerprint", "store_problem"]
+           "LoginEnded", "Logins", "SessionLogin", "password_fingerprint", "store_cannot_check_login_page",
+           "store_problem"]

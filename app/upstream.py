@@ -300,7 +300,8 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
         Each login gets its own signed cookie ``login_cookie`` (``logins.new_cookie()``), which
         every request for a protected page or its websocket must carry and ``logins.allows``;
         a logout ends it (``logins.end``) and clears it. While the store cannot say
-        (unreachable), such a request is answered 503 (:data:`app.logins.STORE_CANNOT_CHECK_LOGIN`).
+        (unreachable), such a request is answered 503 with a page saying so that asks again by
+        itself (:func:`app.logins.store_cannot_check_login_page`).
     login_cookie : str
         That cookie's name.
     refuse_login : callable (handler) -> bool
@@ -314,9 +315,9 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
     """
     from panel.auth import BasicAuthProvider
     from panel.config import config
-    from tornado.web import HTTPError
+    from tornado.web import Finish, HTTPError
 
-    from app.logins import STORE_CANNOT_CHECK_LOGIN
+    from app.logins import RETRY_CHECK_S, STORE_CANNOT_CHECK_LOGIN, store_cannot_check_login_page
 
     class InstructorAuthProvider(BasicAuthProvider):
         def __init__(self, **kwargs):
@@ -370,7 +371,15 @@ def instructor_auth_provider(*, credentials_match: Callable[[str, str], bool],
                 allowed = True if logins is None or is_guest(handler.request.uri) else logins.allows(
                     handler.get_secure_cookie(login_cookie, max_age_days=config.oauth_expiry))
                 if allowed is None:  # the store cannot say
-                    raise HTTPError(503, reason=STORE_CANNOT_CHECK_LOGIN)
+                    if handler.request.path.endswith("/ws"):  # a websocket: no page to read
+                        raise HTTPError(503, reason=STORE_CANNOT_CHECK_LOGIN)
+                    # A page that says why and asks again by itself (Tornado's error page was
+                    # the bare sentence, and the instructor had to think of reloading).
+                    handler.set_status(503)
+                    handler.set_header("Content-Type", "text/html; charset=utf-8")
+                    handler.set_header("Cache-Control", "no-store")
+                    handler.set_header("Retry-After", str(RETRY_CHECK_S))
+                    raise Finish(store_cannot_check_login_page())
                 if not allowed:
                     user = None  # no login of this password, or one that ended: log in again
                 else:

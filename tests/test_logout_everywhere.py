@@ -156,7 +156,7 @@ def test_failed_logins_from_one_address_are_answered_429_and_logged(class_server
 def test_while_the_store_cannot_be_reached_a_login_is_answered_503_saying_so(tmp_path):
     """Not sent back to the login page, where the instructor would log in and land again with no
     word why (a newcomer's outage); the page opens again once the store answers."""
-    from app.logins import STORE_CANNOT_CHECK_LOGIN
+    from app.logins import RETRY_CHECK_S, STORE_CANNOT_CHECK_LOGIN
 
     server = start_server(tmp_path / "runs", tmp_path / "server.log", env={PASSWORD_ENV: PASSWORD,
                                                                          PASSWORD_FILE_ENV: None})
@@ -172,6 +172,10 @@ def test_while_the_store_cannot_be_reached_a_login_is_answered_503_saying_so(tmp
         refused = request(server, "GET", "/instructor", headers={"Cookie": cookie})
         assert refused.status == 503, (refused.status, refused.getheader("Location"))
         assert STORE_CANNOT_CHECK_LOGIN in html.unescape(refused.text)
+        # A page that asks again by itself, and tells a client when to.
+        assert refused.getheader("Retry-After") == str(RETRY_CHECK_S)
+        assert refused.getheader("Content-Type") == "text/html; charset=utf-8"
+        assert f'<meta http-equiv="refresh" content="{RETRY_CHECK_S}">' in refused.text
         for name in [p.name for p in moved.iterdir()]:  # and back
             (moved / name).rename(store.parent / name)
         assert request(server, "GET", "/instructor", headers={"Cookie": cookie}).status == 200
