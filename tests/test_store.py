@@ -6,10 +6,9 @@ PostgreSQL started for the session).
 
 from __future__ import annotations
 
-import errno
-
 import csv
 import dataclasses
+import errno
 import hashlib
 import io
 import json
