@@ -14,7 +14,7 @@ import re
 import pytest
 from exercise_runner import IMPLEMENTATIONS, ROW_SUM_TEST, WEIGHTS_TEST, lay_out, run_pytest, run_vitest
 from playwright.sync_api import Page, expect
-from workbench_server import open_learner_page
+from workbench_server import expect_save_answer, open_learner_page
 
 from attention_core.exercise import case_filename, render_test
 from attention_core.records import ExperimentRecord
@@ -39,7 +39,7 @@ def save_broken_run(page: Page, server) -> ExperimentRecord:
     page.get_by_label("Label", exact=True).press("Tab")
     page.get_by_role("button", name="Save run").click()
     try:
-        expect(page.get_by_role("status").filter(has_text="Saved run “mine”")).to_be_visible()
+        expect_save_answer(page, page.get_by_role("status").filter(has_text="Saved run “mine”"))
     except AssertionError as error:  # a server-side exception in a save's watchers shows only there
         raise AssertionError(f"{error}\nserver log:\n{server.log.read_text()[-4000:]}") from None
     (text,) = [t for t in server.texts() if json.loads(t)["label"] == "mine"]  # the shared store: this save's

@@ -348,7 +348,6 @@ def type_number(page, label: str, text: str) -> None:
 def save_run(page, label: str, prediction: str | None = None):
     """Save the run under ``label`` (after writing ``prediction``, if given) and wait for the
     page's "Saved run “label”" message, which is returned (a locator)."""
-    from playwright.sync_api import expect
 
     if prediction is not None:
         page.get_by_label("Prediction").fill(prediction)
@@ -356,8 +355,34 @@ def save_run(page, label: str, prediction: str | None = None):
     page.get_by_label("Label", exact=True).press("Tab")
     page.get_by_role("button", name="Save run").click()
     status = page.get_by_role("status").filter(has_text=f"Saved run “{label}”")
-    expect(status).to_be_visible()
+    expect_save_answer(page, status)
     return status
+
+
+# What the browser's copy of the page holds of Save run's answer: each status pane's text (as
+# the server last sent it) and whether it is shown, and the button.
+# A save that got no answer at all has been seen twice in the whole suite; this tells the next
+# one whether the server's answer reached the browser.
+SAVE_STATUS_JS = """() => {
+  const doc = Bokeh.documents[0]
+  // Panel sends an HTML pane's text escaped (the browser decodes it as it draws).
+  const panes = [...doc.all_models].filter(m => typeof m.text === 'string' && m.text.includes('status')
+                                               && m.text.includes('role='))
+  const button = [...doc.all_models].find(m => m.label === 'Save run')
+  return {panes: panes.map(m => ({text: m.text.slice(0, 300), visible: m.visible})),
+          button: button ? {disabled: button.disabled, visible: button.visible} : null}
+}"""
+
+
+def expect_save_answer(page, status) -> None:
+    """``expect(status).to_be_visible()``; when it fails, the message says what the browser holds
+    of the save's answer (:data:`SAVE_STATUS_JS`)."""
+    from playwright.sync_api import expect
+
+    try:
+        expect(status).to_be_visible()
+    except AssertionError as error:
+        raise AssertionError(f"{error}\nthe browser's save status: {page.evaluate(SAVE_STATUS_JS)}") from None
 
 
 def saved_runs(page):
