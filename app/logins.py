@@ -112,6 +112,7 @@ class Logins:
         self.fingerprint = password_fingerprint(password, cookie_secret)
         self._checked: dict[str, float] = {}  # login id → when the store last said it holds
         self._ended: set[str] = set()
+        self._errors: dict[str, StoreError] = {}  # login id → why the store last could not say
 
     def new_cookie(self) -> str:
         """The :data:`LOGIN_COOKIE` value of a new login: ``<login id>.<fingerprint>``."""
@@ -152,17 +153,24 @@ class Logins:
             return False
         try:
             ended = login_ended(self.store, login_id)
-        except StoreError:
+        except StoreError as error:
+            self._errors[login_id] = error
             return None
-        if len(self._checked) + len(self._ended) >= _CACHED:
+        self._errors.pop(login_id, None)
+        if len(self._checked) + len(self._ended) + len(self._errors) >= _CACHED:
             self._checked.clear()
             self._ended.clear()
+            self._errors.clear()
         if ended:
             self._checked.pop(login_id, None)
             self._ended.add(login_id)
         else:
             self._checked[login_id] = now
         return ended
+
+    def error(self, login_id: str | None) -> StoreError | None:
+        """Why the store could not say, when :meth:`ended` last answered None for ``login_id``."""
+        return self._errors.get(login_id) if login_id is not None else None
 
     def allows(self, cookie: bytes | str | None) -> bool | None:
         """Whether a verified :data:`LOGIN_COOKIE` value is a login of this password that holds;
@@ -197,11 +205,14 @@ class LoginEnded(PermissionError):
 class GuardedStore:
     """The server's store as one instructor page uses it: every method first asks ``holds()``
     (:meth:`SessionLogin.holds_now`: one primary-key read, never a cached answer) and raises
-    :class:`LoginEnded` when it says no, :class:`StoreError` (:data:`STORE_UNREACHABLE`) when
-    it cannot say; other attributes are the store's."""
+    :class:`LoginEnded` when it says no, and when it cannot say the :class:`StoreError` that
+    ``unanswered()`` gives (:meth:`SessionLogin.unanswered`: busy or unreachable; without it,
+    :data:`STORE_UNREACHABLE`); other attributes are the store's."""
 
-    def __init__(self, store: RunStore, holds: Callable[[], bool | None]) -> None:
+    def __init__(self, store: RunStore, holds: Callable[[], bool | None],
+                 unanswered: Callable[[], StoreError] | None = None) -> None:
         self._store, self._holds = store, holds
+        self._unanswered = unanswered or (lambda: StoreError(STORE_UNREACHABLE))
 
     def __getattr__(self, name: str):
         value = getattr(self._store, name)
@@ -211,7 +222,7 @@ class GuardedStore:
         def guarded(*args, **kwargs):
             held = self._holds()
             if held is None:
-                raise StoreError(STORE_UNREACHABLE)
+                raise self._unanswered()
             if not held:
                 raise LoginEnded("this instructor login has ended (logged out): log in again")
             return value(*args, **kwargs)
@@ -230,6 +241,7 @@ class SessionLogin:
         self._on_end: list[Callable[[], None]] = []
         self.ended = False
         self.unknown = False  # the last holds() could not ask the store
+        self.error: StoreError | None = None  # why, when the store said
 
     def on_end(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` once, when the login is first found ended."""
@@ -243,11 +255,25 @@ class SessionLogin:
             return False
         ended = self._logins.ended(self.login_id, fresh)
         self.unknown = ended is None
+        self.error = self._logins.error(self.login_id) if self.unknown else None
         if ended:
             self.ended = True
             for callback in self._on_end:
                 callback()
         return ended is False
+
+    @property
+    def problem(self) -> str:
+        """What the page says while its login cannot be checked (:attr:`unknown`): the store is
+        busy or cannot be reached (:func:`store_problem`)."""
+        return STORE_UNREACHABLE if self.error is None else store_problem(self.error)
+
+    def unanswered(self) -> StoreError:
+        """The error an action of the page gets while its login cannot be checked: :attr:`problem`,
+        with the store's ``errno`` (``EBUSY`` for a busy store)."""
+        error = StoreError(self.problem)
+        error.errno = None if self.error is None else self.error.errno
+        return error
 
     def holds_now(self) -> bool | None:
         """:meth:`holds`, asked of the store now (before anything the page reads from it), or

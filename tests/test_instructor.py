@@ -791,6 +791,41 @@ def test_while_the_store_cannot_be_read_the_page_says_so_keeps_its_table_and_ref
     assert json.loads(page.exports._download("json").read())["runs"][0]["label"] == "before"
 
 
+def test_a_login_check_that_waits_out_a_held_store_is_said_busy_too(tmp_path, monkeypatch):
+    """A newcomer held workbench_meta (where logins are kept) past the lock timeout: the page
+    behind a password asked the login first, could not, and said "cannot be reached"; the log
+    said busy. The login check's own error now decides what the page says, for its tick and for
+    the instructor's moves."""
+    import errno
+
+    from app import logins as logins_module
+    from app.logins import STORE_BUSY, Logins, SessionLogin
+
+    store = sqlite_store(tmp_path / "runs")
+    store.save(make_record(learner="Ada", label="before"), key_hash=OWNER)
+    logins = Logins(store, "a password", "a cookie secret of some length", 86400.0)
+    login = SessionLogin(logins, logins.login_id(logins.new_cookie()))
+    page = InstructorPage(store, login=login)
+    table = RunsTableView(state=page.state)
+    busy = StoreError("Runs not read: the store is busy (another session held it longer than 8 s); try again.")
+    busy.errno = errno.EBUSY
+
+    def held(_store, _login_id):
+        raise busy
+
+    checked = logins_module.login_ended
+    monkeypatch.setattr(logins_module, "login_ended", held)
+    page._refresh()
+    assert login.unknown and not login.ended
+    assert page.state.store_problem == STORE_BUSY and STORE_BUSY in unescape(table.count.object)
+    page.state.store_problem = ""
+    page.state.learner = "Bob"  # a move: the guarded store asks the login first
+    assert page.state.store_problem == STORE_BUSY
+    monkeypatch.setattr(logins_module, "login_ended", checked)
+    page._refresh()
+    assert page.state.store_problem == "" and not login.unknown and login.error is None
+
+
 def test_a_login_the_store_cannot_check_reads_as_unreachable_not_as_logged_out(store):
     from app.logins import STORE_UNREACHABLE, GuardedStore, LoginEnded, SessionLogin
     from app.store import StoreError
@@ -800,6 +835,9 @@ def test_a_login_the_store_cannot_check_reads_as_unreachable_not_as_logged_out(s
 
         def ended(self, login_id, fresh=False):
             return self.answer
+
+        def error(self, login_id):
+            return None  # no reason given: said as unreachable
 
     logins = Undecided()
     login = SessionLogin(logins, "a login id")

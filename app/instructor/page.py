@@ -23,7 +23,7 @@ from app.instructor.learners import LearnersView
 from app.instructor.state import InstructorState, Refresh, zone
 from app.instructor.table import PAGE_ARIA_JS, TABLE_RESYNC_JS, FiltersView, RunsTableView
 from app.instructor.upload import UploadView
-from app.logins import STORE_UNREACHABLE, GuardedStore, LoginEnded, Logins, SessionLogin, store_problem
+from app.logins import GuardedStore, LoginEnded, Logins, SessionLogin, store_problem
 from app.shared import store_calls
 from app.shared.compare import ComparisonView
 from app.shared.connection import announce_lost_connection, mark_stale_js
@@ -210,7 +210,8 @@ class InstructorPage(pn.viewable.Viewer):
     def __init__(self, store: RunStore | None = None, login: SessionLogin | None = None, **params):
         self.login = login
         if "state" not in params:
-            params["state"] = InstructorState(store=store if login is None else GuardedStore(store, login.holds_now))
+            guarded = store if login is None else GuardedStore(store, login.holds_now, login.unanswered)
+            params["state"] = InstructorState(store=guarded)
         super().__init__(**params)
         self.class_chart: ClassChartView | None = None  # these once the browser drew the rest
         self.exports: ExportView | None = None
@@ -276,7 +277,7 @@ class InstructorPage(pn.viewable.Viewer):
         when nothing did or the login has ended, or what the page says when the store cannot be
         read (:func:`app.logins.store_problem`)."""
         if self.login is not None and not self.login.holds():
-            return STORE_UNREACHABLE if self.login.unknown else None
+            return self.login.problem if self.login.unknown else None
         try:
             return self.state.read_refresh()
         except StoreError as error:  # logged by the store, once a minute
