@@ -158,7 +158,8 @@ def configure(level: str = "INFO") -> None:
 
 # --- a Panel server's sessions and callback errors -----------------------------------------
 
-_opened: dict[str, float] = {}  # session id → when it opened (monotonic seconds), this process
+# session id → when it opened (monotonic seconds), its page and client, this process's open sessions
+_opened: dict[str, tuple[float, str, str | None]] = {}
 _sessions = logger("sessions")
 _errors = logger("errors")
 
@@ -171,16 +172,26 @@ def _page(session_context) -> str:
 
 
 def _session_opened(session_context) -> None:
-    _opened[session_context.id] = time.monotonic()
-    event(_sessions, "session opened", page=_page(session_context), session=short_id(session_context.id),
-          client=client_address(session_context.request))
+    page, client = _page(session_context), client_address(session_context.request)
+    _opened[session_context.id] = (time.monotonic(), page, client)
+    event(_sessions, "session opened", page=page, session=short_id(session_context.id), client=client)
 
 
 def _session_closed(session_context) -> None:
     opened = _opened.pop(session_context.id, None)
     event(_sessions, "session closed", page=_page(session_context), session=short_id(session_context.id),
           client=client_address(session_context.request),
-          open_s=None if opened is None else f"{time.monotonic() - opened:.0f}")
+          open_s=None if opened is None else f"{time.monotonic() - opened[0]:.0f}")
+
+
+def close_sessions_left_open(reason: str) -> None:
+    """Log ``session closed`` for each session still open, with ``reason`` (as the process
+    stops: Bokeh tells no session's end when its server stops, so each "opened" line gets its
+    "closed" one)."""
+    while _opened:
+        session_id, (opened, page, client) = _opened.popitem()
+        event(_sessions, "session closed", page=page, session=short_id(session_id), client=client,
+              open_s=f"{time.monotonic() - opened:.0f}", reason=reason)
 
 
 def _callback_failed(exception: BaseException) -> None:

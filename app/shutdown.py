@@ -35,6 +35,7 @@ import time
 from functools import partial
 
 from app.health import mark_stopping
+from app.oplog import close_sessions_left_open
 from app.shared import store_calls
 from app.shared.connection import announce_restart
 
@@ -164,6 +165,7 @@ def end_process(status: int = 0) -> None:
     The interpreter's own exit would first collect every session's Bokeh document one object at
     a time, which for a class's pages takes longer than the grace; nothing of them needs saving.
     """
+    close_sessions_left_open("server stopping")
     log.info("stopped: exit status %d", status)
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -145,7 +145,18 @@ def test_sigterm_lets_the_save_in_flight_commit_tells_the_page_and_exits_0_in_ti
         assert newcomer.result() == (503, REFUSED_PAGE)
         answers = health.wait_closed()
         assert failed_before_closing(answers), answers
-        assert_stopping_lines_name_no_session(server.log.read_text())
+        log = server.log.read_text()
+        assert_stopping_lines_name_no_session(log)
+        # Each session opened has its closing line, the open page's too (Bokeh tells no session's
+        # end as its server stops: the process says it, before "stopped").
+        opened = re.findall(r" INFO session opened page=learner session=(\w+) ", log)
+        assert opened, log
+        for session in opened:
+            closed = re.search(rf" INFO session closed page=learner session={session} client=\S+ open_s=\d+"
+                               rf'( reason="server stopping")?$', log, re.MULTILINE)
+            assert closed, (session, log)
+        assert re.search(r' INFO session closed .* reason="server stopping"\n.* INFO stopped: exit status 0$', log,
+                         re.MULTILINE), log
         # The run's page kept what it saved, now marked as the last thing saved.
         expect(saved).to_contain_text("nothing you do now is saved. If you pressed Save run as it was lost, reload")
     finally:
