@@ -160,7 +160,7 @@ class EmbedPage(pn.viewable.Viewer):
         expose.stylesheets = [*expose.stylesheets,
                               ".bk-btn { font-size: 12px; line-height: 1.2; padding: 2px 8px; }"]
         for note in (i.tokens_message, i.mode_note, i.mask_note):
-            note.param.update(sizing_mode="fixed", width=320)
+            note.param.update(sizing_mode="stretch_width", max_width=320)  # fixed needs a height too (Bokeh W-1005)
         inputs = pn.Column(
             pn.Row(i.tokens, i.failure_mode, margin=0), i.tokens_message, i.mode_note, i.grid_column,
             i.toggles, i.mask_note,
