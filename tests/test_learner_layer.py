@@ -276,3 +276,27 @@ def test_matrix_modes_controls_are_made_the_first_time_the_page_is_in_matrix_mod
     assert page._row_controls.objects[0] is page.item
     page.state.input_mode = "vectors"
     assert not i.d_model.visible and not i.layer_controls.visible and len(i.presets) == 9
+
+
+def test_the_embeds_checks_in_brief_are_numbered_by_the_same_audit_steps_as_the_full_page(state):
+    """The newcomer compared the two at a batch of three, Batch items mixed: the full page said
+    Step 6 and Step 9 for exact zeros and independence, the embed's list counted them 7 and 8
+    (two checks share step 5, and the n/a ones were folded into one line numbered 9)."""
+    import re
+
+    from app.learner.checks import checks_html, invariants_html
+
+    state.apply_preset("batch_padded")
+    state.failure_mode = "batch_items_mixed"
+    page = str(checks_html(state.layer))
+    brief = str(invariants_html(state.result, state.input_ok, state.layer))
+    full_steps = dict(re.findall(r"data-check='(\w+)' data-step='(\d)'", page))
+    brief_steps = dict(re.findall(r"data-check='(\w+)' data-step='(\d)'", brief))
+    assert brief_steps and all(full_steps[name] == step for name, step in brief_steps.items())
+    # Each check that applies by its step; those that do not on one line, by theirs ("7, 8.").
+    expected = list(brief_steps.values())
+    idle = [step for name, step in full_steps.items() if name not in brief_steps]
+    if idle:
+        expected.append(", ".join(idle))
+    assert re.findall(r"<span class='step'>([\d, ]+)\.</span>", brief) == expected
+    assert "FAIL" in brief and "5" in expected and expected.count("5") == 2

@@ -182,17 +182,21 @@ def invariants_html(r: AttentionResult | None, input_ok: bool, layer: LayerResul
     stale = Markup("") if input_ok else Markup(
         "<p class='check-fail'>The inputs have a problem: still showing the last valid input.</p>")
     checks = (layer or LayerResult.of(r)).checks
+    # Numbered by the course's audit steps, as the full page's checklist is (two checks share
+    # step 5), not by the list's own count: the same check has the same number in both.
     items = join(
-        html("<li class='check-{cls}' data-check='{name}' title='{message}'><span aria-hidden='true'>"
-             "{mark}</span> <b>{word}</b> {title}</li>", cls=word.lower().replace("/", ""),
-             name=c.name, message=_words(c.message), mark=mark, word=word, title=c.title)
+        html("<li class='check-{cls}' data-check='{name}' data-step='{step}' title='{message}'>"
+             "<span class='step'>{step}.</span> <span aria-hidden='true'>{mark}</span> <b>{word}</b> {title}</li>",
+             cls=word.lower().replace("/", ""), name=c.name, step=CHECK_STEPS[c.name],
+             message=_words(c.message), mark=mark, word=word, title=c.title)
         for c in checks if c.passed is not None for mark, word in [_check_mark(c)])
     idle = [c for c in checks if c.passed is None]
     if idle:
-        items += html("<li class='check-na' data-check='{names}' title='{titles}'><span aria-hidden='true'>–"
-                      "</span> <b>n/a</b> {n} check{s} not applying here</li>",
+        items += html("<li class='check-na' data-check='{names}' title='{titles}'><span class='step'>{steps}.</span>"
+                      " <span aria-hidden='true'>–</span> <b>n/a</b> {n} check{s} not applying here</li>",
                       names=" ".join(c.name for c in idle), titles="; ".join(c.title for c in idle),
-                      n=len(idle), s="s" if len(idle) > 1 else "")
+                      steps=", ".join(str(CHECK_STEPS[c.name]) for c in idle), n=len(idle),
+                      s="s" if len(idle) > 1 else "")
     return html(
         "<div data-testid='invariants'>{stale}<p>This run: <b data-testid='brief-run-title'>{title}</b></p>"
         "<p>Total future-token weight: <b data-testid='brief-total-future-weight'>"
