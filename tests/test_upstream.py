@@ -15,6 +15,7 @@ import panel as pn
 import pytest
 from bokeh.document import Document
 from jinja2 import Template
+from store_helpers import run_async
 from workbench_server import ROOT
 
 from app import auth, upstream
@@ -245,7 +246,7 @@ def _sent_when_a_write_ends_as_the_next_update_queues(monkeypatch) -> list:
         await asyncio.sleep(0.05)
 
     try:
-        asyncio.run(page())
+        run_async(page())  # not asyncio.run: a browser test before it in this worker holds a loop
     finally:
         for queue in (panel_document._WRITE_MSGS, panel_document._WRITE_BLOCK, panel_document._write_tasks):
             queue.pop(doc, None)
