@@ -151,16 +151,16 @@ class Logins:
         checked = self._checked.get(login_id)
         if not fresh and checked is not None and now - checked < RECHECK_S:
             return False
-        try:
-            ended = login_ended(self.store, login_id)
-        except StoreError as error:
-            self._errors[login_id] = error
-            return None
-        self._errors.pop(login_id, None)
         if len(self._checked) + len(self._ended) + len(self._errors) >= _CACHED:
             self._checked.clear()
             self._ended.clear()
             self._errors.clear()
+        try:
+            ended = login_ended(self.store, login_id)
+        except StoreError as error:
+            self._errors[login_id] = error  # bounded as the others, also while the store is down
+            return None
+        self._errors.pop(login_id, None)
         if ended:
             self._checked.pop(login_id, None)
             self._ended.add(login_id)

@@ -130,3 +130,22 @@ def test_the_wait_is_said_in_words():
     assert wait_sentence(61) == "Too many failed logins from your address: try again in 2 minutes."
     assert wait_sentence(0.2) == "Too many failed logins from your address: try again in 1 second."
     assert wait_sentence(42.5) == "Too many failed logins from your address: try again in 43 seconds."
+
+
+def test_what_the_store_could_not_say_is_kept_for_a_bounded_number_of_logins(tmp_path, monkeypatch):
+    """While the store cannot check logins, each login keeps why (its page says it), and no more
+    than ``_CACHED`` logins' answers are kept in all: the store need not answer to trim them."""
+    from app import logins as logins_module
+    from app.store import StoreError
+
+    logins = Logins(sqlite_store(tmp_path), "pw", SECRET, DAY_S)
+    down = StoreError("Runs not read: the store cannot be reached just now.")
+
+    def unreachable(_store, _login_id):
+        raise down
+
+    monkeypatch.setattr(logins_module, "login_ended", unreachable)
+    ids = [logins.login_id(logins.new_cookie()) for _ in range(logins_module._CACHED + 10)]
+    for login_id in ids:
+        assert logins.ended(login_id) is None and logins.error(login_id) is down
+    assert len(logins._errors) <= logins_module._CACHED
