@@ -658,6 +658,32 @@ def test_a_tick_reads_in_a_store_thread_and_the_loop_goes_on_while_the_store_hol
     assert page.state.matching == 2 and page.state.total == 2
 
 
+def test_ticks_read_every_half_second_but_redraw_a_page_at_most_once_a_second(tmp_path, monkeypatch):
+    """A run saved after a quiet spell is read within REFRESH_MS; while runs keep arriving, a
+    tick that redrew the page keeps the next read REDRAW_EVERY_S away (a redraw holds the event
+    loop every page of the process shares)."""
+    from app.instructor import page as page_module
+
+    assert page_module.REFRESH_MS == 500 and page_module.REDRAW_EVERY_S == 1.0
+    store = sqlite_store(tmp_path / "runs")
+    store.save(make_record(learner="Ada"), key_hash=OWNER)
+    page = InstructorPage(store)
+    now = [100.0]
+    monkeypatch.setattr(page_module, "monotonic", lambda: now[0])
+    assert page._due()
+    run_async(page._refresh_in_thread())  # nothing new: not a redraw
+    assert page._due()
+    store.save(make_record(minutes=1, learner="Bob"), key_hash=OWNER)
+    run_async(page._refresh_in_thread())
+    assert page.state.total == 2 and not page._due()
+    now[0] += 0.5
+    assert not page._due()
+    now[0] += 0.5
+    assert page._due()
+    page._ticking = True  # one read at a time
+    assert not page._due()
+
+
 def test_a_tick_read_for_filters_since_changed_is_dropped_and_read_again(tmp_path):
     """The instructor filtered while a tick read the store: what it read is for a table no longer
     shown, so the table keeps the instructor's filter and the next tick reads again."""

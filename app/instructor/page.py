@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import threading
 from datetime import UTC, datetime
+from time import monotonic
 
 import panel as pn
 import param
@@ -39,6 +40,10 @@ from app.upstream import close_session_connections, send_updates_queued_during_a
 # waiting for the tick is up to all of it: with both cores busy, save → counted took 1.33–1.75 s
 # at 1 s (twice over 2 s in a whole test suite) and 0.99–1.55 s at 500 ms.
 REFRESH_MS = 500
+# After a tick that redrew the page the next reads wait this long: while runs arrive all the
+# time (a class saving) the page is redrawn once a second, as with a 1 s tick, since a redraw
+# holds the event loop every page of the process shares (~0.1–0.2 s on this machine).
+REDRAW_EVERY_S = 1.0
 # How long after a page first hears its login has ended it sends the browser to the login page
 # and closes its websocket (time for the browser to leave).
 LEAVE_AFTER_MS = 200
@@ -242,6 +247,7 @@ class InstructorPage(pn.viewable.Viewer):
         self._follow_browser_timezone()
         self._thread = threading.get_ident()  # the event loop's, for a served page
         self._ticking = False  # a tick's reads are in a store thread
+        self._redrawn = float("-inf")  # monotonic() of the last tick that redrew the page
         self._callbacks = [pn.state.add_periodic_callback(self._tick, period=REFRESH_MS)]
         if login is not None:
             login.on_end(self._login_ended)
@@ -264,15 +270,22 @@ class InstructorPage(pn.viewable.Viewer):
         Each asks first whether the login holds (the page closes itself once it has ended)."""
         if not store_calls.served():
             self._refresh()
-        elif not self._ticking:
+        elif self._due():
             self._ticking = True
             pn.state.execute(self._refresh_in_thread)
+
+    def _due(self) -> bool:
+        """Whether a served page's tick reads now: none in flight, and the last redraw at least
+        :data:`REDRAW_EVERY_S` ago."""
+        return not self._ticking and monotonic() - self._redrawn >= REDRAW_EVERY_S
 
     async def _refresh_in_thread(self) -> None:
         try:
             read = await store_calls.in_thread(self._read_tick)
             with pn.io.hold():  # the tick's changes leave together, as an edit's do on the learner page
                 self._show_tick(read)
+            if isinstance(read, Refresh):
+                self._redrawn = monotonic()
         finally:
             self._ticking = False
 
