@@ -52,6 +52,22 @@ SCROLLING_SIDEWAYS_JS = """(designated) => {
 }"""
 
 
+# The words (split at spaces and hyphens) of the given elements' own text that the browser
+# drew over two lines: a word cut inside.
+BROKEN_WORDS_JS = """els => els.flatMap(el => {
+  const out = []
+  const texts = document.createTreeWalker(el, NodeFilter.SHOW_TEXT)
+  for (let t = texts.nextNode(); t; t = texts.nextNode()) {
+    for (const m of t.data.matchAll(/[^\\s-]+/g)) {
+      const range = document.createRange()
+      range.setStart(t, m.index)
+      range.setEnd(t, m.index + m[0].length)
+      const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)))
+      if (lines.size > 1) out.push(m[0])
+    }
+  }
+  return out
+})"""
 # How each named figure's canvas is clipped, as the browser computed it.
 CANVAS_CLIPS_JS = """(names) => names.map(n => {
   const view = Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name(n))
@@ -199,8 +215,10 @@ def test_each_tick_box_of_the_instructor_table_is_named_for_its_run(server, page
         long_name)
     page.get_by_role("button", name="Learner", exact=True).click()
     expect(page.get_by_role("list", name="Groups of the class picture")).to_contain_text(long_name)
-    # Only the comparison's maps (two side by side) may scroll, in their own box.
-    designated = ".scroll-box, .learners-scroll"
+    # Only the comparison's maps (two side by side), the Learners table and the runs table (each
+    # column at least 90 px, so no word of a header or a cell is cut at 640 px) may scroll, in
+    # their own box.
+    designated = ".scroll-box, .learners-scroll, .tabulator-tableholder"
     for width in (1280, 640):
         page.set_viewport_size({"width": width, "height": 720})
         assert_fits(page, width, "the instructor page")
@@ -216,6 +234,13 @@ def test_each_tick_box_of_the_instructor_table_is_named_for_its_run(server, page
         for figure in page.locator(".bk-Figure").all()[:2]:  # the class picture, axis titles and all
             box = figure.bounding_box()
             assert box["x"] >= 0 and box["x"] + box["width"] <= width, (width, box)
+        # (The learner's own words, 100 letters without a break here, wrap where they must.)
+        broken = page.locator(".tabulator-col-title, .tabulator-cell:not([tabulator-field=learner])"
+                              ":not([tabulator-field=label])").evaluate_all(BROKEN_WORDS_JS)
+        assert broken == [], f"at {width} px, words of the runs table split over two lines: {broken}"
+        # Scrolled to its end, the table shows its last column whole.
+        page.locator(".tabulator-tableholder").evaluate("h => { h.scrollLeft = h.scrollWidth }")
+        page.wait_for_timeout(200)  # Tabulator moves the header row with the rows on scroll
         cut = page.evaluate("""() => { const out = []
           const walk = (root) => { for (const el of root.querySelectorAll('.tabulator')) {
               const right = el.getBoundingClientRect().right
