@@ -731,6 +731,18 @@ def test_the_password_of_a_store_url_is_never_shown():
         RunStore("postgresql+psycopg://teacher:s3cret@127.0.0.1:1/class")
     assert "s3cret" not in str(caught.value) and "***" in str(caught.value)
     assert "cannot be reached" in str(caught.value)
+    # A password holding '@' not percent-encoded: SQLAlchemy would read its rest as the host and
+    # the database, shown in the message (a newcomer saw 9 of its 11 characters there).
+    for url in ("postgresql+psycopg://teacher:p@ss/w:rd#1@localhost:5890/class",
+                "postgresql+psycopg://teacher:p@ss@w@rd@localhost/class"):
+        with pytest.raises(StoreOpenError, match="percent-encode its password") as caught:
+            RunStore(url)
+        message = str(caught.value)
+        assert "postgresql+psycopg://***@localhost" in message
+        assert not any(part in message for part in ("teacher", "ss/w", "rd#1", "w@rd")), message
+    with pytest.raises(StoreOpenError, match="is not a store URL") as caught:
+        RunStore("not a url teacher:s3cret@host")
+    assert "s3cret" not in str(caught.value) and "teacher" not in str(caught.value)
 
 
 def test_records_older_than_now_sort_by_their_utc_time_not_their_text(store):

@@ -76,12 +76,22 @@ def resolve_store_url(cli_value: str | None = None) -> str:
 
 
 def parse_url(text: str | URL) -> URL:
-    """``text`` as a SQLAlchemy URL of a SQLite or PostgreSQL store (``StoreOpenError`` otherwise)."""
+    """``text`` as a SQLAlchemy URL of a SQLite or PostgreSQL store (``StoreOpenError`` otherwise).
+
+    A URL with a second ``@`` after ``://`` is refused without being shown: it is a password
+    holding ``@`` not percent-encoded, which SQLAlchemy would read as the host and database, the
+    rest of the password then shown in every message naming them (``shown`` hides only what it
+    reads as the password)."""
+    if isinstance(text, str) and text.partition("://")[2].count("@") > 1:
+        raise StoreOpenError(
+            "the store URL holds more than one '@' (shown here as "
+            f"{_masked(text)!r}): percent-encode its password (an '@' as %40, '/' as %2F, ':' as "
+            "%3A, '#' as %23), e.g. postgresql+psycopg://user:p%40ss@host/dbname")
     try:
         url = make_url(text)
     except ArgumentError:
         raise StoreOpenError(
-            f"{text!r} is not a store URL (e.g. sqlite:///runs.db or "
+            f"{_masked(str(text))!r} is not a store URL (e.g. sqlite:///runs.db or "
             "postgresql+psycopg://user@host/dbname)") from None
     if url.get_backend_name() not in ("sqlite", "postgresql"):
         raise StoreOpenError(f"the store must be SQLite or PostgreSQL, not {url.get_backend_name()} "
@@ -90,6 +100,13 @@ def parse_url(text: str | URL) -> URL:
         raise StoreOpenError("an in-memory SQLite store would lose every run: give a file, "
                              "e.g. sqlite:///runs.db")
     return url
+
+
+def _masked(text: str) -> str:
+    """``text`` with everything between ``://`` and its last ``@`` (who, and any password) as
+    ``***``: a URL SQLAlchemy could not read, or read wrongly, shown without its password."""
+    scheme, sep, rest = text.partition("://") if "://" in text else ("", "", text)
+    return f"{scheme}{sep}***@{rest.rpartition('@')[2]}" if "@" in rest else text
 
 
 def shown(url: URL) -> str:
