@@ -260,14 +260,6 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
     everywhere = address in ("0.0.0.0", "::")
     host = socket.gethostname() if everywhere else url_host(address)
     guarded = "password" if instructor_password else "no password"
-    print(f"Attention workbench: http://{host}:{port}{prefix}/  instructor page: http://{host}:{port}"
-          f"{prefix}{INSTRUCTOR_PATH} ({guarded})  (runs saved to {store.where})", flush=True)
-    if everywhere:
-        print(f"Listening on every interface: learners on other machines open this machine's "
-              f"name or IP address, port {port} (http://localhost:{port}/ works here).", flush=True)
-    if embed_origins:
-        print(f"Course pages that may frame the learner pages and hear of saved runs: "
-              f"{' '.join(embed_origins)}", flush=True)
     load_mathjax_only_for_tex()
     answer_without_nagle_delay()
     refuse_pages_while(stopping, refuse_page)  # once a stop signal came: see app.shutdown
@@ -293,6 +285,20 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         prefix=prefix, use_xheaders=use_xheaders, start=False,
         **serve_options(instructor_password, cookie_secret, prefix, logins),
     )
+    # Said once the port is bound (Bokeh's Server binds it, and forks any --num-procs workers,
+    # as it is made): a port in use is then the one line on stderr, not after a line saying
+    # where the workbench is. The first worker says it for all.
+    from tornado.process import task_id
+
+    if task_id() in (None, 0):
+        print(f"Attention workbench: http://{host}:{port}{prefix}/  instructor page: http://{host}:{port}"
+              f"{prefix}{INSTRUCTOR_PATH} ({guarded})  (runs saved to {store.where})", flush=True)
+        if everywhere:
+            print(f"Listening on every interface: learners on other machines open this machine's "
+                  f"name or IP address, port {port} (http://localhost:{port}/ works here).", flush=True)
+        if embed_origins:
+            print(f"Course pages that may frame the learner pages and hear of saved runs: "
+                  f"{' '.join(embed_origins)}", flush=True)
     _run_until_stopped(server, store, shutdown_grace)
 
 

@@ -87,6 +87,7 @@ def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path):
             capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr == f"attention-workbench serve: error: port {port} on 127.0.0.1 is already in use\n"
+    assert "Attention workbench:" not in done.stdout  # no line saying where it would have been
 
 
 def _secret(tmp_path, text: str, mode: int = 0o600):
