@@ -49,15 +49,27 @@ GUEST_ENDPOINTS = ["/", "/embed"]
 GUEST_PATHS = frozenset({"/", "/ws", "/autoload.js", "/embed", "/embed/ws", "/embed/autoload.js"})
 
 
+# Bokeh's advice for its own signing key (bokeh/settings.py): at least 32 bytes of entropy.
+COOKIE_SECRET_MIN_LENGTH = 32
+
+
 def read_cookie_secret_file(path: str | os.PathLike) -> str:
-    """The login cookie secret kept in the file ``path`` (:func:`read_password_file`'s checks).
+    """The login cookie secret kept in the file ``path`` (:func:`read_password_file`'s checks),
+    at least :data:`COOKIE_SECRET_MIN_LENGTH` characters: anyone who guesses it can sign an
+    instructor login.
 
     Raises
     ------
     ValueError
-        As :func:`read_password_file`, the file named a cookie secret file.
+        As :func:`read_password_file`, the file named a cookie secret file; or the secret is
+        shorter than :data:`COOKIE_SECRET_MIN_LENGTH`.
     """
-    return read_password_file(path, what="cookie secret", noun="secret")
+    secret = read_password_file(path, what="cookie secret", noun="secret")
+    if len(secret) < COOKIE_SECRET_MIN_LENGTH:
+        raise ValueError(
+            f"cookie secret file {os.fspath(path)} holds {len(secret)} characters: a secret needs at least "
+            f"{COOKIE_SECRET_MIN_LENGTH}, e.g. (umask 077; head -c 32 /dev/urandom | base64 > {os.fspath(path)})")
+    return secret
 
 
 def read_password_file(path: str | os.PathLike, what: str = "instructor password",

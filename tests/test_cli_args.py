@@ -100,7 +100,7 @@ def _secret(tmp_path, text: str, mode: int = 0o600):
 def test_serve_passes_the_proxy_options_on(fake_server, tmp_path, monkeypatch, capsys):
     from app.auth import COOKIE_SECRET_FILE_ENV
 
-    secret = _secret(tmp_path, "a long shared secret\n")
+    secret = _secret(tmp_path, "a long shared secret, 32 characters or more\n")
     store = ["--store", f"sqlite:///{tmp_path / 'runs.db'}", "--instructor-password", "pw"]
     assert main(["serve", *store, "--cookie-secret-file", str(secret), "--use-xheaders", "--prefix", "class/",
                  "--allow-websocket-origin", "class.example.org", "--allow-websocket-origin",
@@ -109,7 +109,7 @@ def test_serve_passes_the_proxy_options_on(fake_server, tmp_path, monkeypatch, c
     monkeypatch.setenv(COOKIE_SECRET_FILE_ENV, str(secret))
     assert main(["serve", *store]) == 0
     call, from_env = fake_server
-    assert call["cookie_secret"] == from_env["cookie_secret"] == "a long shared secret"
+    assert call["cookie_secret"] == from_env["cookie_secret"] == "a long shared secret, 32 characters or more"
     assert call["use_xheaders"] is True and call["prefix"] == "/class"
     assert call["allow_websocket_origin"] == ["class.example.org", "proxy.example.org:8443"]
     assert from_env["use_xheaders"] is False and from_env["prefix"] == "" and from_env["allow_websocket_origin"] == []
@@ -129,6 +129,8 @@ def test_serve_without_a_cookie_secret_says_once_that_logins_end_at_restart(fake
     (None, 0o600, "does not exist"), ("", 0o600, "is empty: write the secret in it"),
     ("secret\n", 0o644, r"can be read or changed by other users \(mode -rw-r--r--\); make it yours alone: "
                         r"chmod 600 {path}"),
+    ("abc\n", 0o600, r"holds 3 characters: a secret needs at least 32, e.g. \(umask 077; head -c 32 "
+                     r"/dev/urandom \| base64 > {path}\)"),
 ])
 @pytest.mark.parametrize("env", [False, True])
 def test_serve_refuses_a_bad_cookie_secret_file_in_one_line(fake_server, tmp_path, monkeypatch, capsys, text,
