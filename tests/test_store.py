@@ -745,6 +745,25 @@ def test_the_password_of_a_store_url_is_never_shown():
     assert "s3cret" not in str(caught.value) and "teacher" not in str(caught.value)
 
 
+def test_a_store_that_refuses_the_login_says_so_not_that_it_cannot_be_reached():
+    """PostgreSQL reached, the URL's password wrong: the operator reads "refused the login" (a
+    newcomer read "cannot be reached" for a server that answered); a learner, as before, only
+    that it cannot be reached just now."""
+    from sqlalchemy.engine import make_url
+
+    from app.store.dialects import store_error
+
+    url = make_url("postgresql+psycopg://teacher:wrong@127.0.0.1:5432/class")
+    said = ('connection failed: connection to server at "127.0.0.1", port 5432 failed: '
+            'FATAL:  password authentication failed for user "teacher"')
+    error = store_error(OSError(said), url, "Store not opened")
+    assert str(error) == (f"Store not opened: the store postgresql+psycopg://teacher:***@127.0.0.1:5432/class "
+                          f"refused the login ({said}).")
+    assert error.for_learner() == "Store not opened: the store cannot be reached just now."
+    down = store_error(OSError("connection failed: Connection refused"), url, "Store not opened")
+    assert "cannot be reached (connection failed: Connection refused)" in str(down)
+
+
 def test_records_older_than_now_sort_by_their_utc_time_not_their_text(store):
     # 10:00+02:00 is 08:00 UTC: before 09:15 UTC although its text sorts after.
     early = dict(make_record(minutes=0).to_dict(), id="early", created_at="2025-01-31T10:00:00+02:00")

@@ -296,6 +296,10 @@ def store_error(error: Exception, url: URL, what: str, cls: type[StoreError] = S
     elif "lock timeout" in lowered:  # lock_timeout (_postgresql_limits): another session held a lock
         why = f"is busy (another session held it longer than {BUSY_TIMEOUT_S:g} s); try again"
         code = errno.EBUSY
+    elif "authentication failed" in lowered or "no pg_hba.conf entry" in lowered:
+        # Reached, and it said no: the URL's user or password (or the server's pg_hba.conf).
+        why = f"refused the login ({message.strip().splitlines()[0]})"
+        plain = "cannot be reached just now"  # a learner cannot fix it: as unreachable
     elif isinstance(error, DBAPIError) and error.connection_invalidated or "connection" in lowered:
         why = f"cannot be reached ({message.strip().splitlines()[0]})"
         plain = "cannot be reached just now"
