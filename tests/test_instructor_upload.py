@@ -45,8 +45,10 @@ def test_an_upload_imports_records_and_bundles_and_says_what_it_did(store):
             "(0 valid runs held back).") in summary
     assert "notes.json: not valid JSON" in summary
     assert "class='import refused' role='alert'" in summary  # not the green of an upload that all went in
-    # The files not taken first, then the others.
+    # The files not taken first, in the error's box; then the others, in a box of their own.
     assert summary.index("same-id.json") < summary.index("notes.json") < summary.index("lin-run.json")
+    kept_out, _, went_in = str(summary).partition("<div class='import done' role='status'>")
+    assert "lin-run.json" in went_in and "lin-run.json" not in kept_out and "notes.json" not in went_in
     done = view.take({"again.json": new[0].to_json().encode("utf-8")})
     assert "class='import done'" in upload_summary(done)
     assert f"refused 1 whose id is in the store with different content ({here.id})" in summary

@@ -35,18 +35,27 @@ def upload_summary(report: ImportReport, limit: int = 40) -> Markup:
     """What an upload did, as escaped HTML: the totals in one sentence, then each file's lines
     (what it added, skipped and refused, and why a file or a record was not taken), the files
     not taken first; styled as an error (``import refused``) unless every file was taken."""
-    files = [f for f in report.files if not f.taken] + [f for f in report.files if f.taken]
-    lines = [line for f in files for line in f.lines()]
-    # A file's name is the uploader's text: no bidi override may turn the rest of its line round.
-    shown = join(html("<li>{}</li>", displayable(line)) for line in lines[:limit])
-    more = html("<li>… and {:,} more lines</li>", len(lines) - limit) if len(lines) > limit else ""
+    refused = [line for f in report.files if not f.taken for line in f.lines()]
+    taken = [line for f in report.files if f.taken for line in f.lines()]
+
+    def items(lines: list[str], room: int) -> Markup:
+        # A file's name is the uploader's text: no bidi override may turn the rest of its line round.
+        shown = join(html("<li>{}</li>", displayable(line)) for line in lines[:room])
+        more = html("<li>… and {:,} more lines</li>", len(lines) - room) if len(lines) > room else ""
+        return html("<ul>{}{}</ul>", shown, more)
+
     if report.all_taken:
         return html("<div class='import done' role='status' data-testid='import-summary'>"
-                    "<p><b>Upload: {}.</b></p><ul>{}{}</ul></div>", report.summary(), shown, more)
-    kept_out = sum(not f.taken for f in report.files)
-    return html("<div class='import refused' role='alert' data-testid='import-summary'><p><b>Not imported: "
-                "{:,} of {:,} file{}.</b> Upload: {}.</p><ul>{}{}</ul></div>", kept_out, len(report.files),
-                "s" if len(report.files) != 1 else "", report.summary(), shown, more)
+                    "<p><b>Upload: {}.</b></p>{}</div>", report.summary(), items(taken, limit))
+    # The files kept out in the error's box; those taken below it, in the box of an upload that
+    # went in (a newcomer read "imported 1" inside the red box as refused too).
+    kept_out = html("<div class='import refused' role='alert'><p><b>Not imported: {:,} of {:,} file{}.</b> "
+                    "Upload: {}.</p>{}</div>", len(report.files) - sum(f.taken for f in report.files),
+                    len(report.files), "s" if len(report.files) != 1 else "", report.summary(),
+                    items(refused, limit))
+    went_in = html("<div class='import done' role='status'><p>The other files, read whole:</p>{}</div>",
+                   items(taken, max(0, limit - len(refused)))) if taken else ""
+    return html("<div data-testid='import-summary'>{}{}</div>", kept_out, went_in)
 
 
 _SUMMARY_CSS = read_text(__package__, "upload_summary.css")
