@@ -180,6 +180,8 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     expect(page.get_by_test_id("runs-total")).to_have_text(str(before + 3), timeout=15_000)
     expect(page.locator(".tabulator").get_by_text(f"Ada {tag}")).to_be_visible()
 
+    for field in ("Learner contains", "Label contains"):  # a filter applies on Enter: the field says so
+        expect(page.get_by_label(field)).to_have_attribute("placeholder", "type, then Enter")
     filter_learner(page, f"grace {tag}")  # any case
     expect(page.get_by_test_id("runs-shown")).to_have_text("2")
     expect(table_rows(page)).to_have_count(2)
@@ -196,7 +198,11 @@ def test_two_learners_runs_appear_without_reload_filter_chart_and_compare(server
     expect(page.get_by_label("Mode", exact=True)).to_have_value("Mask after softmax (broken)")
     expect(page.get_by_label("Learner contains")).to_have_value(tag)
     try:
-        expect(table_rows(page)).to_contain_text(f"Grace {tag}")
+        # One retrying check of the whole table, not a count then a text: Clear filters' own
+        # answers (every mode, 3 rows) can land after the filters typed straight after it, the
+        # table's earlier 1 row ("again") passing the count, and a strict to_contain_text then
+        # failing at once on 3 rows (reproduced 1 run in 8 under load).
+        expect(table_rows(page)).to_have_text([re.compile(rf"Grace {tag}.*Mask after softmax \(broken\)", re.S)])
     except AssertionError as failed:
         # Seen now and then in a whole run, never alone: the table back to every mode of the
         # learner's runs. Say what the page and the server's log held, for the next look.

@@ -134,9 +134,12 @@ class FiltersView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.state
+        # A text filter applies on Enter (or leaving the field), one store query per filter, not
+        # per key: the placeholder says so (a newcomer typed and waited).
         self.learner = pn.widgets.TextInput.from_param(s.param.learner, label="Learner contains",
-                                                       width=180)
-        self.label = pn.widgets.TextInput.from_param(s.param.label, label="Label contains", width=180)
+                                                       placeholder="type, then Enter", width=180)
+        self.label = pn.widgets.TextInput.from_param(s.param.label, label="Label contains",
+                                                     placeholder="type, then Enter", width=180)
         self.mode = pn.widgets.Select.from_param(s.param.mode, label="Mode", width=330)
         # Bokeh's picker (Panel's DatetimeRangePicker drops a range of one day); its typed field
         # is named by PAGE_ARIA_JS.
