@@ -35,14 +35,12 @@ from app.store import RunStore, StoreError, resolve_store_url
 from app.upstream import close_session_connections, send_updates_queued_during_a_write
 
 # Each page's tick: a run saved anywhere is counted within 2 s (issue 25), reading and drawing
-# included; one indexed read of the change token each tick, in a store thread, after asking
-# whether the page's login still holds (a cached check: app.logins.RECHECK_S). Every 500 ms, as
-# waiting for the tick is up to all of it: with both cores busy, save → counted took 1.33–1.75 s
-# at 1 s (twice over 2 s in a whole test suite) and 0.99–1.55 s at 500 ms.
+# included; one indexed read of the change token, in a store thread, after a cached login check
+# (app.logins.RECHECK_S). Half a second, so waiting for the tick leaves room for the redraw on a
+# loaded machine (bench/README.md, "the instructor page's tick").
 REFRESH_MS = 500
-# After a tick that redrew the page the next reads wait this long: while runs arrive all the
-# time (a class saving) the page is redrawn once a second, as with a 1 s tick, since a redraw
-# holds the event loop every page of the process shares (~0.1–0.2 s on this machine).
+# A tick that redrew the page keeps the next read this far off: a redraw holds the event loop
+# every page of the process shares, so a class saving non-stop is redrawn once a second.
 REDRAW_EVERY_S = 1.0
 # How long after a page first hears its login has ended it sends the browser to the login page
 # and closes its websocket (time for the browser to leave).

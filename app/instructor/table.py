@@ -266,10 +266,9 @@ class RunsTableView(pn.viewable.Viewer):
             # No widths: the shown columns share the width equally (fitColumns) and their text
             # wraps, so choosing columns changes only which are hidden. A change of widths
             # rebuilds Tabulator in the browser, and a second change arriving mid-build threw.
-            # Each at least 90 px ("explanation" in the header's 12 px font): at 640 px a dozen
-            # columns had ~50 px each and every header and date was cut inside its words; now
-            # the table scrolls sideways in its own box (its tick boxes stay, frozen), as WCAG's
-            # reflow allows a data table.
+            # Each column at least as wide as its longest header word, so no word is cut on a
+            # narrow screen: the table scrolls sideways in its own box instead (its tick boxes
+            # frozen), as WCAG's reflow allows a data table.
             # Tabulator's virtual renderer (its default) rebuilds every row whenever the table
             # scrolls back into view, and a click on an Open run link or a tick box landing then is
             # lost; a page holds 20 rows, so the basic renderer (all rows, drawn once) costs nothing.
