@@ -3,11 +3,13 @@ explanations refused on a run shown from a link (no browser: the state and the S
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 
 import pytest
-from store_helpers import OWNER, PAGE_KEY, make_record, sqlite_store
+from store_helpers import OWNER, PAGE_KEY, make_record, run_async, sqlite_store
 
+from app.learner import state as learner_state
 from app.learner.page import LearnerPage
 from app.learner.page_key import key_hash
 from app.learner.runs import explanation_target
@@ -95,6 +97,50 @@ def test_a_served_page_saves_only_once_its_key_arrived_and_a_bad_key_is_said(sto
     record = s.save_run()
     assert record is not None and s.owned == [record.id]
     assert store.page_runs(s.key_hash) == [record]  # its own key for its life
+
+
+@pytest.mark.parametrize("served", [False, True], ids=["save_run_in_thread", "press_save_served"])
+def test_save_run_pressed_before_the_key_arrives_saves_once_it_has(store, monkeypatch, served):
+    # A served page's Save run pressed in its first moments waits for the key, says "Saving…"
+    # meanwhile, takes a second press as this save, and saves with the key once it has come.
+    s = LearnerState(store=store, awaiting_key=True, prediction="p")
+    scheduled = []
+    if served:  # Save run's click on a served page: press_save hands the save to the page's loop
+        monkeypatch.setattr(learner_state.store_calls, "served", lambda: True)
+        monkeypatch.setattr(learner_state.pn.state, "execute",
+                            lambda work: scheduled.append(asyncio.ensure_future(work())))
+
+    async def press():
+        if served:
+            assert s.press_save()  # a save is in flight
+            return scheduled[-1]
+        return asyncio.ensure_future(s.save_run_in_thread())
+
+    async def press_twice_then_key():
+        save = await press()
+        await asyncio.sleep(learner_state.SAVING_SHOWN_AFTER_S + 0.2)
+        assert not save.done() and store.count() == 0
+        assert s.saving and s.save_pending and s.save_message == "Saving…"
+        if served:
+            assert s.press_save() and len(scheduled) == 1  # pressed again meanwhile: that save
+        else:
+            assert await s.save_run_in_thread() is None
+        s.take_page_key(PAGE_KEY)  # with no session, its runs are listed at once
+        return await save
+
+    record = run_async(press_twice_then_key())
+    assert record is not None and store.page_runs(key_hash(PAGE_KEY)) == [record]
+    assert s.owned == [record.id] and not (s.saving or s.save_pending)
+    assert s.save_ok and s.save_message.startswith("Saved run #1")
+
+
+def test_save_run_waits_for_the_key_a_bounded_time_then_says_to_press_again(store, monkeypatch):
+    monkeypatch.setattr(learner_state, "KEY_WAIT_S", 0.2)
+    s = LearnerState(store=store, awaiting_key=True, prediction="p")
+    assert run_async(s.save_run_in_thread()) is None and store.count() == 0
+    assert not (s.saving or s.save_pending) and not s.save_ok
+    assert s.save_message == ("Not saved: this page is still connecting to the server (its key has not "
+                              "arrived); press Save run again in a moment")
 
 
 def test_a_page_lists_its_latest_runs_only(store, monkeypatch):

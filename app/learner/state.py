@@ -48,6 +48,9 @@ RELIST_EVERY_S, RELIST_TRIES = 10.0, 30
 #: Seconds a served page's save may wait on the store before the page says "Saving…": a save that
 #: answers sooner (nearly all: a few ms) sends the browser one message, its answer.
 SAVING_SHOWN_AFTER_S = 0.3
+#: Seconds a served page's Save run, pressed before the page's key has reached the server (its
+#: first moments), waits for the key before it says to press again, and how often it looks.
+KEY_WAIT_S, KEY_WAIT_STEP_S = 10.0, 0.05
 
 INPUT_MODES: dict[str, str] = {
     "vectors": "Numbers or vectors (Q, K, V)",
@@ -348,7 +351,7 @@ class LearnerState(param.Parameterized):
         "runs saved with it can be explained here. A state made without one (a script, a test) makes "
         "a key of its own for its life; a served page takes its browser's (take_page_key)."))
     awaiting_key = param.Boolean(default=False, doc=(
-        "A served page whose browser has not sent its key yet: Save run waits for it."))
+        "A served page whose browser has not sent its key yet: Save run waits for it (KEY_WAIT_S)."))
     owned = param.List(default=[], item_type=str, doc=(
         "Ids of the runs in saved that this page saved (with its key): the only ones it can explain. "
         "The others are shown from a link (?runs=) and only read."))
@@ -671,6 +674,10 @@ class LearnerState(param.Parameterized):
         if not store_calls.served():
             self.save_run(ablation)
             return False
+        if self.awaiting_key and not self.saving:
+            self.saving = True
+            pn.state.execute(functools.partial(self._save_once_key_arrives, ablation))
+            return True
         record = self._begin_save(ablation)
         if record is not None:
             pn.state.execute(functools.partial(self._save_in_thread, record, ablation))
@@ -705,6 +712,26 @@ class LearnerState(param.Parameterized):
         store takes its time (a locked table, a busy disk). :attr:`saving` is true meanwhile (a
         call then saves nothing); past :data:`SAVING_SHOWN_AFTER_S` the page says "Saving…" and
         Save run is off (:attr:`save_pending`) until the store answers."""
+        if self.awaiting_key and not self.saving:
+            self.saving = True
+            return await self._save_once_key_arrives(ablation)
+        record = self._begin_save(ablation)
+        return None if record is None else await self._save_in_thread(record, ablation)
+
+    async def _save_once_key_arrives(self, ablation: Ablation | None) -> ExperimentRecord | None:
+        """Save run pressed in a served page's first moments, before its key has reached the
+        server (:attr:`saving` is already true: a press meanwhile is this save): wait for the key
+        (at most :data:`KEY_WAIT_S`, "Saving…" after :data:`SAVING_SHOWN_AFTER_S`), then save as
+        :meth:`save_run_in_thread`; still no key, and :attr:`save_message` says to press again."""
+        try:
+            for step in range(int(KEY_WAIT_S / KEY_WAIT_STEP_S)):
+                if not self.awaiting_key:
+                    break
+                if step * KEY_WAIT_STEP_S >= SAVING_SHOWN_AFTER_S and not self.save_pending:
+                    self.param.update(save_pending=True, save_ok=True, save_message="Saving…")
+                await asyncio.sleep(KEY_WAIT_STEP_S)
+        finally:
+            self.param.update(saving=False, save_pending=False)
         record = self._begin_save(ablation)
         return None if record is None else await self._save_in_thread(record, ablation)
 
