@@ -577,6 +577,19 @@ def test_the_class_picture_draws_the_newest_runs_up_to_its_limit_and_says_so(sto
     assert list(chart.source.data["label"]) == ["first", "open"] and chart.note.object == ""
 
 
+def test_an_empty_picture_says_why_no_runs_yet_or_none_passes_the_filters(store, tmp_path):
+    empty = ClassChartView(state=InstructorState(store=sqlite_store(tmp_path / "empty")))
+    assert list(empty.source.data["label"]) == []
+    assert "No runs yet." in empty.note.object
+    s = InstructorState(store=store)
+    chart = ClassChartView(state=s)
+    s.learner = "nobody"
+    assert list(chart.source.data["label"]) == []
+    assert "No run passes the filters</b> (the store holds 3)" in chart.note.object
+    s.learner = ""
+    assert len(chart.source.data["label"]) == 3 and chart.note.object == ""
+
+
 def test_the_whole_class_views_wait_for_the_store_to_change_not_for_the_filters(store, monkeypatch):
     page = InstructorPage(store)
     counted = []

@@ -195,13 +195,24 @@ class ClassChartView(pn.viewable.Viewer):
             self.colors.update(factors=self._modes, palette=palette)
             self.source.data = data
             self.key.object = mode_key(self._modes, counts, palette)
-            matching = self.state.matching
-            self.note.object = ("" if matching <= len(self._runs) else
-                                html("<p data-testid='class-note'><b>The newest {:,} of the {:,} runs the "
-                                     "filters keep are drawn.</b> Filter by date, learner or mode to see "
-                                     "others; the table and the exports hold them all.</p>",
-                                     len(self._runs), matching))
+            self.note.object = self._note()
         self._show_selected()
+
+    def _note(self) -> Markup | str:
+        """What the picture says above its figures: why they are empty, or that they draw only the
+        newest :data:`CHART_RUNS` runs; nothing otherwise."""
+        matching, total = self.state.matching, self.state.total
+        if not self._runs and not total:
+            return html("<p data-testid='class-note'><b>No runs yet.</b> Each run a learner saves "
+                        "appears here and in the table without a reload.</p>")
+        if not self._runs:
+            return html("<p data-testid='class-note'><b>No run passes the filters</b> (the store holds "
+                        "{:,}): change or clear them to see the class's runs.</p>", total)
+        if matching <= len(self._runs):
+            return ""
+        return html("<p data-testid='class-note'><b>The newest {:,} of the {:,} runs the filters keep are "
+                    "drawn.</b> Filter by date, learner or mode to see others; the table and the "
+                    "exports hold them all.</p>", len(self._runs), matching)
 
     def _relabel(self, *events) -> None:
         """Only the hover's local times change with the browser's zone: send just that column."""
