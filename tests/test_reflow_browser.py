@@ -52,6 +52,18 @@ SCROLLING_SIDEWAYS_JS = """(designated) => {
 }"""
 
 
+# Parts of a runs table's header row past the table's right edge (Panel's 1 px filler column
+# clips its own content: not a column to read).
+CUT_HEADER_JS = """() => { const out = []
+  const walk = (root) => { for (const el of root.querySelectorAll('.tabulator')) {
+      const right = el.getBoundingClientRect().right
+      for (const c of el.querySelectorAll('.tabulator-col:not(.empty), .tabulator-col:not(.empty) *'))
+        if (c.getBoundingClientRect().width > 0 && c.getBoundingClientRect().right > right + 0.5)
+          out.push(c.className) }
+    for (const el of root.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot) }
+  walk(document); return out }"""
+
+
 # The words (split at spaces and hyphens) of the given elements' own text that the browser
 # drew over two lines: a word cut inside.
 BROKEN_WORDS_JS = """els => els.flatMap(el => {
@@ -240,14 +252,10 @@ def test_each_tick_box_of_the_instructor_table_is_named_for_its_run(server, page
         assert broken == [], f"at {width} px, words of the runs table split over two lines: {broken}"
         # Scrolled to its end, the table shows its last column whole.
         page.locator(".tabulator-tableholder").evaluate("h => { h.scrollLeft = h.scrollWidth }")
-        page.wait_for_timeout(200)  # Tabulator moves the header row with the rows on scroll
-        cut = page.evaluate("""() => { const out = []
-          const walk = (root) => { for (const el of root.querySelectorAll('.tabulator')) {
-              const right = el.getBoundingClientRect().right
-              // Panel's 1 px filler column clips its own content: not a column to read.
-              for (const c of el.querySelectorAll('.tabulator-col:not(.empty), .tabulator-col:not(.empty) *'))
-                if (c.getBoundingClientRect().width > 0 && c.getBoundingClientRect().right > right + 0.5)
-                  out.push(c.className) }
-            for (const el of root.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot) }
-          walk(document); return out }""")
+        # Tabulator moves the header row with the rows on scroll, a moment later.
+        try:
+            page.wait_for_function(f"() => ({CUT_HEADER_JS})().length === 0", timeout=5_000)
+        except PlaywrightTimeoutError:
+            pass
+        cut = page.evaluate(CUT_HEADER_JS)
         assert cut == [], f"at {width} px, header parts past the table's right edge: {cut}"
