@@ -506,7 +506,7 @@ def test_ten_thousand_runs_refresh_queries_nothing_while_the_store_is_unchanged(
     pn.state.clear_caches()
 
 
-def test_the_pager_moves_through_the_pages_and_names_each_sorts_directions(store):
+def test_the_pager_moves_through_the_pages_and_names_each_sorts_directions(store, tmp_path):
     from app.instructor.table import PagerView, order_options
 
     for minutes in range(1, 43):  # 45 runs: three pages
@@ -542,6 +542,8 @@ def test_the_pager_moves_through_the_pages_and_names_each_sorts_directions(store
     s.learner = "nobody"
     assert pager.where.object == "<span data-testid='runs-page'>of 1 (no run passes the filters)</span>"
     assert pager.next.disabled and pager.previous.disabled
+    empty = PagerView(state=InstructorState(store=sqlite_store(tmp_path / "empty")))
+    assert empty.where.object == "<span data-testid='runs-page'>of 1 (no runs yet)</span>"
     assert order_options("d_k") == {"Largest first": True, "Smallest first": False}
 
 
@@ -577,17 +579,23 @@ def test_the_class_picture_draws_the_newest_runs_up_to_its_limit_and_says_so(sto
     assert list(chart.source.data["label"]) == ["first", "open"] and chart.note.object == ""
 
 
-def test_an_empty_picture_says_why_no_runs_yet_or_none_passes_the_filters(store, tmp_path):
+def test_an_empty_picture_says_why_and_the_future_weight_axis_never_goes_below_0(store, tmp_path):
     empty = ClassChartView(state=InstructorState(store=sqlite_store(tmp_path / "empty")))
     assert list(empty.source.data["label"]) == []
     assert "No runs yet." in empty.note.object
+    future = empty.figures[0].y_range  # a weight is never negative: 0 to 1 until one is above 0
+    assert (future.start, future.end) == (0, 1)
     s = InstructorState(store=store)
     chart = ClassChartView(state=s)
+    future = chart.figures[0].y_range
+    assert future.start == 0 and np.isnan(future.end)  # the "no mask" run's weight: from the data
     s.learner = "nobody"
-    assert list(chart.source.data["label"]) == []
+    assert list(chart.source.data["label"]) == [] and future.end == 1
     assert "No run passes the filters</b> (the store holds 3)" in chart.note.object
+    s.learner = "grace"  # mask after softmax: its future weight is 0 too
+    assert list(chart.source.data["label"]) == ["broken"] and future.end == 1
     s.learner = ""
-    assert len(chart.source.data["label"]) == 3 and chart.note.object == ""
+    assert len(chart.source.data["label"]) == 3 and chart.note.object == "" and np.isnan(future.end)
 
 
 def test_the_whole_class_views_wait_for_the_store_to_change_not_for_the_filters(store, monkeypatch):

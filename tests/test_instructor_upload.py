@@ -40,9 +40,9 @@ def test_an_upload_imports_records_and_bundles_and_says_what_it_did(store):
         ("same-id.json", [], [], [here.id])]
     assert report.files[3].error.startswith("not valid JSON")
     summary = upload_summary(report)
-    assert ("<b>Not imported: 2 of 4 files.</b> Upload: imported 2 runs, skipped 1 already in the store, "
-            "refused 1 (same id, different content), 0 not valid, 1 of 4 files not read, 1 file refused whole "
-            "(0 valid runs held back).") in summary
+    assert ("<b>Not imported: 2 of the 4 files listed below.</b> Upload: imported 2 runs, skipped 1 already "
+            "in the store, refused 1 (same id, different content), 0 not valid, 1 of 4 files not read, 1 file "
+            "refused whole (0 valid runs held back).") in summary
     assert "notes.json: not valid JSON" in summary
     assert "class='import refused' role='alert'" in summary  # not the green of an upload that all went in
     # The files not taken first, in the error's box; then the others, in a box of their own.
@@ -89,7 +89,7 @@ def test_an_upload_refuses_a_whole_bundle_for_one_run_whose_learner_holds_a_bidi
     assert "class.json: nothing imported (a file is taken whole), held back 1 valid, 1 not valid" in summary
     assert "class.json runs[1]: learner holds U+202E (a bidirectional override" in summary
     assert "\u202e" not in summary and "\0" not in summary
-    assert "<b>Not imported: 1 of 1 file.</b>" in summary and "role='alert'" in summary
+    assert "<b>Not imported: the file listed below.</b>" in summary and "role='alert'" in summary
     assert store.count() == 1 and "Lin" not in {r.learner for r in store.iter_summaries()}
     # What the import made of the files stands above the drop area and its "Upload complete" tiles.
     layout = view.__panel__()
@@ -133,8 +133,8 @@ def test_upload_in_a_real_browser_then_the_size_limit(tmp_path, page):
                                                            "readme.txt", "empty.json", "rows-sum-to-1.json",
                                                            "ada-rlo.json")])
         summary = page.get_by_test_id("import-summary")
-        expect(summary).to_contain_text("Not imported: 5 of 7 files. Upload: imported 2 runs, skipped 1 already "
-                                        "in the store")
+        expect(summary).to_contain_text("Not imported: 5 of the 7 files listed below. Upload: imported 2 runs, "
+                                        "skipped 1 already in the store")
         expect(summary).to_contain_text("ada-rlo.json: learner holds U+202E (a bidirectional override")
         # An error, above the drop area whose tiles all say "Upload complete".
         expect(page.get_by_role("alert").filter(has_text="Not imported")).to_be_visible()

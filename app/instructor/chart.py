@@ -101,8 +101,10 @@ class ClassChartView(pn.viewable.Viewer):
         # (axis titles inside the canvas) on a narrow screen.
         # Row sums sit at 1.0 give or take 1e-16 until a broken run arrives: padded by a relative
         # 10 % of that span the axis read "1" alone with every point on it; 0.05 each side does not.
+        # A future-token weight is never negative: its axis starts at 0 (a class of correct runs,
+        # all 0, read -1 to 1), and spans 0 to 1 until a run has some (see _update).
         y_range = DataRange1d(range_padding=0.05, range_padding_units="absolute") \
-            if column == "min_row_sum" else DataRange1d()
+            if column == "min_row_sum" else DataRange1d(start=0, end=1)
         fig = figure(title=title, name=f"{name}-figure", height=300, sizing_mode="stretch_width",
                      min_width=FIGURE_MIN_WIDTH, max_width=FIGURE_WIDTH, tools="", x_range=self.x_range,
                      y_range=y_range,
@@ -194,6 +196,8 @@ class ClassChartView(pn.viewable.Viewer):
             self.x_range.update(start=-0.6, end=max(len(self._modes), 1) - 0.4)
             self.colors.update(factors=self._modes, palette=palette)
             self.source.data = data
+            # Its end found from the data (NaN: Bokeh's "not given") once a weight is above 0.
+            self.figures[0].y_range.end = 1.0 if not np.nanmax(data["future_weight"], initial=0) > 0 else np.nan
             self.key.object = mode_key(self._modes, counts, palette)
             self.note.object = self._note()
         self._show_selected()

@@ -204,7 +204,7 @@ class PagerView(pn.viewable.Viewer):
         self.page = pn.widgets.IntInput(label="Page", value=s.page, width=90, stylesheets=[NO_SPIN_BUTTONS])
         self.page.param.watch(self._typed, "value")
         self.where = pn.pane.HTML("", name="runs-page", align="end", margin=(5, 10, 14, 4))
-        s.param.watch(self._update, ["page", "matching"])
+        s.param.watch(self._update, ["page", "matching", "total"])
         s.param.watch(self._sorted_by, "sort_by")
         s.param.watch(lambda e: setattr(self.order, "value", e.new), "descending")
         self._update()
@@ -224,7 +224,8 @@ class PagerView(pn.viewable.Viewer):
         self.page.value = s.page
         first = (s.page - 1) * PAGE_SIZE + 1
         last = min(s.page * PAGE_SIZE, s.matching)
-        shown = f"runs {first:,}–{last:,} of {s.matching:,}" if s.matching else "no run passes the filters"
+        shown = (f"runs {first:,}–{last:,} of {s.matching:,}" if s.matching else
+                 "no run passes the filters" if s.total else "no runs yet")
         self.where.object = html("<span data-testid='runs-page'>of {:,} ({})</span>", s.pages, shown)
         self.first.disabled = self.previous.disabled = s.page <= 1
         self.next.disabled = self.last.disabled = s.page >= s.pages

@@ -31,6 +31,13 @@ from app.store.importing import FileReport, ImportReport, import_data, log_impor
 MAX_UPLOAD_MB = 50  # per file: a class's export bundle of 10,000 runs is ~30 MB
 
 
+def _not_taken(report: ImportReport) -> str:
+    listed, kept_out = len(report.files), sum(not f.taken for f in report.files)
+    if listed == 1:
+        return "the file listed below"
+    return f"{kept_out:,} of the {listed:,} files listed below"
+
+
 def upload_summary(report: ImportReport, limit: int = 40) -> Markup:
     """What an upload did, as escaped HTML: the totals in one sentence, then each file's lines
     (what it added, skipped and refused, and why a file or a record was not taken), the files
@@ -49,10 +56,10 @@ def upload_summary(report: ImportReport, limit: int = 40) -> Markup:
                     "<p><b>Upload: {}.</b></p>{}</div>", report.summary(), items(taken, limit))
     # The files kept out in the error's box; those taken below it, in the box of an upload that
     # went in (a newcomer read "imported 1" inside the red box as refused too).
-    kept_out = html("<div class='import refused' role='alert'><p><b>Not imported: {:,} of {:,} file{}.</b> "
-                    "Upload: {}.</p>{}</div>", len(report.files) - sum(f.taken for f in report.files),
-                    len(report.files), "s" if len(report.files) != 1 else "", report.summary(),
-                    items(refused, limit))
+    # Of the files listed in the drop area, each drop's with the earlier ones' (a newcomer read a
+    # count of all of them as this drop's): a file removed from the list leaves the summary.
+    kept_out = html("<div class='import refused' role='alert'><p><b>Not imported: {}.</b> Upload: {}.</p>{}"
+                    "</div>", _not_taken(report), report.summary(), items(refused, limit))
     went_in = html("<div class='import done' role='status'><p>The other files, read whole:</p>{}</div>",
                    items(taken, max(0, limit - len(refused)))) if taken else ""
     return html("<div data-testid='import-summary'>{}{}</div>", kept_out, went_in)
