@@ -68,10 +68,11 @@ Private Panel names
   ``_server_destroy`` hook. Why: Panel's own hook looks the area up after Bokeh has dropped the
   document, so every closed page's area, model and document stayed in ``pn.state._views``
   (``tests/test_session_memory.py`` fails without it). Upstream: no issue found for this path.
-- The heat maps' canvas edge (``app/shared/heatmap_canvas.css``) — a stylesheet on each heat
-  map's figure hides the first pixel column and row of BokehJS's ``.bk-Canvas`` element (its class
-  name is BokehJS's own). Why: BokehJS clears the canvas half a pixel in, so that edge keeps
-  marks from an early paint (":" or "|" at a map's left edge). Upstream: no issue found.
+- The figures' canvas edge (``app/shared/canvas_edge.css``) — a stylesheet on each heat map's,
+  contributions chart's and class picture's figure hides the first pixel column and row of
+  BokehJS's ``.bk-Canvas`` element (its class name is BokehJS's own). Why: BokehJS clears the
+  canvas half a pixel in, so that edge keeps marks from an early paint (":" or "|" at a
+  figure's left edge). Upstream: no issue found.
 - The instructor table's resync script (``TABLE_RESYNC_JS``, in ``app/instructor/``) — uses
   Panel's ``DataTabulatorView._building`` and ``setData()``, Tabulator's own ``getDataCount()``
   and ``getData()``, and BokehJS's public ``Bokeh.index`` and ``child_views``. Why: two data changes in quick

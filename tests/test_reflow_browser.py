@@ -121,9 +121,10 @@ def test_at_640_px_the_page_is_one_column_in_every_mode_and_at_the_largest_input
     expect(page.get_by_label("W_V row 4, column 4", exact=True)).to_be_visible()
     walk_failure_modes(page, 640, "matrix mode, batch of 3")
     assert blocking_violations(page) == []
-    # No stray marks at a map's left edge, which BokehJS never clears (app/shared/heatmap_canvas.css):
+    # No stray marks at a map's left edge, which BokehJS never clears (app/shared/canvas_edge.css):
     # every item's maps hide that pixel. (A screenshot shows the marks only now and then.)
-    figures = [f"{k}-item-{b}-figure" for k in ("scores", "weights") for b in (1, 2, 3)]
+    figures = [f"{k}-item-{b}-figure" for k in ("scores", "weights") for b in (1, 2, 3)] + [
+        f"contributions-{k}-figure" for k in ("score", "weight", "value", "contribution")]
     assert dict(page.evaluate(CANVAS_CLIPS_JS, figures)) == dict.fromkeys(figures, "inset(1px 0px 0px 1px)")
 
 
@@ -246,6 +247,8 @@ def test_each_tick_box_of_the_instructor_table_is_named_for_its_run(server, page
         for figure in page.locator(".bk-Figure").all()[:2]:  # the class picture, axis titles and all
             box = figure.bounding_box()
             assert box["x"] >= 0 and box["x"] + box["width"] <= width, (width, box)
+        pictures = ["class-future-figure", "class-row-sum-figure"]  # no stray marks at their left edge
+        assert dict(page.evaluate(CANVAS_CLIPS_JS, pictures)) == dict.fromkeys(pictures, "inset(1px 0px 0px 1px)")
         # (The learner's own words, 100 letters without a break here, wrap where they must.)
         broken = page.locator(".tabulator-col-title, .tabulator-cell:not([tabulator-field=learner])"
                               ":not([tabulator-field=label])").evaluate_all(BROKEN_WORDS_JS)

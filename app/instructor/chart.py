@@ -20,6 +20,7 @@ from bokeh.plotting import figure
 
 from app.instructor.columns import created_texts, numbers, texts
 from app.instructor.state import InstructorState, mode_order
+from app.shared.heatmap import CANVAS_EDGE_CSS
 from app.shared.html import Markup, html, join
 from app.shared.numbers import format_result
 from app.shared.static import read_text
@@ -245,8 +246,10 @@ class ClassChartView(pn.viewable.Viewer):
                          "mode or by learner. Click a point to select that run for comparison.</p>"),
             pn.widgets.RadioButtonGroup.from_param(self.param.group_by),
             self.note,
+            # The pane sets its figure's stylesheets: CANVAS_EDGE_CSS given to the figure is dropped.
             pn.FlexBox(*(pn.pane.Bokeh(f, sizing_mode="stretch_width", min_width=FIGURE_MIN_WIDTH,
-                                       max_width=FIGURE_WIDTH) for f in self.figures)),
+                                       max_width=FIGURE_WIDTH, stylesheets=[CANVAS_EDGE_CSS])
+                         for f in self.figures)),
             self.key,
             sizing_mode="stretch_width",
         )

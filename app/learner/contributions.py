@@ -30,6 +30,7 @@ from bokeh.plotting import figure
 
 from app.learner.state import LearnerState
 from app.shared.compare import TABLE_CSS
+from app.shared.heatmap import CANVAS_EDGE_CSS
 from app.shared.html import Markup, each, html, join
 from app.shared.numbers import format_number
 from app.shared.static import read_text
@@ -345,7 +346,7 @@ class ContributionsView(pn.viewable.Viewer):
     def _figure(self, title: str, name: str):
         fig = figure(title=title, name=name, width=self.chart_width, height=190, x_range=self.x_range,
                      y_range=DataRange1d(range_padding=0.4), toolbar_location=None, tools="",
-                     x_axis_label="source (key) j")
+                     x_axis_label="source (key) j", stylesheets=[CANVAS_EDGE_CSS])
         fig.xaxis.ticker = self.ticker
         fig.xgrid.grid_line_color = None
         fig.yaxis.minor_tick_line_color = None

@@ -136,7 +136,8 @@ def label_fits(text: str, font_px: float, cell_width: float, cell_height: float,
 # hidden. A Bokeh button in the figure's own layout, not a Panel one: Panel's JS links are not
 # attached to widgets added after the page loaded, as the comparison's maps are.
 _SAVE_JS = read_text(__package__, "heatmap_save.js")
-_CANVAS_CSS = read_text(__package__, "heatmap_canvas.css")  # no stray marks at the left edge
+#: On every figure (heat maps, contributions, the class picture): no stray marks at its left edge.
+CANVAS_EDGE_CSS = read_text(__package__, "canvas_edge.css")
 
 
 def cell_text(x: float, style: str) -> str:
@@ -241,7 +242,7 @@ class HeatMap(pn.viewable.Viewer):
             title=title, name=f"{name}-figure", x_range=self.x_range, y_range=self.y_range,
             width=size + 100, height=size, toolbar_location=None, tools="",
             x_axis_label="key (column)", y_axis_label="query (row)", x_axis_location="above",
-            stylesheets=[_CANVAS_CSS],
+            stylesheets=[CANVAS_EDGE_CSS],
         )
         fig.rect(
             x="column", y="row", width=1, height=1, source=self.source,
