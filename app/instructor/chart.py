@@ -198,7 +198,7 @@ class ClassChartView(pn.viewable.Viewer):
             self.colors.update(factors=self._modes, palette=palette)
             self.source.data = data
             # Its end found from the data (NaN: Bokeh's "not given") once a weight is above 0.
-            self.figures[0].y_range.end = 1.0 if not np.nanmax(data["future_weight"], initial=0) > 0 else np.nan
+            self.figures[0].y_range.end = np.nan if np.nanmax(data["future_weight"], initial=0) > 0 else 1.0
             self.key.object = mode_key(self._modes, counts, palette)
             self.note.object = self._note()
         self._show_selected()
