@@ -125,7 +125,7 @@ def test_save_run_pressed_before_the_key_arrives_saves_once_it_has(store, monkey
             assert s.press_save() and len(scheduled) == 1  # pressed again meanwhile: that save
         else:
             assert await s.save_run_in_thread() is None
-        s.take_page_key(PAGE_KEY)  # with no session, its runs are listed at once
+        s.take_page_key(PAGE_KEY)  # its runs listed (served: in a task), then awaiting_key is false
         return await save
 
     record = run_async(press_twice_then_key())
