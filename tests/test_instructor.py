@@ -579,24 +579,24 @@ def test_the_class_picture_draws_the_newest_runs_up_to_its_limit_and_says_so(sto
     assert list(chart.source.data["label"]) == ["first", "open"] and chart.note.object == ""
 
 
-def test_an_empty_picture_says_why_and_its_axes_never_go_below_0(store, tmp_path):
+def test_an_empty_picture_says_why_and_its_axes_show_0_to_1_not_below_0(store, tmp_path):
     empty = ClassChartView(state=InstructorState(store=sqlite_store(tmp_path / "empty")))
     assert list(empty.source.data["label"]) == []
     assert "No runs yet." in empty.note.object
     future = empty.figures[0].y_range  # a weight is never negative: 0 to 1 until one is above 0
-    assert (future.start, future.end) == (0, 1)
-    row_sums = empty.figures[1].y_range  # nor a row sum: 0 to just above 1
-    assert (row_sums.start, row_sums.end) == (0, 1.05)
+    assert (future.start, future.end) == (-0.05, 1.05)  # with room for a point's marker each side
+    row_sums = empty.figures[1].y_range  # nor a row sum: 0 to 1
+    assert (row_sums.start, row_sums.end) == (-0.05, 1.05)
     s = InstructorState(store=store)
     chart = ClassChartView(state=s)
     future = chart.figures[0].y_range
-    assert future.start == 0 and np.isnan(future.end)  # the "no mask" run's weight: from the data
+    assert future.start == -0.05 and np.isnan(future.end)  # the "no mask" run's weight: from the data
     s.learner = "nobody"
-    assert list(chart.source.data["label"]) == [] and future.end == 1
+    assert list(chart.source.data["label"]) == [] and future.end == 1.05
     assert "No run passes the filters</b> (the store holds 3)" in chart.note.object
     s.learner = "grace"  # mask after softmax: its future weight is 0 too, its row sums below 1
-    assert list(chart.source.data["label"]) == ["broken"] and future.end == 1
-    assert (chart.figures[1].y_range.start, chart.figures[1].y_range.end) == (0, 1.05)
+    assert list(chart.source.data["label"]) == ["broken"] and future.end == 1.05
+    assert (chart.figures[1].y_range.start, chart.figures[1].y_range.end) == (-0.05, 1.05)
     s.learner = ""
     assert len(chart.source.data["label"]) == 3 and chart.note.object == "" and np.isnan(future.end)
 

@@ -30,7 +30,7 @@ CHART_HEIGHT = 460  # px: the class picture's heading, one row of its two figure
 # many times over, and a store of years of classes is not read and sent whole on every change.
 CHART_RUNS = 5_000
 FIGURE_WIDTH, FIGURE_MIN_WIDTH = 520, 280  # px
-ROW_SUM_ROOM = 0.05  # above the largest smallest row sum (1 for a correct run): its points clear the frame
+ROOM = 0.05  # below 0 and above the top of each axis: a point at 0 or at 1 is drawn whole, not cut by the frame
 
 
 _KEY_CSS = read_text(__package__, "chart_key.css")
@@ -101,11 +101,11 @@ class ClassChartView(pn.viewable.Viewer):
     def _figure(self, title: str, column: str, name: str) -> figure:
         # As wide as the window allows up to 520 px: side by side at 1280 px, stacked and whole
         # (axis titles inside the canvas) on a narrow screen.
-        # Neither a row sum nor a future-token weight is ever negative: both axes start at 0 (from
-        # the data alone, a class of correct runs, all 0 or all 1, read -1 to 1, or "1" alone with
-        # every point on it). Row sums: 0 to just above 1 (or the largest); future-token weights:
-        # 0 to 1 until a run has some, then to the data's top (see _update).
-        y_range = Range1d(0, 1 + ROW_SUM_ROOM) if column == "min_row_sum" else DataRange1d(start=0, end=1)
+        # Neither a row sum nor a future-token weight is ever negative: both axes show 0 to 1, with
+        # ROOM each side (from the data alone, a class of correct runs, all 0 or all 1, read -1 to
+        # 1, or "1" alone with every point on it); row sums up to the largest if above 1, weights
+        # to the data's top once a run has some (see _update).
+        y_range = Range1d(-ROOM, 1 + ROOM) if column == "min_row_sum" else DataRange1d(start=-ROOM, end=1 + ROOM)
         fig = figure(title=title, name=f"{name}-figure", height=300, sizing_mode="stretch_width",
                      min_width=FIGURE_MIN_WIDTH, max_width=FIGURE_WIDTH, tools="", x_range=self.x_range,
                      y_range=y_range,
@@ -198,8 +198,8 @@ class ClassChartView(pn.viewable.Viewer):
             self.colors.update(factors=self._modes, palette=palette)
             self.source.data = data
             # The weights' end found from the data (NaN: Bokeh's "not given") once one is above 0.
-            self.figures[0].y_range.end = np.nan if np.nanmax(data["future_weight"], initial=0) > 0 else 1.0
-            self.figures[1].y_range.end = np.nanmax(data["min_row_sum"], initial=1.0) + ROW_SUM_ROOM
+            self.figures[0].y_range.end = np.nan if np.nanmax(data["future_weight"], initial=0) > 0 else 1 + ROOM
+            self.figures[1].y_range.end = np.nanmax(data["min_row_sum"], initial=1.0) + ROOM
             self.key.object = mode_key(self._modes, counts, palette)
             self.note.object = self._note()
         self._show_selected()
