@@ -141,8 +141,7 @@ def save_as_learner(context, server, learner: str, label: str, *, broken: bool =
     page.get_by_label("Label").fill(label)
     page.get_by_label("Label").press("Tab")
     page.get_by_role("button", name="Save run").click()
-    # A save with no answer at all has been seen here: the failure then says what the browser
-    # holds of Save run's answer.
+    # Without a "Saved run" answer the failure says what the browser holds of Save run's answer.
     expect_save_answer(page, page.get_by_text(re.compile("Saved run “")))
     page.close()
 

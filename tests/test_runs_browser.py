@@ -94,8 +94,8 @@ def test_clicking_a_heat_map_row_shows_that_rows_steps(server, page, watch):
     click_cell(page, "scores-figure", 1, 3)
     expect(page.get_by_text("Row 1: query 1 against keys 1–3.")).to_be_visible()
     expect(row_steps(page)).to_contain_text("[1.000, −∞, −∞]")
-    # The Row control and the steps agree both ways. The click's own "Row 1" reaches the field
-    # first: typed before it arrives, "2" was overwritten and never sent (a fresh clone's failure).
+    # The Row control and the steps agree both ways. First the click's own "Row 1" in the field:
+    # typed before it arrived, "2" was overwritten and never sent (a fresh clone's failure).
     expect(page.get_by_label("Row", exact=True)).to_have_value("1")
     type_number(page, "Row", "2")
     expect(page.get_by_text("Row 2: query 2 against keys 1–3.")).to_be_visible()

@@ -674,9 +674,8 @@ class LearnerState(param.Parameterized):
         if not store_calls.served():
             self.save_run(ablation)
             return False
-        if self.awaiting_key and not self.saving:
-            self.saving = True
-            pn.state.execute(functools.partial(self._save_once_key_arrives, ablation))
+        if self.awaiting_key and not self.saving:  # it waits for the key (save_run_in_thread)
+            pn.state.execute(functools.partial(self.save_run_in_thread, ablation))
             return True
         record = self._begin_save(ablation)
         if record is not None:
