@@ -32,6 +32,7 @@ from app.store import RunStore
 from app.upstream import (
     answer_without_nagle_delay,
     load_mathjax_only_for_tex,
+    make_bokeh_container_defaults_when_first_read,
     refuse_pages_while,
     workers_end_with_their_parent,
 )
@@ -262,6 +263,7 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
     guarded = "password" if instructor_password else "no password"
     load_mathjax_only_for_tex()
     answer_without_nagle_delay()
+    make_bokeh_container_defaults_when_first_read()
     refuse_pages_while(stopping, refuse_page)  # once a stop signal came: see app.shutdown
     log_sessions_and_errors()
     pn.state.on_session_created(_count_opened_page)

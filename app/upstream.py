@@ -4,8 +4,9 @@ Checked on the versions in :data:`CHECKED_ON`. ``tests/test_upstream.py`` fails 
 upstream behaviour an item relies on changes; read the item's line here before changing it.
 Where Panel's public API could do it, it is used instead (see "public API" under each item).
 
-Process-wide (the whole server process). The first two have a figure in ``make bench``, with
-and without them in the same run (``bench/upstream.py``); the others are correctness, not speed.
+Process-wide (the whole server process). The first two and the last have a figure in ``make
+bench``, with and without them in the same run (``bench/upstream.py``); the others are
+correctness, not speed.
 
 - :func:`answer_without_nagle_delay` — ``TCP_NODELAY`` on every page's websocket, by putting a
   subclass of Panel's ``WSHandler`` in Bokeh's route table ``bokeh.server.urls.per_app_patterns``
@@ -33,6 +34,15 @@ and without them in the same run (``bench/upstream.py``); the others are correct
   stay on the server (``tests/test_upstream.py`` reproduces it with Panel's own queue; the class
   bench counts saves stored but never confirmed).
   Upstream: no issue found; Panel has no option for it.
+- :func:`make_bokeh_container_defaults_when_first_read` — replaces Bokeh's ``HasProps.__init__``
+  (a copy but for one test), wraps ``HasProps.query_properties_with_values`` and replaces
+  ``bokeh.model.util.visit_immediate_value_references``. Why: Bokeh makes every model's
+  default lists, dicts and sets when the model is built, each a wrapper object with a set of its
+  owners, nearly all of them empty and never read: memory every open page held (the figure is
+  in bench/README.md). The page's first message is the same
+  (``tests/test_upstream.py`` compares it). Public API: none. Upstream: Bokeh's own ``TODO`` in
+  ``query_properties_with_values`` ("this should happen before get_value()"); no issue found
+  for the defaults made at once.
 
 Private Panel names
 
@@ -231,6 +241,93 @@ def load_mathjax_only_for_tex() -> None:
 
     if hasattr(resources, "_panel_use_mathjax"):
         resources._panel_use_mathjax = panel_html_needs_mathjax
+
+
+def _holding_a_value(model) -> set[str]:
+    """The names of ``model``'s properties that hold a value: set, a default already read
+    (Bokeh's ``_unstable_default_values``), or themed."""
+    return model._property_values.keys() | model._unstable_default_values.keys() | \
+        (model.themed_values() or {}).keys()
+
+
+def make_bokeh_container_defaults_when_first_read() -> None:
+    """Have every Bokeh model make its default lists, dicts and sets (``tags``,
+    ``js_event_callbacks``, ``css_classes``, …) the first time one is read, not when it is built.
+
+    Bokeh 3.9's ``HasProps.__init__`` makes every such default at once, each a wrapper object
+    with an instance dict and a set of owners, nearly all of them empty and never read again.
+    Three places change together, so that none of them reads a default it does not need:
+
+    - ``HasProps.__init__`` (copied from Bokeh 3.9.2 but for the one test marked below) makes
+      only the defaults that are not lists, dicts or sets (models such as a figure's
+      ``Toolbar``, which must be sent with the page; sequences Bokeh does not wrap, which it
+      sends as they are).
+    - ``HasProps.query_properties_with_values`` with ``include_defaults=False`` (what a model's
+      serialization asks) no longer reads a property it is about to leave out: Bokeh reads every
+      property first, then drops the ones not set (its own ``TODO`` says it should not).
+    - ``bokeh.model.util.visit_immediate_value_references`` (the walk behind ``references()``
+      and a document's models) visits only properties holding a value: a default never read is
+      an empty container or a fixed value and refers to no model.
+
+    What the browser gets is the same: a container default nobody changed was never sent
+    (``tests/test_upstream.py`` compares a learner page's document both ways). Read later, a
+    default is made as before and changes to it are sent. ``bench/page_memory.py`` and the
+    classroom bench give the figure.
+    """
+    from bokeh.core import has_props
+    from bokeh.core.property.container import Dict, List, Set
+    from bokeh.core.property.singletons import Intrinsic, Undefined
+    from bokeh.model import util
+
+    if getattr(has_props.HasProps.__init__, "defaults_when_first_read", False):
+        return
+    # The containers Bokeh wraps to hear of changes; such a default, unchanged, is never sent.
+    WRAPPED = (List, Set, Dict)  # noqa: N806
+
+    def __init__(self, **properties) -> None:
+        super(has_props.HasProps, self).__init__()
+        self._property_values = {}
+        self._unstable_default_values = {}
+        self._unstable_themed_values = {}
+        for name, value in properties.items():
+            if value is Undefined or value is Intrinsic:
+                continue
+            setattr(self, name, value)
+        initialized = set(properties.keys())
+        for name in self.properties(_with_props=True):
+            if name in initialized:
+                continue
+            desc = self.lookup(name)
+            # The one change: a list, set or dict default is made when first read (descriptor._get).
+            if desc.has_unstable_default(self) and not isinstance(desc.property, WRAPPED):
+                desc._get(self)
+        self._initialized = True
+
+    __init__.defaults_when_first_read = True
+    has_props.HasProps.__init__ = __init__
+
+    query_all = has_props.HasProps.query_properties_with_values
+
+    def query_properties_with_values(self, query, *, include_defaults=True, include_undefined=False):
+        if not include_defaults:
+            holding, asked = _holding_a_value(self), query
+
+            def query(descriptor):
+                return descriptor.name in holding and asked(descriptor)
+        return query_all(self, query, include_defaults=include_defaults, include_undefined=include_undefined)
+
+    has_props.HasProps.query_properties_with_values = query_properties_with_values
+
+    def visit_immediate_value_references(value, visitor) -> None:
+        if isinstance(value, has_props.HasProps):
+            holding = _holding_a_value(value)
+            for name in value.properties_with_refs():
+                if name in holding:
+                    util.visit_value_and_its_immediate_references(getattr(value, name), visitor)
+        else:
+            util.visit_value_and_its_immediate_references(value, visitor)
+
+    util.visit_immediate_value_references = visit_immediate_value_references
 
 
 def workers_end_with_their_parent() -> None:

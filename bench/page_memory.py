@@ -2,7 +2,9 @@
 
 A diagnosis, not a budget (``classroom`` measures the budget, RSS per open page). The learner
 page is built into a Bokeh ``Document`` in process, as ``layer_cost.py`` builds it, at the
-default state, with the part below the maps made (at once: not served). Printed:
+default state, with the part below the maps made (at once: not served), and with Bokeh's
+container defaults made when first read, as ``serve`` has them
+(:func:`app.upstream.make_bokeh_container_defaults_when_first_read`). Printed:
 
 - the whole page: Python memory the document holds (tracemalloc, allocations still alive after
   the build), its Bokeh models, and those of the first paint (before the part below the maps);
@@ -45,6 +47,9 @@ from app.learner.self_check import SelfCheckPanel
 from app.learner.state import LearnerState
 from app.learner.steps import RowStepsView
 from app.store import RunStore, sqlite_url
+from app.upstream import make_bokeh_container_defaults_when_first_read
+
+make_bokeh_container_defaults_when_first_read()  # as served
 
 VIEWS = {
     "inputs": InputsView, "prediction": PredictionView, "banner": BannerView,

@@ -225,6 +225,12 @@ def table(results: dict) -> list[tuple[str, str, str, str, str]]:
                          f"{ours['kib']:,.0f}" + (" (MathJax)" if ours["mathjax"] else ""),
                          f"Panel's own check: {panels['kib']:,.0f}" + (" (MathJax)" if panels["mathjax"] else ""),
                          "", ""))
+        if "container_defaults" in r:
+            ours, bokehs = r["container_defaults"]["ours"], r["container_defaults"]["bokeh"]
+            rows.append(("learner page in process, Bokeh's container defaults made when first read: "
+                         "KiB held / CPU to build and serialize (s)",
+                         f"{ours['kib']:,.0f} / {ours['cpu_s']:.2f}",
+                         f"all made at once (Bokeh's own): {bokehs['kib']:,.0f} / {bokehs['cpu_s']:.2f}", "", ""))
     return rows
 
 

@@ -8,6 +8,11 @@
 - **MathJax** — the JavaScript each page asks for (the files of Panel's bundle for the page's
   document, as the server renders it, summed on disk), with Panel's own MathJax check and with
   app/upstream.py's. Built in a fresh interpreter; no server, no browser.
+- **Bokeh's container defaults made when first read** — one default learner page built into a
+  Document and serialized (as a session's first message), in a fresh interpreter with and
+  without ``make_bokeh_container_defaults_when_first_read``: the Python memory the page holds
+  (tracemalloc, as bench/page_memory.py measures it) and the CPU time of building and
+  serializing it, medians. The server's RSS per open page is ``classroom``'s figure.
 """
 
 from __future__ import annotations
@@ -123,9 +128,73 @@ def mathjax() -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+def _page_held(lazy: bool, repeats: int) -> dict:
+    """KiB a default learner page holds and the CPU seconds of building and serializing it,
+    medians of ``repeats`` pages (after one warm-up), with or without the container defaults
+    made when first read."""
+    import gc
+    import statistics
+    import time
+    import tracemalloc
+
+    if lazy:
+        from app.upstream import make_bokeh_container_defaults_when_first_read
+
+        make_bokeh_container_defaults_when_first_read()
+    # Not page_memory's helpers: importing page_memory makes the change (as served).
+    import panel as pn
+    from bokeh.document import Document
+
+    from app.learner.page import LearnerPage
+    from app.store import RunStore, sqlite_url
+
+    def build_page(store):
+        doc = Document()
+        doc.add_root(pn.panel(LearnerPage(store=store)).get_root(doc))
+        return doc
+
+    def _held(build):
+        gc.collect()
+        tracemalloc.start()
+        out = build()
+        gc.collect()
+        size = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        return size, out
+
+    with tempfile.TemporaryDirectory(prefix="attention-bench-defaults-") as tmp:
+        store = RunStore(sqlite_url(Path(tmp) / "runs.db"))
+        build_page(store)
+        held, cpu = [], []
+        for _ in range(repeats):
+            size, doc = _held(lambda: build_page(store))
+            held.append(size / 1024)
+            del doc
+        for _ in range(repeats):  # timed apart: tracemalloc slows every allocation
+            start = time.process_time()
+            doc = build_page(store)
+            doc.to_json(deferred=False)
+            cpu.append(time.process_time() - start)
+            del doc
+    return {"kib": statistics.median(held), "cpu_s": statistics.median(cpu)}
+
+
+def container_defaults(repeats: int) -> dict:
+    """:func:`_page_held` without and with the change, each in a fresh interpreter."""
+    out = {}
+    for name, flag in (("bokeh", "--eager"), ("ours", "--lazy")):
+        done = subprocess.run([sys.executable, __file__, "--page-held", flag, str(repeats)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=600, check=True)
+        out[name] = json.loads(done.stdout.splitlines()[-1])
+    return out
+
+
 def run(workdir: Path, edits: int) -> dict:
-    return {"page_js": mathjax(), "edit_ms": nagle(workdir, edits)}
+    return {"page_js": mathjax(), "edit_ms": nagle(workdir, edits),
+            "container_defaults": container_defaults(5 if edits <= 10 else 12)}
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--page-js"]:
     print(json.dumps(_page_js()))
+elif __name__ == "__main__" and sys.argv[1:2] == ["--page-held"]:
+    print(json.dumps(_page_held(sys.argv[2] == "--lazy", int(sys.argv[3]))))

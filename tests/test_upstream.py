@@ -4,6 +4,7 @@ that upstream behaviour changes, before a page quietly does. Read the item in ap
 from __future__ import annotations
 
 import inspect
+import json
 import re
 import subprocess
 import sys
@@ -291,3 +292,82 @@ def test_every_served_page_sends_queued_updates(monkeypatch, tmp_path):
             assert getattr(panel_document._dispatch_msgs, "sends_queued_updates", False)
     finally:
         store.close()
+
+
+# A learner page built into a Document, as a session builds it, with Bokeh's container defaults
+# made at once (``bokeh``) or when first read (``ours``): its first message, the container
+# defaults its models hold, and what a change to a default read after the build sends.
+_CONTAINER_DEFAULTS_PROBE = r'''
+import hashlib, inspect, json, sys, tempfile
+from pathlib import Path
+from bokeh.core.has_props import HasProps
+bokeh_init = hashlib.sha256(inspect.getsource(HasProps.__init__).encode()).hexdigest()
+if sys.argv[1] == "ours":
+    from app.upstream import make_bokeh_container_defaults_when_first_read
+    make_bokeh_container_defaults_when_first_read()
+    make_bokeh_container_defaults_when_first_read()  # once is enough; a second call changes nothing
+import panel as pn
+from bokeh.core.property.wrappers import PropertyValueContainer
+from bokeh.document import Document
+from bokeh.models import Div
+from app.learner.page import LearnerPage
+from app.store import RunStore, sqlite_url
+
+def sets_sorted(o):
+    if isinstance(o, dict):
+        if o.get("type") == "set":
+            return {"type": "set", "entries": sorted(o["entries"], key=repr)}
+        return {k: sets_sorted(v) for k, v in o.items()}
+    return [sets_sorted(x) for x in o] if isinstance(o, (list, tuple)) else o  # a map's entries are tuples
+
+store = RunStore(sqlite_url(Path(tempfile.mkdtemp()) / "runs.db"))
+doc = Document()
+doc.add_root(pn.panel(LearnerPage(store=store)).get_root(doc))
+message = sets_sorted(doc.to_json(deferred=False))
+held = sum(isinstance(v, PropertyValueContainer) for m in doc.models for v in m._unstable_default_values.values())
+div = Div()
+doc.add_root(div)
+events = []
+doc.on_change(events.append)
+div.css_classes.append("read-after-the-build")
+print(json.dumps({"message": message, "held": held, "changes": len(events), "css_classes": list(div.css_classes),
+                  "models": len(doc.models), "bokeh_init": bokeh_init}))
+'''
+
+
+def _container_defaults_probe(which: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", _CONTAINER_DEFAULTS_PROBE, which], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+# Bokeh 3.9.2's HasProps.__init__, which make_bokeh_container_defaults_when_first_read copies
+# but for one test: when this changes, copy the new one (app/upstream.py) and update the hash.
+BOKEH_HAS_PROPS_INIT_SHA256 = "8184f3bb9444ab37630421c2562aa825420a3a12000c6aba0edca39dea815f30"
+
+
+def test_a_learner_pages_first_message_is_the_same_with_container_defaults_made_when_first_read():
+    bokehs, ours = _container_defaults_probe("bokeh"), _container_defaults_probe("ours")
+    assert bokehs["bokeh_init"] == BOKEH_HAS_PROPS_INIT_SHA256, "Bokeh's HasProps.__init__ changed: see app/upstream.py"
+    assert ours["models"] == bokehs["models"]
+    assert ours["message"] == bokehs["message"]
+    # What it is for: most of the page's container defaults are never made.
+    assert ours["held"] < bokehs["held"] / 4, (ours["held"], bokehs["held"])
+    # A default read after the build is made then, and a change to it reaches the document.
+    for probe in (bokehs, ours):
+        assert probe["css_classes"] == ["read-after-the-build"] and probe["changes"] == 1
+
+
+def test_bokeh_asks_the_query_before_it_reads_a_value_and_walks_references_through_its_module_global():
+    from bokeh.core import has_props
+    from bokeh.model import util
+
+    # From Bokeh's file: in a process that served a page, the class holds ours.
+    source = Path(has_props.__file__).read_text()
+    query = source[source.index("def query_properties_with_values"):]
+    query = query[:query.index("\n    def ")]
+    assert query.index("if not query(descriptor)") < query.index("descriptor.get_value(self)")
+    assert "visit_immediate_value_references(obj, queue_one)" in inspect.getsource(util.collect_filtered_models)
+    assert "visit_immediate_value_references(obj, visitor)" in \
+        inspect.getsource(util.visit_value_and_its_immediate_references)
