@@ -99,6 +99,7 @@ In tests: ``tests/test_instructor_password.py`` renders ``login_handler._login_t
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -264,7 +265,9 @@ def make_bokeh_container_defaults_when_first_read() -> None:
       sends as they are).
     - ``HasProps.query_properties_with_values`` with ``include_defaults=False`` (what a model's
       serialization asks) no longer reads a property it is about to leave out: Bokeh reads every
-      property first, then drops the ones not set (its own ``TODO`` says it should not).
+      property first, then drops the ones not set (its own ``TODO`` says it should not). A
+      property with no default is still read, so one left unset still raises Bokeh's
+      ``UnsetValueError`` on the server.
     - ``bokeh.model.util.visit_immediate_value_references`` (the walk behind ``references()``
       and a document's models) visits only properties holding a value: a default never read is
       an empty container or a fixed value and refers to no model.
@@ -308,12 +311,17 @@ def make_bokeh_container_defaults_when_first_read() -> None:
 
     query_all = has_props.HasProps.query_properties_with_values
 
+    @functools.cache
+    def required(cls, name: str) -> bool:  # no default: Bokeh's read of it raises, as it should
+        # Not class_default(no_eval=True): that leaves an unevaluated default in Bokeh's cache.
+        return cls.lookup(name).property._default is Undefined and name not in cls.__overridden_defaults__
+
     def query_properties_with_values(self, query, *, include_defaults=True, include_undefined=False):
         if not include_defaults:
-            holding, asked = _holding_a_value(self), query
+            holding, asked, cls = _holding_a_value(self), query, type(self)
 
             def query(descriptor):
-                return descriptor.name in holding and asked(descriptor)
+                return (descriptor.name in holding or required(cls, descriptor.name)) and asked(descriptor)
         return query_all(self, query, include_defaults=include_defaults, include_undefined=include_undefined)
 
     has_props.HasProps.query_properties_with_values = query_properties_with_values
