@@ -288,3 +288,14 @@ def test_an_inactive_panel_leaves_a_new_layer_for_when_it_is_active_again(panel,
     panel.active = True
     assert panel.ablation is not last and panel.ablation.before is source.layer
     assert "W_V before" in shown(panel) and panel.message == ""
+
+
+def test_the_weights_summary_says_row_for_one_moved_row_and_rows_for_several():
+    from app.learner.ablation import weights_summary_html
+    from attention_core.ablation import ablate
+
+    # Causal over two tokens: row 1 reads only token 1, so only row 2's weights can move.
+    one = ablate(trace_layer(x=X[:2], causal=True), "W_Q", "scale", factor=2.0)
+    several = ablate(trace_layer(causal=True), "W_Q", "scale", factor=2.0)
+    assert "<b>the weights moved in row 2.</b>" in str(weights_summary_html(one, 1))
+    assert "<b>the weights moved in rows 2, 3, 4.</b>" in str(weights_summary_html(several, 1))

@@ -125,9 +125,10 @@ def weights_summary_html(a: Ablation, item: int) -> Markup:
         return html("<p data-testid='ablation-weights' data-same='true'>Weights of {}: <b>every "
                     "weight is exactly the same before and after.</b> Both maps use one colour "
                     "scale, 0 to 1.</p>", _whose(a, item))
-    rows = ", ".join(str(r) for r in _moved_rows(before, after))
+    moved = _moved_rows(before, after)
+    rows = f"row{'' if len(moved) == 1 else 's'} {', '.join(str(r) for r in moved)}"  # as the statements say it
     return html("<p data-testid='ablation-weights' data-same='false'>Weights of {}: <b>the weights "
-                "moved in rows {}.</b> Both maps use one colour scale, 0 to 1.</p>", _whose(a, item), rows)
+                "moved in {}.</b> Both maps use one colour scale, 0 to 1.</p>", _whose(a, item), rows)
 
 
 def _matrix_table(caption: str, m: np.ndarray, testid: str) -> Markup:
