@@ -49,8 +49,6 @@ from app.learner.steps import RowStepsView
 from app.store import RunStore, sqlite_url
 from app.upstream import make_bokeh_container_defaults_when_first_read
 
-make_bokeh_container_defaults_when_first_read()  # as served
-
 VIEWS = {
     "inputs": InputsView, "prediction": PredictionView, "banner": BannerView,
     "matrices": MatricesView, "projections": ProjectionsView, "readouts": ReadoutsView,
@@ -186,6 +184,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     parser.add_argument("--page", action="store_true", help="the whole page's figures only (quick)")
     args = parser.parse_args(argv)
+    make_bokeh_container_defaults_when_first_read()  # as served (not on import: bench/upstream.py compares)
     with tempfile.TemporaryDirectory() as tmp:
         store = RunStore(sqlite_url(Path(tmp) / "runs.db"))
         build_page(store)  # warm up: imports and class-level caches are not a page's cost

@@ -132,50 +132,31 @@ def _page_held(lazy: bool, repeats: int) -> dict:
     """KiB a default learner page holds and the CPU seconds of building and serializing it,
     medians of ``repeats`` pages (after one warm-up), with or without the container defaults
     made when first read."""
-    import gc
     import statistics
     import time
-    import tracemalloc
 
     if lazy:
         from app.upstream import make_bokeh_container_defaults_when_first_read
 
         make_bokeh_container_defaults_when_first_read()
-    # Not page_memory's helpers: importing page_memory makes the change (as served).
-    import panel as pn
-    from bokeh.document import Document
+    from page_memory import _held, build_page
 
-    from app.learner.page import LearnerPage
     from app.store import RunStore, sqlite_url
-
-    def build_page(store):
-        doc = Document()
-        doc.add_root(pn.panel(LearnerPage(store=store)).get_root(doc))
-        return doc
-
-    def _held(build):
-        gc.collect()
-        tracemalloc.start()
-        out = build()
-        gc.collect()
-        size = tracemalloc.get_traced_memory()[0]
-        tracemalloc.stop()
-        return size, out
 
     with tempfile.TemporaryDirectory(prefix="attention-bench-defaults-") as tmp:
         store = RunStore(sqlite_url(Path(tmp) / "runs.db"))
         build_page(store)
         held, cpu = [], []
         for _ in range(repeats):
-            size, doc = _held(lambda: build_page(store))
+            size, (page, doc) = _held(lambda: build_page(store))
             held.append(size / 1024)
-            del doc
+            del page, doc
         for _ in range(repeats):  # timed apart: tracemalloc slows every allocation
             start = time.process_time()
-            doc = build_page(store)
+            page, doc = build_page(store)
             doc.to_json(deferred=False)
             cpu.append(time.process_time() - start)
-            del doc
+            del page, doc
     return {"kib": statistics.median(held), "cpu_s": statistics.median(cpu)}
 
 
