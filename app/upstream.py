@@ -273,7 +273,7 @@ def make_bokeh_container_defaults_when_first_read() -> None:
       an empty container or a fixed value and refers to no model.
 
     What the browser gets is the same: a container default nobody changed was never sent
-    (``tests/test_upstream.py`` compares a learner page's document both ways). Read later, a
+    (``tests/test_upstream.py`` compares the learner's and the instructor's page both ways). Read later, a
     default is made as before and changes to it are sent. ``bench/page_memory.py`` and the
     classroom bench give the figure.
     """
