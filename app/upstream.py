@@ -244,11 +244,11 @@ def load_mathjax_only_for_tex() -> None:
         resources._panel_use_mathjax = panel_html_needs_mathjax
 
 
-def _holding_a_value(model) -> set[str]:
-    """The names of ``model``'s properties that hold a value: set, a default already read
-    (Bokeh's ``_unstable_default_values``), or themed."""
-    return model._property_values.keys() | model._unstable_default_values.keys() | \
-        (model.themed_values() or {}).keys()
+def _value_holders(model) -> tuple[dict, ...]:
+    """Where ``model``'s properties that hold a value are: set, a default already read (Bokeh's
+    ``_unstable_default_values``), or themed. Looked up, not merged: the references walk asks
+    this of every model of a page each time the document's models are counted again."""
+    return model._property_values, model._unstable_default_values, model.themed_values() or {}
 
 
 def make_bokeh_container_defaults_when_first_read() -> None:
@@ -285,7 +285,7 @@ def make_bokeh_container_defaults_when_first_read() -> None:
     if getattr(has_props.HasProps.__init__, "defaults_when_first_read", False):
         return
     # The containers Bokeh wraps to hear of changes; such a default, unchanged, is never sent.
-    WRAPPED = (List, Set, Dict)  # noqa: N806
+    wrapped = (List, Set, Dict)
 
     def __init__(self, **properties) -> None:
         super(has_props.HasProps, self).__init__()
@@ -302,7 +302,7 @@ def make_bokeh_container_defaults_when_first_read() -> None:
                 continue
             desc = self.lookup(name)
             # The one change: a list, set or dict default is made when first read (descriptor._get).
-            if desc.has_unstable_default(self) and not isinstance(desc.property, WRAPPED):
+            if desc.has_unstable_default(self) and not isinstance(desc.property, wrapped):
                 desc._get(self)
         self._initialized = True
 
@@ -318,19 +318,20 @@ def make_bokeh_container_defaults_when_first_read() -> None:
 
     def query_properties_with_values(self, query, *, include_defaults=True, include_undefined=False):
         if not include_defaults:
-            holding, asked, cls = _holding_a_value(self), query, type(self)
+            holders, asked, cls = _value_holders(self), query, type(self)
 
             def query(descriptor):
-                return (descriptor.name in holding or required(cls, descriptor.name)) and asked(descriptor)
+                name = descriptor.name
+                return (any(name in held for held in holders) or required(cls, name)) and asked(descriptor)
         return query_all(self, query, include_defaults=include_defaults, include_undefined=include_undefined)
 
     has_props.HasProps.query_properties_with_values = query_properties_with_values
 
     def visit_immediate_value_references(value, visitor) -> None:
         if isinstance(value, has_props.HasProps):
-            holding = _holding_a_value(value)
+            holders = _value_holders(value)
             for name in value.properties_with_refs():
-                if name in holding:
+                if any(name in held for held in holders):
                     util.visit_value_and_its_immediate_references(getattr(value, name), visitor)
         else:
             util.visit_value_and_its_immediate_references(value, visitor)

@@ -139,25 +139,21 @@ def _page_held(lazy: bool, repeats: int) -> dict:
         from app.upstream import make_bokeh_container_defaults_when_first_read
 
         make_bokeh_container_defaults_when_first_read()
-    from page_memory import _held, build_page
+    from page_memory import _page_figures, build_page
 
     from app.store import RunStore, sqlite_url
 
     with tempfile.TemporaryDirectory(prefix="attention-bench-defaults-") as tmp:
         store = RunStore(sqlite_url(Path(tmp) / "runs.db"))
         build_page(store)
-        held, cpu = [], []
-        for _ in range(repeats):
-            size, (page, doc) = _held(lambda: build_page(store))
-            held.append(size / 1024)
-            del page, doc
+        kib, cpu = _page_figures(store, repeats)["kib"], []
         for _ in range(repeats):  # timed apart: tracemalloc slows every allocation
             start = time.process_time()
             page, doc = build_page(store)
             doc.to_json(deferred=False)
             cpu.append(time.process_time() - start)
             del page, doc
-    return {"kib": statistics.median(held), "cpu_s": statistics.median(cpu)}
+    return {"kib": kib, "cpu_s": statistics.median(cpu)}
 
 
 def container_defaults(repeats: int) -> dict:
