@@ -1,8 +1,8 @@
 """The operator's log: one line per event a class server's operator asks about afterwards.
 
 Sessions opened and closed, runs saved, explanations attached, imports and exports, instructor
-logins, logouts, failed and limited logins, store errors, exceptions in a page's callbacks and
-actions refused after a logout, each as
+logins, logouts, failed and limited logins, store errors, exceptions in a page's callbacks,
+actions refused after a logout and requests refused or failed (4xx, 5xx), each as
 one line of ``key=value`` fields on the server's stderr (systemd's journal keeps it)::
 
     2026-12-04T03:20:01Z INFO session opened page=learner session=3f9c0a1b2d4e client=203.0.113.9
@@ -15,7 +15,7 @@ Never logged: what a learner typed (name, label, prediction, explanation, file n
 password, a Bokeh session id (it lets whoever holds it join the session: only a short hash of
 it). Run ids, counts, page kinds and client addresses are logged.
 
-Left out: log files and rotation (the journal's job), request access lines (Tornado's).
+Left out: log files and rotation (the journal's job), requests answered without an error.
 """
 
 from __future__ import annotations
@@ -156,12 +156,27 @@ def configure(level: str = "INFO") -> None:
         log.propagate = False  # the lines once, in this format, whatever else configures logging
 
 
+def request_refused_or_failed(handler) -> None:
+    """Tornado's ``log_function`` (an application setting, :meth:`tornado.web.Application.log_request`),
+    in place of its own access line: a request answered 4xx as ``request refused`` (WARNING), 5xx
+    as ``request failed`` (ERROR), each with its status, method, path (no query string), client
+    and milliseconds; answered requests are not logged, as Tornado's INFO lines were not."""
+    status = handler.get_status()
+    if status < 400:
+        return
+    request = handler.request
+    event(_requests, "request refused" if status < 500 else "request failed",
+          logging.WARNING if status < 500 else logging.ERROR, status=status, method=request.method,
+          path=request.path, client=client_address(request), ms=f"{1000 * request.request_time():.1f}")
+
+
 # --- a Panel server's sessions and callback errors -----------------------------------------
 
 # session id → when it opened (monotonic seconds), its page and client, this process's open sessions
 _opened: dict[str, tuple[float, str, str | None]] = {}
 _sessions = logger("sessions")
 _errors = logger("errors")
+_requests = logger("requests")
 
 
 def _page(session_context) -> str:
@@ -231,4 +246,4 @@ def log_sessions_and_errors() -> None:
 
 
 __all__ = ["LEVELS", "LOGGER", "client_address", "configure", "event", "fields", "log_sessions_and_errors",
-           "logger", "short_id"]
+           "logger", "request_refused_or_failed", "short_id"]

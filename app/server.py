@@ -26,7 +26,7 @@ from app.health import health_patterns, stopping
 from app.learner.embed import TITLE as EMBED_TITLE
 from app.learner.embed import create_embed
 from app.learner.page import create_page
-from app.oplog import log_sessions_and_errors
+from app.oplog import log_sessions_and_errors, request_refused_or_failed
 from app.shutdown import SHUTDOWN_GRACE_S, end_process, refuse_page, stop_on_signals
 from app.store import RunStore
 from app.upstream import (
@@ -285,6 +285,7 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         transforms=[framing_transform(embed_origins, prefix),
                     type("InstructorSlashRedirect", (InstructorSlashRedirect,), {"prefix": prefix})],
         prefix=prefix, use_xheaders=use_xheaders, start=False,
+        log_function=request_refused_or_failed,  # Tornado's setting: refused requests as key=value lines
         **serve_options(instructor_password, cookie_secret, prefix, logins),
     )
     # Said once the port is bound (Bokeh's Server binds it, and forks any --num-procs workers,
