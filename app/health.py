@@ -15,7 +15,6 @@ import asyncio
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlsplit
 
 from tornado.web import RequestHandler
 
@@ -90,6 +89,11 @@ class HealthHandler(RequestHandler):
     """``GET``/``HEAD`` :data:`HEALTH_PATH`: ``200 ok`` when the store answers, else ``503`` and
     why, as ``text/plain``, never cached; ``503 server stopping`` after :func:`mark_stopping`."""
 
+    #: Read by :func:`app.oplog.request_refused_or_failed`: a balancer asking a stopping server,
+    #: or one whose store is down, every few seconds would fill the operator's log with 503s.
+    #: What changed is logged once instead (:func:`store_problem`; the shutdown's own lines).
+    answers_logged = False
+
     def initialize(self, store: RunStore) -> None:
         self.store = store
 
@@ -104,28 +108,9 @@ class HealthHandler(RequestHandler):
         await self.get()
 
 
-class _HealthAnswersUnlogged(logging.Filter):
-    """Leaves Tornado's access line for each answer of :data:`HEALTH_PATH` out of the log.
-
-    Tornado logs every 5xx answer as an ERROR: a balancer asking a stopping server, or one whose
-    store is down, every few seconds would fill the operator's log with them. What changed is
-    logged once instead (:func:`store_problem`; the shutdown's own lines).
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        # Tornado's access line: "%d %s %.2fms" % (status, "GET /path?query (address)", time).
-        args = record.args if isinstance(record.args, tuple) else ()
-        request = str(args[1]).split(" ") if len(args) == 3 else []
-        return not (len(request) > 1 and urlsplit(request[1]).path.endswith(HEALTH_PATH))
-
-
-_UNLOGGED = _HealthAnswersUnlogged()
-
-
 def health_patterns(store: RunStore) -> list[tuple]:
     """The route for :func:`panel.serve`'s ``extra_patterns``: :data:`HEALTH_PATH` over ``store``
-    (its answers left out of Tornado's access log, see :class:`_HealthAnswersUnlogged`)."""
-    logging.getLogger("tornado.access").addFilter(_UNLOGGED)
+    (its answers never logged, see :attr:`HealthHandler.answers_logged`)."""
     return [(HEALTH_PATH, HealthHandler, {"store": store})]
 
 

@@ -160,9 +160,10 @@ def request_refused_or_failed(handler) -> None:
     """Tornado's ``log_function`` (an application setting, :meth:`tornado.web.Application.log_request`),
     in place of its own access line: a request answered 4xx as ``request refused`` (WARNING), 5xx
     as ``request failed`` (ERROR), each with its status, method, path (no query string), client
-    and milliseconds; answered requests are not logged, as Tornado's INFO lines were not."""
+    and milliseconds; answered requests are not logged, as Tornado's INFO lines were not, nor
+    any answer of a handler whose ``answers_logged`` is False (the health check's)."""
     status = handler.get_status()
-    if status < 400:
+    if status < 400 or not getattr(handler, "answers_logged", True):
         return
     request = handler.request
     event(_requests, "request refused" if status < 500 else "request failed",

@@ -241,6 +241,8 @@ def test_a_failed_request_is_an_error_line_and_an_answered_one_no_line(caplog):
     with caplog.at_level(logging.INFO, logger=oplog.LOGGER):
         for status in (200, 302, 500):
             oplog.request_refused_or_failed(SimpleNamespace(get_status=lambda status=status: status, request=request))
+        # The health check's 503s, asked every few seconds, are not logged (app/health.py).
+        oplog.request_refused_or_failed(SimpleNamespace(get_status=lambda: 503, request=request, answers_logged=False))
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
         ("ERROR", "request failed status=500 method=POST path=/instructor/export.csv client=203.0.113.5 ms=12.5")]
 
