@@ -117,8 +117,8 @@ class _UTCFormatter(logging.Formatter):
 
 #: Tornado's and Bokeh's loggers sent through :func:`configure`'s handler, each with the least
 #: level logged (Bokeh's INFO is a line per websocket opened and closed: the sessions' lines say it).
-SERVER_LOGGERS = {"tornado.access": "WARNING", "tornado.application": "INFO", "tornado.general": "INFO",
-                  "bokeh": "WARNING"}
+#: Not ``tornado.access``: ``serve`` logs requests itself (:func:`request_refused_or_failed`).
+SERVER_LOGGERS = {"tornado.application": "INFO", "tornado.general": "INFO", "bokeh": "WARNING"}
 
 
 def _handler() -> logging.Handler:
@@ -139,9 +139,8 @@ def configure(level: str = "INFO") -> None:
     """
     if level.upper() not in LEVELS:
         raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)}")
-    # Tornado's and Bokeh's own lines (a refused or failed request, a websocket from a foreign
-    # origin, an error outside a page) in the same format, not Python's bare default: Tornado's
-    # answered requests (below WARNING) are left out. Bokeh, once imported, prints its lines
+    # Tornado's and Bokeh's own lines (a websocket from a foreign origin, an error outside a
+    # page) in the same format, not Python's bare default. Bokeh, once imported, prints its lines
     # through a handler of its own (bokeh.util.logconfig.default_handler), replaced here.
     # A handler for each logger, never one shared: Panel's servable() in a session (its error
     # page for a page that failed to build, panel/io/handlers.py) turns every stream handler of
