@@ -38,6 +38,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
+# pytest-playwright's ``context`` and ``page``, kept from test to test (see there).
+pytest_plugins = ["kept_tab"]
+
 BROWSER_FIXTURES = {"page", "context", "new_context", "browser", "launch_browser"}
 
 

@@ -148,15 +148,9 @@ class PageWatch:
         page.on("pageerror", lambda exc: self.errors.append(str(exc)))
         page.on("console", lambda msg: msg.type == "error" and self.console_errors.append(msg.text))
         local = re.compile(rf"^(?:{re.escape(self.origin)}|data:|blob:|about:)")
-
-        def route(r):
-            if local.match(r.request.url):
-                r.continue_()
-            else:
-                self.outside_requests.append(r.request.url)
-                r.abort()
-
-        page.context.route("**/*", route)
+        # Seen, not routed: a route turns the context's HTTP cache off (Playwright's documented
+        # rule), and a page kept from test to test (tests/kept_tab.py) opens faster with it.
+        page.context.on("request", lambda r: local.match(r.url) or self.outside_requests.append(r.url))
 
     def assert_clean(self) -> None:
         assert self.errors == [], f"page errors: {self.errors}"
