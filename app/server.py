@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import panel as pn
 from tornado.ioloop import IOLoop
-from tornado.web import OutputTransform
+from tornado.web import OutputTransform, StaticFileHandler
 
 from app.auth import INSTRUCTOR_PATH, exposure_problem, serve_options
 from app.framing import EMBED_PATH, framing_transform, parse_origins
@@ -126,6 +126,16 @@ def _served_locally(factory, prefix: str = ""):
                                  precedence=1)
         return page
     return build
+
+
+def _favicon_under(prefix: str) -> list[tuple]:
+    """The route for the tab icon under a URL ``prefix`` (Bokeh puts the prefix before each
+    extra route): Panel's pages ask for it beside them (``./favicon.ico``, so
+    ``/class/favicon.ico``), but Bokeh answers ``/favicon.ico`` only at the top, outside the prefix
+    a proxy forwards, so every page had a 404. The same icon, Panel's."""
+    from panel.io.resources import DIST_DIR
+
+    return [(r"/(favicon\.ico)", StaticFileHandler, {"path": str(DIST_DIR / "images")})] if prefix else []
 
 
 def _create_instructor(store: RunStore, logins=None):
@@ -278,7 +288,7 @@ def serve(store: RunStore | str, port: int = 5006, address: str = "localhost", s
         title={"/": "Self-attention workbench", EMBED_PATH: EMBED_TITLE,
                INSTRUCTOR_PATH: "Instructor · Self-attention workbench"},
         websocket_origin=origins,
-        extra_patterns=health_patterns(store),  # /healthz for a balancer, outside every login
+        extra_patterns=health_patterns(store) + _favicon_under(prefix),  # /healthz: for a balancer
         # Bokeh's own names: pn.serve passes unknown keywords on, so shorter ones are ignored.
         check_unused_sessions_milliseconds=max(1, min(CHECK_UNUSED_SESSIONS_MS, lifetime_ms // 2)),
         unused_session_lifetime_milliseconds=lifetime_ms, threaded=False, num_procs=num_procs,

@@ -114,6 +114,7 @@ def test_the_pages_under_a_prefix_load_everything_from_below_it(tmp_path, page):
         expect(page.get_by_test_id("runs-total")).to_be_visible(timeout=30_000)
         page.wait_for_load_state("networkidle")
         assert failed == []
-        watch.assert_clean()
+        watch.assert_clean()  # the tab's icon too: Bokeh answers /favicon.ico only at the top
+        assert page.request.get(server.url + "class/favicon.ico").ok
     finally:
         server.stop()
