@@ -145,6 +145,11 @@ def test_at_640_px_long_unbroken_learner_text_wraps_or_scrolls_in_its_own_box(se
     save_run(page, "broken")
     expect(page.get_by_role("table", name="Saved runs").locator("tbody tr")).to_have_count(2)
     assert page.evaluate(SCROLLING_SIDEWAYS_JS) == []
+    # The long label wraps the ticks: each line of them starts where the first does.
+    boxes = page.get_by_role("checkbox", name=re.compile(r"^Run \d")).evaluate_all(
+        "els => els.map(e => [Math.round(e.getBoundingClientRect().top), e.getBoundingClientRect().left])")
+    starts = {min(left for top, left in boxes if top == line) for line in {top for top, _ in boxes}}
+    assert len(boxes) == 2 and len({top for top, _ in boxes}) == 2 and len(starts) == 1, boxes
 
 
 def test_at_1280_px_with_200_percent_zoom_the_page_is_one_column(browser, server):
