@@ -78,8 +78,10 @@ def _operator_log_undone():
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
-    """pytest-playwright's launch options plus our Chromium's path and the offline flags."""
-    path = os.environ.get("ATTENTION_WORKBENCH_CHROMIUM") or find_chromium()
+    """pytest-playwright's launch options plus our Chromium's path and the offline flags: the
+    headless shell unless ``--headed`` asks for a window (tests/find_browser.py)."""
+    headed = browser_type_launch_args.get("headless") is False
+    path = os.environ.get("ATTENTION_WORKBENCH_CHROMIUM") or find_chromium(headless_shell=not headed)
     if path is None:
         pytest.fail(
             "No Chromium for the browser tests (looked for /usr/bin/chromium, chromium, "

@@ -3,13 +3,21 @@
 Used by ``make test`` (``python tests/find_browser.py --install``) and by ``tests/conftest.py``
 (``find_chromium()``), so both look in the same places, in this order:
 
-1. a system Chromium: ``/usr/bin/chromium``, then ``chromium``, ``chromium-browser``,
+1. for headless runs (every test run unless ``--headed``), Debian's old headless shell,
+   ``chromium-headless-shell``: what Playwright itself runs headless tests in; a learner page
+   costs it much less CPU than the whole browser's headless mode, and the browser tests are
+   most of ``make test``'s time (figures in bench/README.md, "make test's time");
+2. a system Chromium: ``/usr/bin/chromium``, then ``chromium``, ``chromium-browser``,
    ``google-chrome`` on ``PATH`` (``playwright install`` cannot download on our machines);
-2. the Chromium that ``python -m playwright install chromium`` downloaded.
+3. the Chromium that ``python -m playwright install chromium`` downloaded.
 
-Installing (only with ``--install``) tries Debian's ``apt-get install chromium`` when running as
-root, then ``python -m playwright install chromium``. It never decides to skip browser tests: if
-nothing works it exits non-zero saying what it tried and how to fix it.
+Installing (only with ``--install``), when running as root: Debian's ``chromium`` and
+``chromium-headless-shell`` when there is no browser (``chromium`` alone if that fails), the
+headless shell alone when only it is missing (its failure is no error: it is only faster); else
+``python -m playwright install chromium``. It never decides to skip browser tests: if nothing
+works it exits non-zero saying what it tried and how to fix it. The benchmarks and ``make
+screenshots`` keep the whole browser (``find_chromium(headless_shell=False)``): they measure and
+show what a learner's browser does.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import subprocess
 import sys
 
 SYSTEM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
+HEADLESS_SHELL = "chromium-headless-shell"
 
 HOW_TO_FIX = (
     "Install a Chromium and run `make test` again: `sudo apt-get install chromium` (Debian/Ubuntu), "
@@ -38,6 +47,11 @@ def system_chromium() -> str | None:
     return None
 
 
+def find_headless_shell() -> str | None:
+    """Path of Debian's ``chromium-headless-shell`` (headless only), or None."""
+    return shutil.which(HEADLESS_SHELL, path=f"/usr/bin{os.pathsep}{os.environ.get('PATH', '')}")
+
+
 def playwright_chromium() -> str | None:
     """Path of Playwright's own downloaded Chromium if it is on disk, or None."""
     try:
@@ -52,9 +66,11 @@ def playwright_chromium() -> str | None:
     return path if path and os.access(path, os.X_OK) else None
 
 
-def find_chromium() -> str | None:
-    """Path of the Chromium the browser tests will launch: system first, then Playwright's."""
-    return system_chromium() or playwright_chromium()
+def find_chromium(headless_shell: bool = True) -> str | None:
+    """Path of the Chromium the browser tests will launch: the headless shell first (unless
+    ``headless_shell`` is false: a run with a window, a benchmark, a screenshot), then a
+    system Chromium, then Playwright's."""
+    return (headless_shell and find_headless_shell()) or system_chromium() or playwright_chromium()
 
 
 def _run(cmd: list[str], tried: list[str], env: dict[str, str] | None = None) -> None:
@@ -66,12 +82,19 @@ def _run(cmd: list[str], tried: list[str], env: dict[str, str] | None = None) ->
     tried.append(f"`{' '.join(cmd)}` -> exit {code}")
 
 
+def can_apt_get() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get") is not None
+
+
 def install_chromium() -> tuple[str | None, list[str]]:
     """Try to install a Chromium; return its path (or None) and what was tried."""
     tried: list[str] = []
-    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+    if can_apt_get():
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         _run(["apt-get", "update"], tried, env)
+        _run(["apt-get", "install", "-y", "--no-install-recommends", "chromium", HEADLESS_SHELL], tried, env)
+        if path := find_chromium():
+            return path, tried
         _run(["apt-get", "install", "-y", "--no-install-recommends", "chromium"], tried, env)
         if path := find_chromium():
             return path, tried
@@ -82,6 +105,11 @@ def install_chromium() -> tuple[str | None, list[str]]:
 
 
 def main(argv: list[str]) -> int:
+    if "--install" in argv and find_headless_shell() is None and system_chromium() and can_apt_get():
+        # A whole Chromium is enough, the headless shell only faster: its install may fail.
+        print(f"find_browser: adding {HEADLESS_SHELL}, the lighter browser for headless tests", file=sys.stderr)
+        _run(["apt-get", "install", "-y", "--no-install-recommends", HEADLESS_SHELL], [],
+             {**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
     path = find_chromium()
     if path is None and "--install" in argv:
         print("find_browser: no Chromium found; trying to install one", file=sys.stderr)

@@ -116,7 +116,7 @@ def make_screenshots(page: Page, url: str) -> None:
 
 
 def main() -> int:
-    chromium = find_chromium()
+    chromium = find_chromium(headless_shell=False)  # what a learner's browser shows
     if chromium is None:
         print(f"make_screenshots: no Chromium found. {HOW_TO_FIX}", file=sys.stderr)
         return 1
