@@ -36,7 +36,8 @@ serve: $(STAMP)
 	$(COMPILE)
 	$(BIN)/attention-workbench serve $(ARGS)
 
-# Finds a system or Playwright Chromium, installing one (apt-get as root, else Playwright) if none.
+# Finds a system or Playwright Chromium, installing one (apt-get as root, else Playwright) if none;
+# the tests run headless in Debian's chromium-headless-shell when there is one (tests/find_browser.py).
 browser: $(STAMP)
 	$(BIN)/python tests/find_browser.py --install
 
