@@ -31,7 +31,7 @@ SYSTEM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 HEADLESS_SHELL = "chromium-headless-shell"
 
 HOW_TO_FIX = (
-    "Install a Chromium and run `make test` again: `sudo apt-get install chromium` (Debian/Ubuntu), "
+    "Install a Chromium and run `make test` again: `sudo apt-get install chromium chromium-headless-shell` (Debian), "
     "or `.venv/bin/python -m playwright install chromium` where downloads are allowed."
 )
 
