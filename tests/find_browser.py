@@ -83,21 +83,23 @@ def _run(cmd: list[str], tried: list[str], env: dict[str, str] | None = None) ->
 
 
 def can_apt_get() -> bool:
+    """Whether Debian packages can be installed here: root, with apt-get on PATH."""
     return hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get") is not None
+
+
+def _apt_get(*args: str, tried: list[str]) -> None:
+    _run(["apt-get", *args], tried, {**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
 
 
 def install_chromium() -> tuple[str | None, list[str]]:
     """Try to install a Chromium; return its path (or None) and what was tried."""
     tried: list[str] = []
     if can_apt_get():
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        _run(["apt-get", "update"], tried, env)
-        _run(["apt-get", "install", "-y", "--no-install-recommends", "chromium", HEADLESS_SHELL], tried, env)
-        if path := find_chromium():
-            return path, tried
-        _run(["apt-get", "install", "-y", "--no-install-recommends", "chromium"], tried, env)
-        if path := find_chromium():
-            return path, tried
+        _apt_get("update", tried=tried)
+        for packages in (("chromium", HEADLESS_SHELL), ("chromium",)):
+            _apt_get("install", "-y", "--no-install-recommends", *packages, tried=tried)
+            if path := find_chromium():
+                return path, tried
     else:
         tried.append("apt-get: skipped (needs root and apt-get)")
     _run([sys.executable, "-m", "playwright", "install", "chromium"], tried)
@@ -108,8 +110,7 @@ def main(argv: list[str]) -> int:
     if "--install" in argv and find_headless_shell() is None and system_chromium() and can_apt_get():
         # A whole Chromium is enough, the headless shell only faster: its install may fail.
         print(f"find_browser: adding {HEADLESS_SHELL}, the lighter browser for headless tests", file=sys.stderr)
-        _run(["apt-get", "install", "-y", "--no-install-recommends", HEADLESS_SHELL], [],
-             {**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        _apt_get("install", "-y", "--no-install-recommends", HEADLESS_SHELL, tried=[])
     path = find_chromium()
     if path is None and "--install" in argv:
         print("find_browser: no Chromium found; trying to install one", file=sys.stderr)
@@ -117,7 +118,7 @@ def main(argv: list[str]) -> int:
         if path is None:
             print(
                 "find_browser: no Chromium for the browser tests, and installing one failed.\n"
-                "  Looked for: /usr/bin/chromium, " + ", ".join(SYSTEM_CANDIDATES) + " on PATH, "
+                f"  Looked for: {HEADLESS_SHELL}, /usr/bin/chromium, " + ", ".join(SYSTEM_CANDIDATES) + " on PATH, "
                 "and Playwright's downloaded chromium.\n  Tried:\n    " + "\n    ".join(tried)
                 + "\n  " + HOW_TO_FIX,
                 file=sys.stderr,
